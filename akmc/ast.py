@@ -1,0 +1,302 @@
+"""The typed syntax tree of one `.akm` file: plain dataclasses, every node with its span."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """A source range. Lines and columns are 1-based; `end_column` is exclusive.
+
+    `start` and `end` are 0-based character offsets into the decoded text.
+    """
+
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    start: int
+    end: int
+
+
+@dataclass(slots=True)
+class Ident:
+    text: str
+    span: Span
+
+
+@dataclass(slots=True)
+class StrLit:
+    value: str
+    span: Span
+
+
+# -- values -----------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Literal:
+    """A JSON scalar: string, int, float, bool or None."""
+
+    value: str | int | float | bool | None
+    span: Span
+
+
+@dataclass(slots=True)
+class ListValue:
+    items: list[Value]
+    span: Span
+
+
+@dataclass(slots=True)
+class ObjectValue:
+    entries: list[tuple[Ident, Value]]
+    span: Span
+
+
+@dataclass(slots=True)
+class Duration:
+    """A duration, already lowered to milliseconds (only in settings)."""
+
+    ms: int
+    text: str
+    span: Span
+
+
+@dataclass(slots=True)
+class Word:
+    """A bare word such as `fail` or `timeout` (only in settings)."""
+
+    text: str
+    span: Span
+
+
+Value = Union[Literal, ListValue, ObjectValue, Duration, Word]
+
+
+# -- references ---------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Segment:
+    """One path step after `output`: `.name` (field) or `[n]` (index)."""
+
+    field: str | None
+    index: int | None
+    span: Span
+
+    def render(self) -> str:
+        return f".{self.field}" if self.field is not None else f"[{self.index}]"
+
+
+@dataclass(slots=True)
+class Reference:
+    """`params.NAME` (root "params") or `steps.ID.output<segments>` (root "steps")."""
+
+    root: str
+    name: Ident
+    segments: list[Segment]
+    span: Span
+
+    @property
+    def text(self) -> str:
+        if self.root == "params":
+            return f"params.{self.name.text}"
+        return f"steps.{self.name.text}.output" + "".join(s.render() for s in self.segments)
+
+
+# -- types --------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Refinement:
+    name: Ident
+    value: Value
+    span: Span
+
+
+@dataclass(slots=True)
+class NamedType:
+    """`string`, `int`, `list[T]`, `map[T]` … with optional refinements."""
+
+    name: Ident
+    arg: TypeExpr | None
+    refinements: list[Refinement]
+    span: Span
+
+
+@dataclass(slots=True)
+class FieldDecl:
+    name: Ident
+    optional: bool
+    type: TypeExpr
+    span: Span
+
+
+@dataclass(slots=True)
+class ObjectType:
+    fields: list[FieldDecl]
+    span: Span
+
+
+@dataclass(slots=True)
+class LiteralType:
+    literal: Literal
+    span: Span
+
+
+@dataclass(slots=True)
+class UnionType:
+    members: list[TypeExpr]
+    span: Span
+
+
+TypeExpr = Union[NamedType, ObjectType, LiteralType, UnionType]
+
+
+# -- workflow items -------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Text:
+    """Prose: a string, a text block (already dedented) or `file("path")` (read later)."""
+
+    kind: str  # "string" | "block" | "file"
+    value: str  # the text, or the path for kind "file"
+    span: Span
+
+
+@dataclass(slots=True)
+class Setting:
+    name: Ident
+    value: Value
+    span: Span
+
+
+@dataclass(slots=True)
+class EnvEntry:
+    name: Ident
+    kind: str  # "literal" | "secret" | "passthrough"
+    value: str | None  # the literal, or the secret's variable name
+    span: Span
+    value_span: Span
+
+
+@dataclass(slots=True)
+class Env:
+    entries: list[EnvEntry]
+    span: Span
+
+
+@dataclass(slots=True)
+class Binding:
+    name: Ident
+    value: Value | Reference
+    span: Span
+
+
+@dataclass(slots=True)
+class Target:
+    """One dispatchable thing: shell, script, agent, uses or approval."""
+
+    kind: str
+    span: Span
+    keyword_span: Span
+    text: Text | None = None  # shell, agent, approval
+    path: StrLit | None = None  # script path, uses ref
+    bindings: list[Binding] | None = None  # uses
+
+
+@dataclass(slots=True)
+class MapBlock:
+    over: Reference
+    items: list[Target | Setting | Env]
+    span: Span
+
+
+@dataclass(slots=True)
+class RouteCase:
+    match: Literal | None  # None for `_`
+    target: Ident
+    span: Span
+
+
+@dataclass(slots=True)
+class RouteBlock:
+    subject: Reference
+    cases: list[RouteCase]
+    span: Span
+
+
+@dataclass(slots=True)
+class GateCheck:
+    target: Target
+    span: Span
+
+
+@dataclass(slots=True)
+class Gate:
+    items: list[GateCheck | Setting]
+    span: Span
+
+
+@dataclass(slots=True)
+class Inputs:
+    refs: list[Reference]
+    span: Span
+
+
+@dataclass(slots=True)
+class OutputType:
+    type: TypeExpr
+    span: Span
+
+
+StepItem = Union[Target, MapBlock, RouteBlock, Gate, Env, Inputs, OutputType, Setting]
+
+
+@dataclass(slots=True)
+class Step:
+    id: Ident
+    items: list[StepItem]
+    span: Span
+
+
+@dataclass(slots=True)
+class Param:
+    name: Ident
+    type: TypeExpr
+    default: Value | None
+    description: StrLit | None
+    span: Span
+
+
+@dataclass(slots=True)
+class OutputDecl:
+    name: Ident
+    type: TypeExpr | None
+    source: Reference
+    span: Span
+
+
+@dataclass(slots=True)
+class Section:
+    """A workflow-level block: description, params, outputs, limits or defaults."""
+
+    kind: str
+    span: Span
+    keyword_span: Span
+    description: Text | None = None
+    params: list[Param] = field(default_factory=list)
+    outputs: list[OutputDecl] = field(default_factory=list)
+    settings: list[Setting | Env] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Workflow:
+    title: StrLit
+    sections: list[Section]
+    steps: list[Step]
+    span: Span

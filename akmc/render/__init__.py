@@ -1,0 +1,1 @@
+"""Renderers: pure functions from a list of diagnostics (and the sources) to text."""

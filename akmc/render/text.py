@@ -1,0 +1,56 @@
+"""The human format: `file:line:col: severity[code]: message`, the source line, a caret, help."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from akmc.diagnostics import ERROR, Diagnostic
+
+
+def caret_line(source_line: str, column: int, width: int) -> str:
+    """Spaces up to `column` (tabs kept as tabs so the caret lines up), then `^` × width."""
+    prefix = "".join("\t" if ch == "\t" else " " for ch in source_line[: column - 1])
+    return prefix + "^" * max(1, width)
+
+
+def render_one(diagnostic: Diagnostic, source: str | None) -> str:
+    span = diagnostic.span
+    head = (
+        f"{diagnostic.file}:{span.line}:{span.column}: {diagnostic.severity}[{diagnostic.code}]: {diagnostic.message}"
+    )
+    lines = source.split("\n") if source is not None else []
+    if not (1 <= span.line <= len(lines)):
+        return head + (f"\n  = help: {diagnostic.help}" if diagnostic.help else "")
+    text = lines[span.line - 1].rstrip("\r")
+    width = (span.end_column - span.column) if span.end_line == span.line else len(text) - span.column + 1
+    gutter = " " * len(str(span.line))
+    marker = caret_line(text, span.column, width)
+    if diagnostic.help:
+        marker += f" help: {diagnostic.help}"
+    out = [head, f"{gutter} |", f"{span.line} | {text}", f"{gutter} | {marker}"]
+    for related in diagnostic.related:
+        out.append(f"{gutter} = note: {related.message} ({related.file}:{related.span.line}:{related.span.column})")
+    out.append(f"{gutter} |")
+    return "\n".join(out)
+
+
+def summary(diagnostics: Sequence[Diagnostic], checked: int) -> str:
+    errors = sum(1 for d in diagnostics if d.severity == ERROR)
+    warnings = len(diagnostics) - errors
+    files = len({d.file for d in diagnostics})
+    checked_text = f"{checked} file{'s' if checked != 1 else ''} checked"
+    if not diagnostics:
+        return f"No problems found ({checked_text})."
+    parts = []
+    if errors:
+        parts.append(f"{errors} error{'s' if errors != 1 else ''}")
+    if warnings:
+        parts.append(f"{warnings} warning{'s' if warnings != 1 else ''}")
+    return f"Found {' and '.join(parts)} in {files} file{'s' if files != 1 else ''} ({checked_text})."
+
+
+def render(diagnostics: Sequence[Diagnostic], sources: Mapping[str, str], checked: int, *, quiet: bool = False) -> str:
+    blocks = [render_one(d, sources.get(d.file)) for d in diagnostics]
+    if not quiet:
+        blocks.append(summary(diagnostics, checked))
+    return "\n".join(blocks) + ("\n" if blocks else "")

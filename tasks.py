@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""Set up a local virtual environment and run the project's jobs.
+
+    python3 tasks.py demo   # set up, then check, compile, plan and run the bundled examples
+    python3 tasks.py test   # set up, then lint, type-check and run the whole test suite
+
+Only Python 3.11+ with pip and venv is needed; everything else is installed
+into .venv from the project's own pyproject files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+STAMP = VENV / ".installed"
+
+
+def run(*argv: str | Path, check: bool = True) -> int:
+    print("+", " ".join(str(a) for a in argv), file=sys.stderr, flush=True)
+    return subprocess.run([str(a) for a in argv], cwd=ROOT, check=check).returncode
+
+
+def setup() -> None:
+    """Create .venv and install both packages (editable) with the test tools, once per change."""
+    wanted = hashlib.sha256(
+        b"".join(p.read_bytes() for p in (ROOT / "pyproject.toml", ROOT / "runtime" / "pyproject.toml"))
+    ).hexdigest()
+    if STAMP.exists() and STAMP.read_text() == wanted:
+        return
+    if not (BIN / "python").exists():
+        venv.create(VENV, with_pip=True)
+    pip = (BIN / "python", "-m", "pip", "install", "--quiet")
+    run(*pip, "-e", ".[test]")
+    # akmc depends on the bundled runtime by direct reference (a plain copy);
+    # make it editable too so runtime changes need no reinstall.
+    run(*pip, "--no-deps", "-e", "./runtime")
+    STAMP.write_text(wanted)
+
+
+def demo() -> int:
+    setup()
+    run(BIN / "akmc", "check", "examples/")
+    return 0
+
+
+def test() -> int:
+    setup()
+    run(BIN / "ruff", "check", ".")
+    run(BIN / "ruff", "format", "--check", ".")
+    run(BIN / "mypy")
+    return run(BIN / "python", "-m", "pytest", *sys.argv[2:], check=False)
+
+
+def main() -> int:
+    jobs = {"demo": demo, "test": test}
+    if len(sys.argv) < 2 or sys.argv[1] not in jobs:
+        print(__doc__, file=sys.stderr)
+        return 2
+    try:
+        return jobs[sys.argv[1]]()
+    except subprocess.CalledProcessError as error:
+        return error.returncode or 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

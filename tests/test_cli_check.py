@@ -1,0 +1,120 @@
+"""`akmc check` and `akmc explain` as real subprocesses: exit codes, formats, robustness."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from akmc.workspace import MAX_SOURCE_BYTES
+from conftest import run_cli
+
+GOOD = 'workflow "ok" {\n  step build {\n    shell "make"\n  }\n}\n'
+BAD = 'workflow "bad" {\n  step build {\n    shell "make"\n'
+
+
+def test_clean_tree_exits_zero(workspace: Path) -> None:
+    (workspace / "a.akm").write_text(GOOD)
+    result = run_cli("check", cwd=workspace)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout == "No problems found (1 file checked).\n"
+
+
+def test_errors_exit_one_with_position_and_caret(workspace: Path) -> None:
+    (workspace / "wf").mkdir()
+    (workspace / "wf" / "bad.akm").write_text(BAD)
+    (workspace / "wf" / "good.akm").write_text(GOOD)
+    result = run_cli("check", "wf", cwd=workspace)
+    assert result.returncode == 1
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("wf/bad.akm:3:17: error[E100]: unexpected end of file")
+    assert lines[2] == '3 |     shell "make"'
+    assert lines[3] == "  |                 ^"
+    assert lines[-1] == "Found 1 error in 1 file (2 files checked)."
+
+
+def test_json_format(workspace: Path) -> None:
+    (workspace / "bad.akm").write_text(BAD)
+    result = run_cli("check", "--format", "json", "bad.akm", cwd=workspace)
+    assert result.returncode == 1
+    [entry] = json.loads(result.stdout)
+    assert entry["code"] == "E100" and (entry["line"], entry["column"]) == (3, 17)
+    assert entry["severity"] == "error" and entry["file"] == "bad.akm"
+
+
+def test_quiet_prints_only_diagnostics(workspace: Path) -> None:
+    (workspace / "a.akm").write_text(GOOD)
+    result = run_cli("check", "-q", cwd=workspace)
+    assert (result.returncode, result.stdout) == (0, "")
+
+
+def test_usage_error_exits_two(workspace: Path) -> None:
+    result = run_cli("check", "--format", "yaml", cwd=workspace)
+    assert result.returncode == 2
+    assert "invalid choice" in result.stderr
+
+
+def test_missing_path_exits_two_without_traceback(workspace: Path) -> None:
+    result = run_cli("check", "nope.akm", cwd=workspace)
+    assert result.returncode == 2
+    assert "cannot read nope.akm" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_directory_named_like_a_source_is_skipped_when_walking(workspace: Path) -> None:
+    (workspace / "x.akm").mkdir()
+    (workspace / "x.akm" / "inner.akm").write_text(GOOD)
+    result = run_cli("check", ".", cwd=workspace)
+    assert result.returncode == 0 and "1 file checked" in result.stdout
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode")
+def test_unreadable_file_exits_two(workspace: Path) -> None:
+    path = workspace / "secret.akm"
+    path.write_text(GOOD)
+    path.chmod(0)
+    result = run_cli("check", "secret.akm", cwd=workspace)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+
+
+def test_dangling_symlink_is_reported_not_raised(workspace: Path) -> None:
+    (workspace / "gone.akm").symlink_to(workspace / "missing-target.akm")
+    result = run_cli("check", "gone.akm", cwd=workspace)
+    assert result.returncode == 2 and "cannot read gone.akm" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("content", "code"),
+    [
+        (b"\xff\xfe\x00garbage", "E103"),
+        (b"#" * (MAX_SOURCE_BYTES + 1), "E103"),
+        (b"", "E100"),
+        (b"workflow " + b"{" * 100_000, "E100"),
+    ],
+    ids=["not-utf8", "over-1MiB", "empty", "deep-braces"],
+)
+def test_hostile_files_get_one_diagnostic(workspace: Path, content: bytes, code: str) -> None:
+    (workspace / "x.akm").write_bytes(content)
+    result = run_cli("check", "--format", "json", "x.akm", cwd=workspace)
+    assert result.returncode == 1, result.stderr
+    assert [d["code"] for d in json.loads(result.stdout)] == [code]
+    assert "Traceback" not in result.stderr
+
+
+def test_explain_prints_the_page() -> None:
+    result = run_cli("explain", "e203")
+    assert result.returncode == 0
+    assert result.stdout.startswith("# E203: reference to an unknown step")
+
+
+def test_explain_unknown_code() -> None:
+    result = run_cli("explain", "E999")
+    assert result.returncode == 2 and "unknown diagnostic code" in result.stderr
+
+
+def test_version_and_help() -> None:
+    assert run_cli("--version").stdout.startswith("akmc ")
+    help_text = run_cli("check", "--help").stdout
+    assert "Example: akmc check" in help_text and "--format" in help_text

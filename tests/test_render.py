@@ -1,0 +1,55 @@
+"""Rendering is a pure function of diagnostics and sources: text with carets, and JSON."""
+
+from __future__ import annotations
+
+import json
+
+from syrupy.assertion import SnapshotAssertion
+
+from akmc.ast import Span
+from akmc.diagnostics import Diagnostic, Related
+from akmc.render import json as json_render
+from akmc.render import text
+
+SOURCE = 'workflow "w" {\n  step publish {\n    shell "x"\n\tinputs = [steps.reviw.output]\n  }\n}\n'
+UNKNOWN = Diagnostic(
+    "E203",
+    "unknown step `reviw` in reference `steps.reviw.output`",
+    "wf.akm",
+    Span(4, 18, 4, 23, 60, 65),
+    help="did you mean `review`?",
+    related=(Related("wf.akm", Span(2, 3, 2, 7, 17, 21), "in step `publish`"),),
+)
+WARNING = Diagnostic("W700", "param `x` is declared but never referenced", "other.akm", Span(1, 1, 1, 2, 0, 1))
+
+
+def test_text_report(snapshot: SnapshotAssertion) -> None:
+    assert text.render([UNKNOWN, WARNING], {"wf.akm": SOURCE}, 3) == snapshot
+
+
+def test_caret_keeps_tabs_so_it_lines_up() -> None:
+    rendered = text.render_one(UNKNOWN, SOURCE)
+    source_line, caret_line = rendered.splitlines()[2:4]
+    assert source_line == "4 | \tinputs = [steps.reviw.output]"
+    assert caret_line.startswith("  | \t" + " " * 16 + "^^^^^ help:")
+
+
+def test_multi_line_span_underlines_to_end_of_line() -> None:
+    diagnostic = Diagnostic("E206", "m", "wf.akm", Span(2, 3, 5, 4, 17, 70))
+    assert text.render_one(diagnostic, SOURCE).splitlines()[3] == "  |   " + "^" * len("step publish {")
+
+
+def test_summary_lines() -> None:
+    assert text.summary([], 12) == "No problems found (12 files checked)."
+    assert text.summary([UNKNOWN], 1) == "Found 1 error in 1 file (1 file checked)."
+    assert text.summary([UNKNOWN, WARNING], 3) == "Found 1 error and 1 warning in 2 files (3 files checked)."
+
+
+def test_quiet_omits_the_summary() -> None:
+    assert text.render([], {}, 4, quiet=True) == ""
+
+
+def test_json_shape(snapshot: SnapshotAssertion) -> None:
+    document = json.loads(json_render.render([UNKNOWN, WARNING]))
+    assert document == snapshot
+    assert set(document[1]) == {"file", "line", "column", "endLine", "endColumn", "code", "severity", "message"}

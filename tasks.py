@@ -48,6 +48,9 @@ def setup() -> None:
 def demo() -> int:
     setup()
     run(BIN / "akmc", "check", "examples/")
+    run(BIN / "akmc", "compile", "examples/workflows", "--out-dir", "examples/plans", "--root", "examples")
+    run(BIN / "akmc", "verify", "examples/plans/workflows/hello.plan.json")
+    run(BIN / "akmc", "plan", "examples/workflows/hello.akm")
     return 0
 
 

@@ -9,13 +9,19 @@ import sys
 
 
 def main() -> None:
-    if sys.argv[1:2] == ["check"]:
-        from akmc.commands import check
+    try:
+        if sys.argv[1:2] == ["check"]:
+            from akmc.commands import check
 
-        sys.exit(check.main(sys.argv[2:]))
-    from akmc.cli import app
+            sys.exit(check.main(sys.argv[2:]))
+        from akmc.cli import app
 
-    app()
+        app()
+    except (SystemExit, KeyboardInterrupt):
+        raise
+    except Exception as error:  # noqa: BLE001 - no input may end in a traceback
+        print(f"akmc: internal error: {type(error).__name__}: {error}", file=sys.stderr)
+        sys.exit(2)
 
 
 if __name__ == "__main__":

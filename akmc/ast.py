@@ -58,7 +58,7 @@ class ObjectValue:
 
 @dataclass(slots=True)
 class Duration:
-    """A duration, already lowered to milliseconds (only in settings)."""
+    """A duration, already lowered to milliseconds (only in settings); -1 when it was invalid (E102)."""
 
     ms: int
     text: str

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -56,3 +57,82 @@ def explain(code: Annotated[str, typer.Argument(help="A diagnostic code such as 
     from akmc.commands import explain as command
 
     raise typer.Exit(command.run(code))
+
+
+RootOption = Annotated[Optional[Path], typer.Option(help="Workspace root (default: nearest akm.toml, else .git).")]
+
+
+@app.command("compile")
+def compile_(
+    source: Annotated[Path, typer.Argument(help="A .akm file, or a directory with --out-dir.")],
+    output: Annotated[
+        Optional[Path], typer.Option("-o", "--output", help="Plan file to write (default: stdout).")
+    ] = None,
+    out_dir: Annotated[Optional[Path], typer.Option("--out-dir", help="Write <ref>.plan.json files here.")] = None,
+    check: Annotated[
+        bool, typer.Option("--check", help="Compare with existing plan files; exit 1 when stale.")
+    ] = False,
+    root: RootOption = None,
+) -> None:
+    """Compile workflows to plan files.
+
+    Example: akmc compile workflows/ --out-dir plans/ --check
+    """
+    from akmc.commands import compile as command
+
+    raise typer.Exit(command.run(source, output=output, out_dir=out_dir, check=check, root=root))
+
+
+@app.command()
+def plan(
+    source: Annotated[Path, typer.Argument(help="A .akm source.")],
+    output_format: Annotated[str, typer.Option("--format", help="text or json.")] = "text",
+    root: RootOption = None,
+) -> None:
+    """Print what a workflow will run, for review; write nothing.
+
+    Example: akmc plan workflows/release.akm
+    """
+    from akmc.commands import plan as command
+
+    if output_format not in ("text", "json"):
+        raise typer.BadParameter("--format takes text or json")
+    raise typer.Exit(command.run(source, output_format=output_format, root=root))
+
+
+@app.command()
+def verify(plan_file: Annotated[Path, typer.Argument(help="A plan file.")]) -> None:
+    """Verify a plan file as the runtime does; exit 0 or 4.
+
+    Example: akmc verify plans/workflows/release.plan.json
+    """
+    from akmc.commands import verify as command
+
+    raise typer.Exit(command.run(plan_file))
+
+
+@app.command("hash")
+def hash_(
+    path: Annotated[Path, typer.Argument(help="A .akm source or a plan file.")],
+    root: RootOption = None,
+) -> None:
+    """Print the plan hash of a source or a plan file.
+
+    Example: akmc hash workflows/release.akm
+    """
+    from akmc.commands import verify as command
+
+    raise typer.Exit(command.hash_of(path, root))
+
+
+@app.command()
+def schema() -> None:
+    """Print the JSON Schema of the plan file format.
+
+    Example: akmc schema > plan.schema.json
+    """
+    import json
+
+    from akmc.planmodel import plan_file_schema
+
+    typer.echo(json.dumps(plan_file_schema(), indent=2, sort_keys=True))

@@ -1,18 +1,19 @@
-"""The per-file pipeline: read, parse, and (as stages land) check and lower one workflow."""
+"""The per-file pipeline: read, parse, resolve, type-check and lower one workflow."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from akmc import ast
 from akmc.diagnostics import Report
-from akmc.workspace import FILE_START, MAX_SOURCE_BYTES, decode_source, read_bytes
+from akmc.workspace import FILE_START, MAX_SOURCE_BYTES, decode_source, find_root, read_bytes, ref_of
 
 
 @dataclass(slots=True)
 class FileResult:
-    """Everything one file's check produced."""
+    """Everything one file's check produced; `plan` is set only when there are no errors."""
 
     path: Path
     display: str
@@ -20,9 +21,11 @@ class FileResult:
     report: Report
     workflow: ast.Workflow | None = None
     data: bytes = field(default=b"", repr=False)
+    plan: dict[str, Any] | None = None
+    ref: str | None = None
 
 
-def check_file(path: Path, display: str) -> FileResult:
+def check_file(path: Path, display: str, root: Path | None = None) -> FileResult:
     """Check one file. Raises SourceError only when the file cannot be read at all."""
     report = Report(display)
     data = read_bytes(path, MAX_SOURCE_BYTES)
@@ -33,4 +36,22 @@ def check_file(path: Path, display: str) -> FileResult:
     from akmc import syntax  # the parser loads lazily: `akmc explain` never needs it
 
     workflow = syntax.parse(text, report)
-    return FileResult(path, display, text, report, workflow, data)
+    result = FileResult(path, display, text, report, workflow, data)
+    if workflow is None:
+        return result
+    root = root or find_root(path.parent)
+    result.ref = ref_of(path, root) or path.stem
+    result.plan = _analyse(workflow, data, result.ref, root, report)
+    return result
+
+
+def _analyse(workflow: ast.Workflow, data: bytes, ref: str, root: Path, report: Report) -> dict[str, Any] | None:
+    from akmc.files import ReadSet
+    from akmc.lower import lower
+    from akmc.resolve import resolve
+    from akmc.typecheck import typecheck
+
+    model = resolve(workflow, report)
+    typed = typecheck(model, report)
+    plan = lower(model, typed, ref=ref, source=data, root=root, report=report, reads=ReadSet())
+    return None if report.has_errors else plan

@@ -440,7 +440,7 @@ class _Builder(Transformer_NonRecursive[Token, Any]):
     def duration(self, meta: Any, c: list[Any]) -> ast.Duration:
         token = c[0]
         raw = str(token)
-        ms = 0
+        ms = -1  # invalid, already reported: later stages skip it silently
         if _DURATION_FULL.fullmatch(raw):
             ms = sum(int(n) * _UNIT_MS[u] for n, u in _DURATION_PART.findall(raw))
         else:
@@ -452,7 +452,7 @@ class _Builder(Transformer_NonRecursive[Token, Any]):
             )
         if ms > MAX_INT:
             self.report.add("E102", _tspan(token), message=f"duration `{raw}` is out of range")
-            ms = 0
+            ms = -1
         return ast.Duration(ms, raw, _span(meta))
 
     def word(self, meta: Any, c: list[Any]) -> ast.Word:

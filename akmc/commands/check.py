@@ -48,7 +48,7 @@ def run(
     for path in files:
         display = display_path(path)
         try:
-            results.append(check_file(path, display))
+            results.append(check_file(path, display, root.resolve() if root else None))
         except SourceError as error:
             print(f"akmc: error: {error}", file=sys.stderr)
             failed = True

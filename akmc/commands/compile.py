@@ -1,0 +1,120 @@
+"""`akmc compile`: compile workflows to plan files, or check that committed plans are up to date."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from akmc import exitcodes
+from akmc.compiler import FileResult, check_file
+from akmc.diagnostics import Diagnostic
+from akmc.workspace import SourceError, discover, display_path, find_root
+
+
+def compile_source(path: Path, root: Path | None) -> tuple[FileResult, dict[str, Any] | None]:
+    """Compile one source and verify the plan with the runtime's verifier before it is used."""
+    from akm_run.plan import PlanError, verify_plan
+
+    result = check_file(path, display_path(path), root)
+    if result.plan is None:
+        return result, None
+    try:
+        verify_plan(result.plan)
+    except PlanError as error:  # the compiler produced a plan the runtime refuses: a compiler bug
+        raise RuntimeError(f"the compiled plan failed verification: {error}") from error
+    return result, result.plan
+
+
+def report_diagnostics(results: list[FileResult]) -> None:
+    """Diagnostics of a compile go to stderr: stdout may carry the plan."""
+    from akmc.render import text
+
+    diagnostics = sorted((d for r in results for d in r.report.diagnostics), key=Diagnostic.sort_key)
+    if diagnostics:
+        sources = {r.display: r.text for r in results if r.text is not None}
+        sys.stderr.write(text.render(diagnostics, sources, len(results)))
+
+
+def run(source: Path, *, output: Path | None, out_dir: Path | None, check: bool, root: Path | None) -> int:
+    from akm_run.plan import render_file
+
+    try:
+        if source.is_dir():
+            if out_dir is None:
+                print("akmc: error: compiling a directory needs --out-dir", file=sys.stderr)
+                return exitcodes.USAGE
+            return _directory(source, out_dir, check, root)
+        result, plan = compile_source(source, root)
+    except SourceError as error:
+        print(f"akmc: error: {error}", file=sys.stderr)
+        return exitcodes.USAGE
+    report_diagnostics([result])
+    if plan is None:
+        return exitcodes.FINDINGS
+    rendered = render_file(plan)
+    if check:
+        target = output or _default_out(source, out_dir, result.ref)
+        return _compare({target: rendered})
+    if output is None:
+        sys.stdout.write(rendered)
+    else:
+        _write(output, rendered)
+    return exitcodes.OK
+
+
+def _default_out(source: Path, out_dir: Path | None, ref: str | None) -> Path:
+    if out_dir is not None and ref is not None:
+        return out_dir / f"{ref}.plan.json"
+    return source.with_suffix(".plan.json")
+
+
+def _directory(directory: Path, out_dir: Path, check: bool, root: Path | None) -> int:
+    from akm_run.plan import render_file
+
+    root = (root or find_root(directory)).resolve()
+    results, wanted = [], {}
+    for path in discover([directory]):
+        result, plan = compile_source(path, root)
+        results.append(result)
+        if plan is not None and result.ref is not None:
+            wanted[out_dir / f"{result.ref}.plan.json"] = render_file(plan)
+    report_diagnostics(results)
+    if len(wanted) != len(results):
+        return exitcodes.FINDINGS
+    if check:
+        return _compare(wanted)
+    for target, rendered in wanted.items():
+        _write(target, rendered)
+    print(
+        f"wrote {len(wanted)} plan file{'s' if len(wanted) != 1 else ''} under {display_path(out_dir)}", file=sys.stderr
+    )
+    return exitcodes.OK
+
+
+def _compare(wanted: dict[Path, str]) -> int:
+    stale = []
+    for target, rendered in sorted(wanted.items()):
+        try:
+            current = target.read_text(encoding="utf-8")
+        except OSError:
+            stale.append(f"missing: {display_path(target)}")
+            continue
+        if current != rendered:
+            stale.append(f"stale:   {display_path(target)}")
+    for line in stale:
+        print(line)
+    if stale:
+        print(
+            f"{len(stale)} plan file{'s are' if len(stale) != 1 else ' is'} not up to date; run `akmc compile` to refresh",
+            file=sys.stderr,
+        )
+        return exitcodes.FINDINGS
+    return exitcodes.OK
+
+
+def _write(target: Path, rendered: str) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temporary = target.with_name(target.name + ".tmp")
+    temporary.write_text(rendered, encoding="utf-8")
+    temporary.replace(target)

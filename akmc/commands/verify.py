@@ -1,0 +1,59 @@
+"""`akmc verify PLAN` and `akmc hash`: the runtime's verification, and plan hashes."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from akmc import exitcodes
+from akmc.workspace import SourceError
+
+
+def load_verified(path: Path, expect_hash: str | None = None) -> tuple[dict[str, object] | None, str]:
+    """(plan, "") when the file verifies, else (None, the refusal naming the JSON path)."""
+    from akm_run.plan import MAX_FILE_BYTES, PlanError, verify_file
+
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(MAX_FILE_BYTES + 1)
+    except OSError as error:
+        return None, f"cannot read {path}: {error.strerror or error}"
+    try:
+        return verify_file(data, expect_hash), ""
+    except PlanError as error:
+        return None, str(error)
+
+
+def run(path: Path) -> int:
+    from akm_run.plan import plan_hash
+
+    plan, refusal = load_verified(path)
+    if plan is None:
+        print(f"akmc: refused {path}: {refusal}", file=sys.stderr)
+        return exitcodes.REFUSED
+    print(f"verified {path}: {plan_hash(plan)}")
+    return exitcodes.OK
+
+
+def hash_of(path: Path, root: Path | None) -> int:
+    """Print the plan hash of a source (compiled) or of a plan file (verified)."""
+    from akm_run.plan import plan_hash
+
+    if path.suffix == ".akm":
+        from akmc.commands.compile import compile_source, report_diagnostics
+
+        try:
+            result, plan = compile_source(path, root)
+        except SourceError as error:
+            print(f"akmc: error: {error}", file=sys.stderr)
+            return exitcodes.USAGE
+        report_diagnostics([result])
+        if plan is None:
+            return exitcodes.FINDINGS
+    else:
+        plan, refusal = load_verified(path)
+        if plan is None:
+            print(f"akmc: refused {path}: {refusal}", file=sys.stderr)
+            return exitcodes.REFUSED
+    print(plan_hash(plan))
+    return exitcodes.OK

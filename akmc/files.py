@@ -1,0 +1,83 @@
+"""Workspace files a workflow reads (`script`, `file(...)`): containment, script rules, frozen bytes."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from akmc import ast
+from akmc.diagnostics import Report
+
+MAX_SCRIPT_BYTES = 256 * 1024
+
+
+@dataclass(slots=True)
+class Frozen:
+    path: str
+    text: str
+    sha256: str
+
+
+@dataclass(slots=True)
+class ReadSet:
+    """Every workspace file a compile read, by root-relative path → `sha256:…`."""
+
+    files: dict[str, str] = field(default_factory=dict)
+
+    def add(self, path: str, data: bytes) -> str:
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        self.files[path] = digest
+        return digest
+
+    def entries(self) -> list[dict[str, str]]:
+        return [{"path": p, "sha256": self.files[p]} for p in sorted(self.files)]
+
+
+def freeze(root: Path, raw: str, span: ast.Span, what: str, report: Report, reads: ReadSet) -> Frozen | None:
+    """Read a workspace file named in the source; E500/E501/E502 on failure."""
+    pure = PurePosixPath(raw)
+    if raw.startswith("/") or pure.is_absolute() or "\\" in raw or (len(raw) > 1 and raw[1] == ":"):
+        report.add("E501", span, message=f"{what} path `{raw}` is absolute; paths are relative to the workspace root")
+        return None
+    if ".." in pure.parts:
+        report.add("E501", span, message=f"{what} path `{raw}` contains `..` and may leave the workspace root")
+        return None
+    if not raw or raw in (".",):
+        report.add("E500", span, what=what, path=raw)
+        return None
+    candidate = root / pure
+    try:
+        resolved = candidate.resolve()
+        resolved.relative_to(root.resolve())
+    except ValueError:
+        report.add("E501", span, message=f"{what} path `{raw}` resolves outside the workspace root through a symlink")
+        return None
+    except OSError:
+        report.add("E500", span, what=what, path=raw)
+        return None
+    if not resolved.is_file():
+        report.add("E500", span, what=what, path=raw)
+        return None
+    try:
+        with resolved.open("rb") as handle:
+            data = handle.read(MAX_SCRIPT_BYTES + 1)
+    except OSError as error:
+        report.add("E500", span, what=what, path=f"{raw}` ({error.strerror})`")
+        return None
+    if len(data) > MAX_SCRIPT_BYTES:
+        report.add("E502", span, message=f"{what} `{raw}` exceeds {MAX_SCRIPT_BYTES // 1024} KiB")
+        return None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        report.add("E502", span, message=f"{what} `{raw}` is not UTF-8 text")
+        return None
+    if what == "script" and not text.startswith("#!"):
+        report.add(
+            "E502", span, message=f"script `{raw}` has no `#!` line",
+            help="start it with a line such as `#!/bin/sh` or `#!/usr/bin/env python3`",
+        )  # fmt: skip
+        return None
+    normal = pure.as_posix()
+    return Frozen(normal, text, reads.add(normal, data))

@@ -1,0 +1,145 @@
+"""The human summary of a plan (`akmc plan`): what will run, for a reviewer."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+_TYPES = {"string": "string", "integer": "int", "number": "number", "boolean": "bool", "null": "null"}
+
+
+def duration(ms: int) -> str:
+    """Milliseconds as the language writes them: 2h, 1h30m, 90s → 1m30s, 250ms."""
+    parts, rest = [], ms
+    for unit, size in (("h", 3_600_000), ("m", 60_000), ("s", 1000)):
+        if rest >= size:
+            parts.append(f"{rest // size}{unit}")
+            rest %= size
+    if rest or not parts:
+        parts.append(f"{rest}ms")
+    return "".join(parts)
+
+
+def schema_text(schema: dict[str, Any]) -> str:
+    """A JSON Schema produced by akmc, written back as an akm type."""
+    if not schema:
+        return "any"
+    if "const" in schema:
+        return json.dumps(schema["const"])
+    if "enum" in schema:
+        return "|".join(json.dumps(v) for v in schema["enum"])
+    if "anyOf" in schema:
+        return " | ".join(schema_text(s) for s in schema["anyOf"])
+    kind = schema.get("type")
+    if kind == "array":
+        return f"list[{schema_text(schema.get('items', {}))}]"
+    if kind == "object" and "additionalProperties" in schema:
+        return f"map[{schema_text(schema['additionalProperties'])}]"
+    if kind == "object":
+        required = set(schema.get("required", []))
+        fields = ", ".join(
+            f"{name}{'' if name in required else '?'}: {schema_text(sub)}"
+            for name, sub in schema.get("properties", {}).items()
+        )
+        return "{ " + fields + " }" if fields else "{}"
+    return _TYPES.get(str(kind), str(kind))
+
+
+def _short(digest: str) -> str:
+    return digest[: len("sha256:") + 12] + "…"
+
+
+def _target(target: dict[str, Any]) -> tuple[str, str]:
+    kind = target["kind"]
+    if kind == "shell":
+        return "shell", _one_line(target["command"])
+    if kind == "script":
+        return "script", f"{target['path']} ({_short(target['sha256'])})"
+    if kind == "agent":
+        if "path" in target:
+            return "agent", target["path"]
+        lines = target["instructions"].count("\n") + 1
+        return "agent", f"inline, {lines} line{'s' if lines != 1 else ''}"
+    if kind == "approval":
+        return "approval", ""
+    return "child-workflow", f"-> {target['ref']} (plan {_short(target['planHash'])})"
+
+
+def _one_line(text: str, width: int = 60) -> str:
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    more = "…" if len(first) > width or "\n" in text.strip() else ""
+    return first[:width] + more
+
+
+def _env(env: list[dict[str, Any]]) -> str:
+    shown = []
+    for entry in env:
+        if entry["kind"] == "literal":
+            shown.append(f"{entry['name']}={json.dumps(entry['value'])}")
+        elif entry["kind"] == "secret":
+            shown.append(f"{entry['name']}=secret({entry['secret']})")
+        else:
+            shown.append(f"{entry['name']}=passthrough")
+    return ", ".join(shown)
+
+
+def _steps(plan: dict[str, Any], indent: str, prefix: str) -> list[str]:
+    lines = []
+    width = max((len(s["stepId"]) for s in plan["steps"]), default=0)
+    for step in plan["steps"]:
+        number = f"{prefix}{step['index'] + 1}."
+        if step["kind"] == "route":
+            cases = [f"{json.dumps(c['match'])} -> {c['next']}" for c in step["cases"]]
+            if "default" in step:
+                cases.append(f"_ -> {step['default']}")
+            label, detail = "route", f"{step['input']}: {', '.join(cases)}"
+        else:
+            label, detail = _target(step["target"])
+            if step["kind"] == "map":
+                label = f"map {label}"
+                detail = f"over {step['over']} (concurrency {step['concurrency']})" + (f", {detail}" if detail else "")
+            if "gate" in step:
+                detail += f", gate max_loops {step['gate']['maxLoops']}"
+            if "env" in step:
+                detail += f"   env: {_env(step['env'])}"
+        lines.append(f"{indent}{number} {step['stepId'].ljust(width)}  [{label}]  {detail}".rstrip())
+        target = step.get("target", {})
+        if target.get("kind") == "child-workflow":
+            child = target["plan"]
+            sub = indent + "     "
+            if target.get("bindings"):
+                bound = ", ".join(
+                    f"{b['name']} <- {b['from'] if b['kind'] == 'reference' else json.dumps(b['value'])}"
+                    for b in target["bindings"]
+                )
+                lines.append(f"{sub}with: {bound}")
+            lines.append(f"{sub}exports: {', '.join(child.get('outputs', {})) or 'runId, status'}")
+            lines += _steps(child, sub, f"{number}")
+    return lines
+
+
+def render(plan: dict[str, Any], digest: str) -> str:
+    limits = plan["limits"]
+    limit_text = [f"concurrency {limits['concurrency']}"]
+    if "maxUnits" in limits:
+        limit_text.append(f"max_units {limits['maxUnits']}")
+    if "timeoutMs" in limits:
+        limit_text.append(f"timeout {duration(limits['timeoutMs'])}")
+    params = []
+    for name, param in plan.get("params", {}).items():
+        text = f"{name}: {schema_text(param['schema'])}"
+        text += f" = {json.dumps(param['default'])}" if "default" in param else " (required)"
+        params.append(text)
+    outputs = [f"{name} <- {output['from']}" for name, output in plan.get("outputs", {}).items()]
+    lines = [
+        f"workflow: {plan['ref']}  {json.dumps(plan['title'], ensure_ascii=False)}",
+        f"plan:     irVersion {plan['irVersion']}, {_short(digest)} (not published)",
+        f"limits:   {', '.join(limit_text)}",
+        f"params:   {', '.join(params) or 'none'}",
+        f"outputs:  {', '.join(outputs) or 'none (exports runId, status)'}",
+        "steps:",
+        *_steps(plan, "  ", ""),
+        "read set:",
+        *(f"  {entry['path']}" for entry in plan["sourceReadSet"]),
+    ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,474 @@
+"""Names, scopes and references: one workflow's structure checked and settled into a Model."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from akmc import ast
+from akmc.diagnostics import Report, did_you_mean, position
+
+MAX_STEPS, MAX_PARAMS, MAX_OUTPUTS = 256, 64, 64
+MAX_TIMEOUT_MS = 24 * 3600 * 1000
+MAX_RETRY, MAX_LOOPS, MAX_CONCURRENCY = 10, 10, 64
+DEFAULT_CONCURRENCY = 4
+RETRY_REASONS = ("exit", "timeout", "spawn_error", "output_invalid")
+
+# Where each setting may stand.
+STEP_SETTINGS = {"timeout", "retry", "on_error"}
+PLACES = {
+    "step": STEP_SETTINGS,
+    "defaults": STEP_SETTINGS,
+    "map": {"concurrency"},
+    "gate": {"max_loops"},
+    "limits": {"concurrency", "max_units", "timeout"},
+}
+HOME = {
+    "timeout": "a step, `defaults` or `limits`",
+    "retry": "a step or `defaults`",
+    "on_error": "a step or `defaults`",
+    "concurrency": "a `map` block or `limits`",
+    "max_loops": "a `gate` block",
+    "max_units": "`limits`",
+}
+
+
+@dataclass(slots=True)
+class Retry:
+    max: int
+    on: list[str]
+    backoff_ms: int | None
+
+
+@dataclass(slots=True)
+class StepModel:
+    """One step after structural checks; `kind` is None when the step is unusable."""
+
+    step: ast.Step
+    index: int
+    kind: str | None = None
+    target: ast.Target | None = None
+    map: ast.MapBlock | None = None
+    route: ast.RouteBlock | None = None
+    gate_check: ast.Target | None = None
+    max_loops: int = 1
+    has_gate: bool = False
+    env: dict[str, ast.EnvEntry] = field(default_factory=dict)
+    inputs: list[ast.Reference] = field(default_factory=list)
+    output: ast.TypeExpr | None = None
+    timeout_ms: int | None = None
+    retry: Retry | None = None
+    on_error: str | None = None
+    concurrency: int = DEFAULT_CONCURRENCY
+
+    @property
+    def id(self) -> str:
+        return self.step.id.text
+
+
+@dataclass(slots=True)
+class Model:
+    workflow: ast.Workflow
+    description: ast.Text | None = None
+    params: dict[str, ast.Param] = field(default_factory=dict)
+    outputs: dict[str, ast.OutputDecl] = field(default_factory=dict)
+    steps: list[StepModel] = field(default_factory=list)
+    index: dict[str, int] = field(default_factory=dict)
+    concurrency: int = DEFAULT_CONCURRENCY
+    max_units: int | None = None
+    timeout_ms: int | None = None
+    default_timeout_ms: int | None = None
+    default_retry: Retry | None = None
+    default_on_error: str | None = None
+    default_env: dict[str, ast.EnvEntry] = field(default_factory=dict)
+    references: list[tuple[ast.Reference, int]] = field(default_factory=list)  # (reference, reader index)
+
+
+def resolve(workflow: ast.Workflow, report: Report) -> Model:
+    """Check names, structure, settings and reference targets; never raises for user mistakes."""
+    model = Model(workflow)
+    _sections(model, report)
+    for i, step in enumerate(workflow.steps):
+        if step.id.text in model.index:
+            first = workflow.steps[model.index[step.id.text]].id.span
+            report.add("E200", step.id.span, step=step.id.text, first=position(first))
+            continue
+        model.index[step.id.text] = i
+    if len(workflow.steps) > MAX_STEPS:
+        report.add("E601", workflow.steps[MAX_STEPS].id.span, message=f"more than {MAX_STEPS} steps in one workflow")
+    for i, step in enumerate(workflow.steps):
+        model.steps.append(_step(model, step, i, report))
+    for reference, reader in model.references:
+        _check_reference(model, reference, reader, report)
+    route_targets(model, report)
+    return model
+
+
+# -- sections --------------------------------------------------------------------------------
+
+
+def _sections(model: Model, report: Report) -> None:
+    seen: dict[str, ast.Section] = {}
+    for section in model.workflow.sections:
+        if section.kind in seen:
+            report.add(
+                "E202",
+                section.keyword_span,
+                message=f"duplicate `{section.kind}` section; the first is at {position(seen[section.kind].span)}",
+            )
+            continue
+        seen[section.kind] = section
+        if section.kind == "description":
+            model.description = section.description
+        elif section.kind == "params":
+            _unique(section.params, "param", report, model.params)
+            if len(section.params) > MAX_PARAMS:
+                report.add("E601", section.params[MAX_PARAMS].span, message=f"more than {MAX_PARAMS} params")
+        elif section.kind == "outputs":
+            _unique(section.outputs, "output", report, model.outputs)
+            if len(section.outputs) > MAX_OUTPUTS:
+                report.add("E601", section.outputs[MAX_OUTPUTS].span, message=f"more than {MAX_OUTPUTS} outputs")
+            for output in section.outputs:
+                model.references.append((output.source, len(model.workflow.steps)))
+        elif section.kind == "limits":
+            _limits(model, section, report)
+        else:
+            _defaults(model, section, report)
+
+
+def _unique(items: list[Any], what: str, report: Report, into: dict[str, Any]) -> None:
+    for item in items:
+        name = item.name.text
+        if name in into:
+            report.add("E201", item.name.span, what=what, name=name, first=position(into[name].name.span))
+            continue
+        into[name] = item
+
+
+def _limits(model: Model, section: ast.Section, report: Report) -> None:
+    values = _settings([s for s in section.settings if isinstance(s, ast.Setting)], "limits", report)
+    if "concurrency" in values:
+        model.concurrency = values["concurrency"]
+    model.max_units = values.get("max_units")
+    model.timeout_ms = values.get("timeout")
+
+
+def _defaults(model: Model, section: ast.Section, report: Report) -> None:
+    values = _settings([s for s in section.settings if isinstance(s, ast.Setting)], "defaults", report)
+    model.default_timeout_ms = values.get("timeout")
+    model.default_retry = values.get("retry")
+    model.default_on_error = values.get("on_error")
+    for env in section.settings:
+        if isinstance(env, ast.Env):
+            _env(env, model.default_env, report)
+
+
+def _env(env: ast.Env, into: dict[str, ast.EnvEntry], report: Report) -> None:
+    for entry in env.entries:
+        if entry.name.text in into:
+            first = position(into[entry.name.text].name.span)
+            report.add("E201", entry.name.span, what="env variable", name=entry.name.text, first=first)
+            continue
+        into[entry.name.text] = entry
+
+
+# -- settings ------------------------------------------------------------------------------------
+
+
+def _settings(settings: list[ast.Setting], place: str, report: Report) -> dict[str, Any]:
+    """Validate the settings of one place; returns name → normalised value."""
+    out: dict[str, Any] = {}
+    firsts: dict[str, ast.Setting] = {}
+    for setting in settings:
+        name = setting.name.text
+        if name not in PLACES[place]:
+            _misplaced(setting, place, report)
+            continue
+        if name in firsts:
+            report.add("E201", setting.name.span, what="setting", name=name, first=position(firsts[name].span))
+            continue
+        firsts[name] = setting
+        value = _setting_value(setting, place, report)
+        if value is not None:
+            out[name] = value
+    return out
+
+
+def _misplaced(setting: ast.Setting, place: str, report: Report) -> None:
+    name = setting.name.text
+    where = {"step": "a step", "defaults": "`defaults`", "map": "a `map` block", "gate": "a `gate` block"}.get(
+        place, f"`{place}`"
+    )
+    if name in HOME:
+        message = f"`{name}` cannot be set in {where}; it belongs in {HOME[name]}"
+        help_text = None
+    else:
+        message = f"unknown setting `{name}` in {where}"
+        help_text = did_you_mean(name, PLACES[place]) or "settings here: " + ", ".join(
+            f"`{s}`" for s in sorted(PLACES[place])
+        )
+    report.add("E207", setting.name.span, message=message, help=help_text)
+
+
+def _setting_value(setting: ast.Setting, place: str, report: Report) -> Any:
+    name, value = setting.name.text, setting.value
+    if name == "timeout":
+        return _duration(value, name, report)
+    if name == "on_error":
+        if isinstance(value, ast.Word) and value.text in ("fail", "continue"):
+            return value.text
+        report.add("E207", value.span, message="`on_error` takes `fail` or `continue`")
+        return None
+    if name == "retry":
+        return _retry(value, report)
+    # integers: concurrency, max_units, max_loops
+    if not isinstance(value, ast.Literal) or isinstance(value.value, bool) or not isinstance(value.value, int):
+        report.add("E207", value.span, message=f"`{name}` takes an integer")
+        return None
+    number = value.value
+    if number < 1:
+        report.add("E601", value.span, message=f"`{name}` must be at least 1, not {number}")
+        return None
+    if name == "concurrency" and number > MAX_CONCURRENCY:
+        report.add("W703", value.span, message=f"`concurrency = {number}` is clamped to {MAX_CONCURRENCY}")
+        return MAX_CONCURRENCY
+    if name == "max_loops" and number > MAX_LOOPS:
+        report.add("E601", value.span, message=f"`max_loops` is at most {MAX_LOOPS}, not {number}")
+        return None
+    return number
+
+
+def _duration(value: ast.Value, name: str, report: Report) -> int | None:
+    if not isinstance(value, ast.Duration):
+        report.add("E207", value.span, message=f"`{name}` takes a duration such as `30s`, `10m` or `1h30m`")
+        return None
+    if value.ms < 0:  # E102 already said why
+        return None
+    if value.ms == 0:
+        report.add("E601", value.span, message=f"`{name}` must be longer than zero")
+        return None
+    if value.ms > MAX_TIMEOUT_MS:
+        report.add("E601", value.span, message=f"`{name} = {value.text}` exceeds the 24h bound")
+        return None
+    return value.ms
+
+
+def _retry(value: ast.Value, report: Report) -> Retry | None:
+    if isinstance(value, ast.Literal) and isinstance(value.value, int) and not isinstance(value.value, bool):
+        return _retry_max(value.value, value.span, report, list(RETRY_REASONS), None)
+    if not isinstance(value, ast.ObjectValue):
+        report.add("E207", value.span, message="`retry` takes an integer or `{ max = N, on = [...], backoff = D }`")
+        return None
+    entries = {k.text: (k, v) for k, v in value.entries}
+    unknown = [k for k in entries if k not in ("max", "on", "backoff")]
+    for key in unknown:
+        report.add("E207", entries[key][0].span, message=f"unknown `retry` field `{key}`; it takes max, on, backoff")
+    if "max" not in entries:
+        report.add("E207", value.span, message="`retry` needs `max`")
+        return None
+    maximum = entries["max"][1]
+    if not isinstance(maximum, ast.Literal) or not isinstance(maximum.value, int) or isinstance(maximum.value, bool):
+        report.add("E207", maximum.span, message="`retry.max` takes an integer")
+        return None
+    reasons = list(RETRY_REASONS)
+    if "on" in entries:
+        on = entries["on"][1]
+        items = on.items if isinstance(on, ast.ListValue) else None
+        if not items or not all(isinstance(i, ast.Word) for i in items):
+            report.add("E207", on.span, message="`retry.on` takes a list of reasons: " + ", ".join(RETRY_REASONS))
+            return None
+        reasons = []
+        for item in items:
+            assert isinstance(item, ast.Word)
+            if item.text not in RETRY_REASONS:
+                report.add(
+                    "E207",
+                    item.span,
+                    message=f"`{item.text}` is not a retry reason; reasons: {', '.join(RETRY_REASONS)}",
+                    help=did_you_mean(item.text, set(RETRY_REASONS)),
+                )
+            elif item.text not in reasons:
+                reasons.append(item.text)
+    backoff = _duration(entries["backoff"][1], "backoff", report) if "backoff" in entries else None
+    return _retry_max(maximum.value, maximum.span, report, reasons, backoff)
+
+
+def _retry_max(count: int, span: ast.Span, report: Report, on: list[str], backoff: int | None) -> Retry | None:
+    if not 1 <= count <= MAX_RETRY:
+        report.add("E601", span, message=f"`retry` max must lie within 1..{MAX_RETRY}, not {count}")
+        return None
+    if not on:
+        return None
+    return Retry(count, sorted(on, key=RETRY_REASONS.index), backoff)
+
+
+# -- steps -----------------------------------------------------------------------------------------
+
+
+def _step(model: Model, step: ast.Step, index: int, report: Report) -> StepModel:
+    sm = StepModel(step, index)
+    work: list[tuple[str, Any, ast.Span]] = []
+    settings: list[ast.Setting] = []
+    outputs: list[ast.OutputType] = []
+    inputs_seen: ast.Inputs | None = None
+    gate_seen: ast.Gate | None = None
+    for item in step.items:
+        if isinstance(item, ast.Target):
+            work.append((f"`{item.kind}` target", item, item.keyword_span))
+        elif isinstance(item, ast.MapBlock):
+            work.append(("`map`", item, _keyword(item.span, "map")))
+        elif isinstance(item, ast.RouteBlock):
+            work.append(("`route`", item, _keyword(item.span, "route")))
+        elif isinstance(item, ast.Setting):
+            settings.append(item)
+        elif isinstance(item, ast.Env):
+            _env(item, sm.env, report)
+        elif isinstance(item, ast.Inputs):
+            if inputs_seen is not None:
+                report.add("E202", _keyword(item.span, "inputs"), message=f"step `{sm.id}` has two `inputs` lists")
+                continue
+            inputs_seen = item
+            sm.inputs = item.refs
+        elif isinstance(item, ast.OutputType):
+            outputs.append(item)
+        elif isinstance(item, ast.Gate):
+            if gate_seen is not None:
+                report.add("E202", _keyword(item.span, "gate"), message=f"step `{sm.id}` has two `gate` blocks")
+                continue
+            gate_seen = item
+            _gate(sm, item, report)
+    if not work:
+        report.add("E206", step.id.span, message=f"step `{sm.id}` has no target, `map` or `route`",
+                   help="give it a target such as `shell \"...\"`, `script`, `agent`, `uses` or `approval`")  # fmt: skip
+    else:
+        first_what, first, _ = work[0]
+        for _what, _item, span in work[1:]:
+            report.add(
+                "E202", span, message=f"step `{sm.id}` already has a {first_what}; a step has exactly one",
+                help="split the work into two steps",
+            )  # fmt: skip
+        _work(sm, first, report)
+    for extra in outputs[1:]:
+        report.add("E202", _keyword(extra.span, "output"), message=f"step `{sm.id}` declares `output:` twice")
+    if outputs:
+        sm.output = outputs[0].type
+        if sm.target is not None and sm.target.kind == "uses":
+            report.add(
+                "E202", _keyword(outputs[0].span, "output"),
+                message=f"step `{sm.id}` composes a child workflow; its output type comes from the child",
+                help="remove `output:`; declare outputs in the child's `outputs` block",
+            )  # fmt: skip
+    values = _settings(settings, "step", report)
+    sm.timeout_ms = values.get("timeout", model.default_timeout_ms)
+    sm.retry = values.get("retry", model.default_retry)
+    sm.on_error = values.get("on_error", model.default_on_error) or "fail"
+    if gate_seen is not None and sm.kind == "route":
+        report.add("E207", _keyword(gate_seen.span, "gate"), message="a `route` step cannot have a `gate`")
+    for reference in sm.inputs:
+        model.references.append((reference, index))
+    return sm
+
+
+def _keyword(span: ast.Span, word: str) -> ast.Span:
+    return ast.Span(span.line, span.column, span.line, span.column + len(word), span.start, span.start + len(word))
+
+
+def _work(sm: StepModel, item: Any, report: Report) -> None:
+    if isinstance(item, ast.Target):
+        sm.kind, sm.target = "unit", item
+    elif isinstance(item, ast.MapBlock):
+        sm.kind, sm.map = "map", item
+        targets = [t for t in item.items if isinstance(t, ast.Target)]
+        if len(targets) != 1:
+            span = targets[1].keyword_span if targets else _keyword(item.span, "map")
+            report.add("E206", span, message=f"a `map` block holds exactly one target; this one holds {len(targets)}")
+        sm.target = targets[0] if targets else None
+        values = _settings([s for s in item.items if isinstance(s, ast.Setting)], "map", report)
+        sm.concurrency = values.get("concurrency", DEFAULT_CONCURRENCY)
+        for env in item.items:
+            if isinstance(env, ast.Env):
+                _env(env, sm.env, report)
+    else:
+        sm.kind, sm.route = "route", item
+
+
+def _gate(sm: StepModel, gate: ast.Gate, report: Report) -> None:
+    sm.has_gate = True
+    checks = [c for c in gate.items if isinstance(c, ast.GateCheck)]
+    if not checks:
+        report.add("E206", _keyword(gate.span, "gate"), message="a `gate` needs a `check` target")
+    for extra in checks[1:]:
+        report.add("E202", extra.span, message="a `gate` has exactly one `check`")
+    if checks:
+        check = checks[0].target
+        if check.kind not in ("shell", "script"):
+            report.add("E207", check.keyword_span, message=f"a gate check runs `shell` or `script`, not `{check.kind}`")
+        else:
+            sm.gate_check = check
+    values = _settings([s for s in gate.items if isinstance(s, ast.Setting)], "gate", report)
+    sm.max_loops = values.get("max_loops", 1)
+
+
+# -- references ---------------------------------------------------------------------------------------
+
+
+def _check_reference(model: Model, reference: ast.Reference, reader: int, report: Report) -> None:
+    name = reference.name.text
+    if reference.root == "params":
+        if name not in model.params:
+            report.add(
+                "E205", reference.name.span, param=name, ref=reference.text, help=did_you_mean(name, set(model.params))
+            )
+        return
+    if name not in model.index:
+        report.add(
+            "E203", reference.name.span, step=name, ref=reference.text, help=did_you_mean(name, set(model.index))
+        )
+        return
+    target = model.index[name]
+    if target >= reader:
+        which = (
+            "the step that reads it"
+            if target == reader
+            else f"a later step (declared at {position(model.workflow.steps[target].span)})"
+        )
+        report.add(
+            "E204",
+            reference.name.span,
+            message=f"`{reference.text}` reads {which}; a step may only read earlier steps",
+            help="move the producing step above this one",
+        )
+
+
+def route_targets(model: Model, report: Report) -> None:
+    """E208 for route cases that do not name a later step; E201 for duplicate cases."""
+    for sm in model.steps:
+        if sm.route is None:
+            continue
+        seen: dict[str, ast.RouteCase] = {}
+        for case in sm.route.cases:
+            key = "_" if case.match is None else repr((type(case.match.value).__name__, case.match.value))
+            if key in seen:
+                what = "`_` case" if case.match is None else "route case"
+                report.add("E201", case.span, what=what, name=_case_text(case), first=position(seen[key].span))
+                continue
+            seen[key] = case
+            target = case.target.text
+            if target == sm.id:
+                report.add("E208", case.target.span, message=f"route `{sm.id}` cannot target its own step")
+            elif target not in model.index:
+                report.add(
+                    "E208", case.target.span, message=f"route target `{target}` is not a step",
+                    help=did_you_mean(target, set(model.index)),
+                )  # fmt: skip
+            elif model.index[target] < sm.index:
+                report.add(
+                    "E208", case.target.span,
+                    message=f"route target `{target}` comes before `{sm.id}`; routes select later steps",
+                )  # fmt: skip
+
+
+def _case_text(case: ast.RouteCase) -> str:
+    import json
+
+    return "_" if case.match is None else json.dumps(case.match.value)

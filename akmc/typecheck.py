@@ -1,0 +1,173 @@
+"""Types of params, step outputs and references: E300–E305 and the warnings W700–W702."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from akmc import ast
+from akmc import types as t
+from akmc.diagnostics import Report, did_you_mean
+from akmc.resolve import Model, StepModel
+
+
+@dataclass(slots=True)
+class Typed:
+    """The types the checker settled on, for lowering and for composing parents."""
+
+    params: dict[str, t.Type] = field(default_factory=dict)
+    steps: dict[str, t.Type] = field(default_factory=dict)
+    declared: dict[str, t.Type] = field(default_factory=dict)  # declared `output:` types
+    outputs: dict[str, t.Type] = field(default_factory=dict)  # declared output types, else source types
+    output_declared: dict[str, t.Type] = field(default_factory=dict)
+
+
+def typecheck(model: Model, report: Report, child_output: dict[str, t.Type] | None = None) -> Typed:
+    """Type every declaration and reference of a resolved workflow.
+
+    `child_output` maps a `uses` step id to its output type (from the child)."""
+    typed = Typed()
+    for name, param in model.params.items():
+        typed.params[name] = t.from_ast(param.type, report)
+        if param.default is not None:
+            problems = t.validation_errors(t.value_of(param.default), typed.params[name])
+            if problems:
+                report.add(
+                    "E300",
+                    param.default.span,
+                    message=f"default of param `{name}` does not match its type {t.describe(typed.params[name])}: "
+                    + problems[0],
+                )
+    for sm in model.steps:
+        typed.steps[sm.id] = _step_type(sm, typed, report, child_output or {})
+    used: set[str] = set()
+    for sm in model.steps:
+        for reference in sm.inputs:
+            type_of(reference, model, typed, report, used)
+        if sm.map is not None:
+            over = type_of(sm.map.over, model, typed, report, used)
+            if over is not None and not t.is_list(over):
+                report.add("E303", sm.map.over.span, ref=sm.map.over.text, type=t.describe(over))
+        if sm.route is not None:
+            _route(sm, model, typed, report, used)
+        if sm.target is not None and sm.target.bindings:
+            for binding in sm.target.bindings:
+                if isinstance(binding.value, ast.Reference):
+                    type_of(binding.value, model, typed, report, used)
+    for name, output in model.outputs.items():
+        source = type_of(output.source, model, typed, report, used)
+        if output.type is not None:
+            declared = t.from_ast(output.type, report)
+            typed.output_declared[name] = declared
+            typed.outputs[name] = declared
+            if source is not None and not t.fits(source, declared):
+                report.add(
+                    "E305",
+                    output.source.span,
+                    message=f"output `{name}` declares {t.describe(declared)}, "
+                    f"but `{output.source.text}` is {t.describe(source)}",
+                )
+        else:
+            typed.outputs[name] = source if source is not None else t.ANY
+    unknown = [r.name.text for r, _ in model.references if r.root == "params" and r.name.text not in model.params]
+    for name, param in model.params.items():
+        # a param that an unknown reference was probably meant to name is not reported twice
+        if name not in used and not any(did_you_mean(u, [name]) for u in unknown):
+            report.add("W700", param.name.span, param=name)
+    _skippable_reads(model, report)
+    return typed
+
+
+def _step_type(sm: StepModel, typed: Typed, report: Report, child_output: dict[str, t.Type]) -> t.Type:
+    if sm.output is not None:
+        declared = t.from_ast(sm.output, report)
+        typed.declared[sm.id] = declared
+        if not (sm.target is not None and sm.target.kind == "uses"):
+            return declared
+    if sm.kind == "map":
+        return t.ListT(t.ANY)
+    if sm.kind == "route":
+        return t.STRING
+    if sm.target is not None and sm.target.kind == "approval":
+        return t.APPROVAL_OUTPUT
+    if sm.target is not None and sm.target.kind == "uses":
+        return child_output.get(sm.id, t.ANY)
+    return t.ANY
+
+
+def type_of(
+    reference: ast.Reference, model: Model, typed: Typed, report: Report, used: set[str] | None = None
+) -> t.Type | None:
+    """The type a reference reads, or None when it is broken (already reported)."""
+    name = reference.name.text
+    if reference.root == "params":
+        if used is not None:
+            used.add(name)
+        return typed.params.get(name)
+    index = model.index.get(name)
+    if index is None or name not in typed.steps:
+        return None
+    current: t.Type | None = typed.steps[name]
+    for segment in reference.segments:
+        if current is None:
+            return None
+        current = t.step_into(current, segment, reference.text, report)
+    return current
+
+
+def _route(sm: StepModel, model: Model, typed: Typed, report: Report, used: set[str]) -> None:
+    assert sm.route is not None
+    subject = type_of(sm.route.subject, model, typed, report, used)
+    if subject is None:
+        return
+    covered: list[t.Lit] = []
+    for case in sm.route.cases:
+        if case.match is None:
+            continue
+        literal = t.Lit(case.match.value)
+        if not t.fits(literal, subject):
+            report.add(
+                "E304", case.match.span, case=t.describe(literal), ref=sm.route.subject.text, type=t.describe(subject)
+            )
+        covered.append(literal)
+    if any(case.match is None for case in sm.route.cases):
+        return
+    finite = t.literals(subject)
+    if finite is not None:
+        missing = [
+            lit for lit in finite if not any(c.value == lit.value and type(c.value) is type(lit.value) for c in covered)
+        ]
+        if missing:
+            report.add(
+                "W701",
+                _keyword(sm.route.span),
+                message=f"route on `{sm.route.subject.text}` does not cover "
+                + ", ".join(t.describe(m) for m in missing)
+                + " and has no `_` case",
+                help="add the missing cases or a `_ -> step` default",
+            )
+
+
+def _keyword(span: ast.Span) -> ast.Span:
+    return ast.Span(span.line, span.column, span.line, span.column + 5, span.start, span.start + 5)
+
+
+def _skippable_reads(model: Model, report: Report) -> None:
+    skippable: dict[str, str] = {}
+    for sm in model.steps:
+        if sm.route is not None:
+            for case in sm.route.cases:
+                if model.index.get(case.target.text, -1) > sm.index:
+                    skippable.setdefault(case.target.text, sm.id)
+    readers: list[tuple[str, ast.Reference]] = [(sm.id, r) for sm in model.steps for r in sm.inputs]
+    readers += [(sm.id, sm.map.over) for sm in model.steps if sm.map is not None]
+    readers += [(sm.id, sm.route.subject) for sm in model.steps if sm.route is not None]
+    for reader, reference in readers:
+        name = reference.name.text
+        if reference.root == "steps" and name in skippable and name != reader:
+            report.add(
+                "W702",
+                reference.name.span,
+                message=f"step `{reader}` reads `{reference.text}`, but route step `{skippable[name]}` "
+                f"may skip step `{name}`",
+                help="when it is skipped the reference does not resolve and this step fails with input_unresolved",
+            )

@@ -1,0 +1,371 @@
+"""The type language: types from the AST (E306), JSON Schema lowering, assignability, path typing."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Union
+
+from akmc import ast
+from akmc.diagnostics import Report, did_you_mean, position
+
+PRIMITIVES = {"string": "string", "int": "integer", "number": "number", "bool": "boolean", "null": "null"}
+REFINEMENTS = {
+    "string": {"pattern": "pattern", "min_length": "minLength", "max_length": "maxLength"},
+    "int": {"min": "minimum", "max": "maximum"},
+    "number": {"min": "minimum", "max": "maximum"},
+    "list": {"min_items": "minItems", "max_items": "maxItems"},
+}
+TYPE_NAMES = [*PRIMITIVES, "any", "list", "map", "true", "false"]
+
+
+@dataclass(frozen=True, slots=True)
+class Prim:
+    name: str  # string | int | number | bool | null
+    refinements: tuple[tuple[str, Any], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class AnyT:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class ListT:
+    item: Type
+    refinements: tuple[tuple[str, Any], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class MapT:
+    value: Type
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    name: str
+    type: Type
+    required: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ObjT:
+    fields: tuple[Field, ...]
+
+    def field(self, name: str) -> Field | None:
+        return next((f for f in self.fields if f.name == name), None)
+
+
+@dataclass(frozen=True, slots=True)
+class Lit:
+    value: str | int | float | bool | None
+
+
+@dataclass(frozen=True, slots=True)
+class UnionT:
+    members: tuple[Type, ...]
+
+
+Type = Union[Prim, AnyT, ListT, MapT, ObjT, Lit, UnionT]
+ANY = AnyT()
+STRING = Prim("string")
+
+
+def obj(**fields: Type) -> ObjT:
+    return ObjT(tuple(Field(k, v, True) for k, v in fields.items()))
+
+
+APPROVAL_OUTPUT = ObjT((Field("approved", Prim("bool"), True), Field("by", STRING, True), Field("note", STRING, False)))
+RUN_RESULT = obj(runId=STRING, status=STRING)
+
+
+# -- from the AST ---------------------------------------------------------------------
+
+
+def from_ast(node: ast.TypeExpr, report: Report) -> Type:
+    """The type a type expression denotes; problems are E306 (or E201 for duplicate fields)."""
+    if isinstance(node, ast.UnionType):
+        return UnionT(tuple(from_ast(m, report) for m in node.members))
+    if isinstance(node, ast.LiteralType):
+        return Lit(node.literal.value)
+    if isinstance(node, ast.ObjectType):
+        fields: dict[str, Field] = {}
+        for decl in node.fields:
+            if decl.name.text in fields:
+                report.add("E201", decl.name.span, what="field", name=decl.name.text, first="an earlier field")
+                continue
+            fields[decl.name.text] = Field(decl.name.text, from_ast(decl.type, report), not decl.optional)
+        return ObjT(tuple(fields.values()))
+    return _named(node, report)
+
+
+def _named(node: ast.NamedType, report: Report) -> Type:
+    name = node.name.text
+    if name in ("true", "false"):
+        return Lit(name == "true")
+    if name not in PRIMITIVES and name not in ("any", "list", "map"):
+        report.add("E306", node.name.span, message=f"unknown type `{name}`", help=did_you_mean(name, TYPE_NAMES))
+        return ANY
+    if name in ("list", "map") and node.arg is None:
+        report.add("E306", node.span, message=f"`{name}` needs an element type, as in `{name}[string]`")
+        return ANY
+    if name not in ("list", "map") and node.arg is not None:
+        report.add("E306", node.arg.span, message=f"`{name}` takes no element type")
+    refinements = _refinements(name, node, report)
+    if name == "any":
+        return ANY
+    if name == "list":
+        assert node.arg is not None
+        return ListT(from_ast(node.arg, report), refinements)
+    if name == "map":
+        assert node.arg is not None
+        return MapT(from_ast(node.arg, report))
+    return Prim(name, refinements)
+
+
+def _refinements(name: str, node: ast.NamedType, report: Report) -> tuple[tuple[str, Any], ...]:
+    allowed = REFINEMENTS.get(name, {})
+    seen: dict[str, Any] = {}
+    for refinement in node.refinements:
+        key = refinement.name.text
+        if key not in allowed:
+            takes = ", ".join(f"`{k}`" for k in allowed) or "no refinements"
+            report.add(
+                "E306",
+                refinement.name.span,
+                message=f"`{name}` does not take the refinement `{key}`; it takes {takes}",
+                help=did_you_mean(key, set(allowed)),
+            )
+            continue
+        if key in seen:
+            report.add("E201", refinement.name.span, what="refinement", name=key, first="an earlier one")
+            continue
+        value = refinement.value
+        literal = value.value if isinstance(value, ast.Literal) else None
+        if key == "pattern":
+            if not isinstance(literal, str):
+                report.add("E306", value.span, message="`pattern` takes a string (a regular expression)")
+                continue
+            try:
+                re.compile(literal)
+            except re.error as error:
+                report.add("E306", value.span, message=f"invalid `pattern`: {error}")
+                continue
+        elif key in ("min", "max"):
+            wrong = isinstance(literal, bool) or not isinstance(literal, int | float)
+            if wrong or (name == "int" and isinstance(literal, float)):
+                kind = "an integer" if name == "int" else "a number"
+                report.add("E306", value.span, message=f"`{key}` on `{name}` takes {kind}")
+                continue
+        elif isinstance(literal, bool) or not isinstance(literal, int) or literal < 0:
+            report.add("E306", value.span, message=f"`{key}` takes a non-negative integer")
+            continue
+        seen[key] = literal
+    low, high = ("min", "max") if name in ("int", "number") else ("min_length", "max_length")
+    if name == "list":
+        low, high = "min_items", "max_items"
+    if low in seen and high in seen and seen[low] > seen[high]:
+        report.add("E306", node.span, message=f"`{low}` ({seen[low]}) is greater than `{high}` ({seen[high]})")
+    return tuple(seen.items())
+
+
+# -- JSON Schema -------------------------------------------------------------------------------
+
+
+def schema(t: Type) -> dict[str, Any]:
+    """Lower a type to JSON Schema (table in the language reference)."""
+    if isinstance(t, AnyT):
+        return {}
+    if isinstance(t, Prim):
+        out: dict[str, Any] = {"type": PRIMITIVES[t.name]}
+        out.update((REFINEMENTS[t.name][k], v) for k, v in t.refinements)
+        return out
+    if isinstance(t, ListT):
+        out = {"type": "array", "items": schema(t.item)}
+        out.update((REFINEMENTS["list"][k], v) for k, v in t.refinements)
+        return out
+    if isinstance(t, MapT):
+        return {"type": "object", "additionalProperties": schema(t.value)}
+    if isinstance(t, ObjT):
+        out = {"type": "object", "properties": {f.name: schema(f.type) for f in t.fields}}
+        required = [f.name for f in t.fields if f.required]
+        if required:
+            out["required"] = required
+        return out
+    if isinstance(t, Lit):
+        return {"const": t.value}
+    if all(isinstance(m, Lit) and isinstance(m.value, str) for m in t.members):
+        return {"enum": [m.value for m in t.members if isinstance(m, Lit)]}
+    return {"anyOf": [schema(m) for m in t.members]}
+
+
+def validation_errors(value: Any, t: Type) -> list[str]:
+    """Why `value` does not validate against the lowered schema of `t` (empty when it does)."""
+    from jsonschema import Draft202012Validator
+
+    validator = Draft202012Validator(schema(t))
+    errors = sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
+    return [
+        (
+            "at " + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in e.absolute_path) + ": "
+            if e.absolute_path
+            else ""
+        )
+        + e.message
+        for e in errors
+    ]
+
+
+# -- assignability and paths ----------------------------------------------------------------------
+
+
+def _base(t: Lit) -> Prim:
+    value = t.value
+    if value is None:
+        return Prim("null")
+    if isinstance(value, bool):
+        return Prim("bool")
+    if isinstance(value, int):
+        return Prim("int")
+    if isinstance(value, float):
+        return Prim("number")
+    return STRING
+
+
+def fits(a: Type, b: Type) -> bool:
+    """Whether every value of `a` may stand where `b` is expected (structural, gradual)."""
+    if isinstance(a, AnyT) or isinstance(b, AnyT):
+        return True
+    if isinstance(a, UnionT):
+        return all(fits(m, b) for m in a.members)
+    if isinstance(b, UnionT):
+        return any(fits(a, m) for m in b.members)
+    if isinstance(a, Lit):
+        if isinstance(b, Lit):
+            return a.value == b.value and type(a.value) is type(b.value)
+        return fits(_base(a), b)
+    if isinstance(a, Prim) and isinstance(b, Prim):
+        return a.name == b.name or (a.name == "int" and b.name == "number")
+    if isinstance(a, ListT) and isinstance(b, ListT):
+        return fits(a.item, b.item)
+    if isinstance(a, MapT) and isinstance(b, MapT):
+        return fits(a.value, b.value)
+    if isinstance(a, ObjT) and isinstance(b, ObjT):
+        for wanted in b.fields:
+            have = a.field(wanted.name)
+            if have is None:
+                if wanted.required:
+                    return False
+                continue
+            if (wanted.required and not have.required) or not fits(have.type, wanted.type):
+                return False
+        return True
+    return False
+
+
+def literals(t: Type) -> list[Lit] | None:
+    """The finite set of literal values a type can take, or None when it is open."""
+    if isinstance(t, Lit):
+        return [t]
+    if isinstance(t, Prim) and t.name == "bool":
+        return [Lit(True), Lit(False)]
+    if isinstance(t, Prim) and t.name == "null":
+        return [Lit(None)]
+    if isinstance(t, UnionT):
+        out: list[Lit] = []
+        for member in t.members:
+            more = literals(member)
+            if more is None:
+                return None
+            out += [m for m in more if m not in out]
+        return out
+    return None
+
+
+def describe(t: Type) -> str:
+    """A type as the user would write it."""
+    if isinstance(t, AnyT):
+        return "any"
+    if isinstance(t, Prim):
+        return t.name
+    if isinstance(t, ListT):
+        return f"list[{describe(t.item)}]"
+    if isinstance(t, MapT):
+        return f"map[{describe(t.value)}]"
+    if isinstance(t, ObjT):
+        inner = ", ".join(f"{f.name}{'' if f.required else '?'}: {describe(f.type)}" for f in t.fields)
+        return "{ " + inner + " }" if inner else "{}"
+    if isinstance(t, Lit):
+        import json
+
+        return json.dumps(t.value)
+    return " | ".join(describe(m) for m in t.members)
+
+
+def step_into(t: Type, segment: ast.Segment, ref: str, report: Report) -> Type | None:
+    """The type at `segment` below `t`, or None after reporting E301/E302."""
+    if isinstance(t, AnyT):
+        return ANY
+    if isinstance(t, UnionT):
+        # A path into a union is typed by the members that have it (null members are skipped:
+        # reading through an optional value fails at run time, not at compile time).
+        quiet = Report(report.file)
+        found = [r for m in t.members if not _is_null(m) and (r := step_into(m, segment, ref, quiet)) is not None]
+        if found:
+            return found[0] if len(found) == 1 else UnionT(tuple(found))
+    if segment.field is not None:
+        if isinstance(t, ObjT):
+            field = t.field(segment.field)
+            if field is None:
+                names = ", ".join(f"`{f.name}`" for f in t.fields) or "none"
+                report.add(
+                    "E301",
+                    segment.span,
+                    field=segment.field,
+                    type=describe(t),
+                    ref=ref,
+                    help=(did_you_mean(segment.field, [f.name for f in t.fields]) or f"fields that exist: {names}"),
+                )
+                return None
+            return field.type
+        if isinstance(t, MapT):
+            return t.value
+        report.add(
+            "E302", segment.span, message=f"`.{segment.field}` on a value of type {describe(t)}, which has no fields"
+        )
+        return None
+    if isinstance(t, ListT):
+        return t.item
+    report.add(
+        "E302", segment.span, message=f"`[{segment.index}]` on a value of type {describe(t)}, which is not a list"
+    )
+    return None
+
+
+def _is_null(t: Type) -> bool:
+    return (isinstance(t, Prim) and t.name == "null") or (isinstance(t, Lit) and t.value is None)
+
+
+def is_list(t: Type) -> bool:
+    if isinstance(t, AnyT | ListT):
+        return True
+    if isinstance(t, UnionT):
+        return all(is_list(m) for m in t.members)
+    return False
+
+
+def value_of(node: ast.Value) -> Any:
+    """The JSON value of a literal, list or object value."""
+    if isinstance(node, ast.Literal):
+        return node.value
+    if isinstance(node, ast.ListValue):
+        return [value_of(v) for v in node.items]
+    if isinstance(node, ast.ObjectValue):
+        return {k.text: value_of(v) for k, v in node.entries}
+    if isinstance(node, ast.Duration):
+        return node.ms
+    return node.text
+
+
+def where(span: ast.Span) -> str:
+    return position(span)

@@ -1,0 +1,2 @@
+#!/bin/sh
+echo '{"files": ["a"], "total": 1}'

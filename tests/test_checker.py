@@ -1,0 +1,151 @@
+"""Checker tests state a source and the codes it must produce, nothing more."""
+
+from __future__ import annotations
+
+from conftest import Checker
+
+HEAD = 'workflow "w" {\n'
+
+
+def test_clean_workflow(codes: Checker) -> None:
+    assert codes(HEAD + '  step a {\n    shell "x"\n  }\n}\n') == []
+
+
+def test_unknown_step_with_did_you_mean(codes: Checker) -> None:
+    src = HEAD + '  step review { shell "r" }\n  step b {\n    shell "x"\n    inputs = [steps.reviw.output]\n  }\n}\n'
+    [diagnostic] = codes.diagnostics(src)
+    assert (diagnostic.code, diagnostic.span.line, diagnostic.help) == ("E203", 5, "did you mean `review`?")
+
+
+def test_independent_problems_all_reported(codes: Checker) -> None:
+    src = HEAD + (
+        "  params { p: integer }\n"
+        '  step a { shell "x" inputs = [steps.nope.output, params.p, params.q] }\n'
+        '  step a { shell "y" }\n'
+        '  step c { concurrency = 3 shell "z" }\n'
+        "}\n"
+    )
+    assert sorted(codes(src)) == sorted(["E306@2", "E203@3", "E205@3", "E200@4", "E207@5"])
+
+
+def test_self_and_forward_references(codes: Checker) -> None:
+    src = (
+        HEAD
+        + '  step a {\n    shell "x"\n    inputs = [steps.a.output, steps.b.output]\n  }\n  step b { shell "y" }\n}\n'
+    )
+    assert codes(src) == ["E204@4", "E204@4"]
+
+
+def test_field_paths(codes: Checker) -> None:
+    src = HEAD + (
+        '  step a { shell "x" output: { files: list[string], meta: map[int] } }\n'
+        '  step b { shell "y" inputs = [steps.a.output.files[0], steps.a.output.meta.any, steps.a.output.count] }\n'
+        '  step c { shell "z" inputs = [steps.a.output.files.x, steps.a.output.files[0][1]] }\n'
+        "}\n"
+    )
+    assert codes(src) == ["E301@3", "E302@4", "E302@4"]
+
+
+def test_e301_lists_the_fields(codes: Checker) -> None:
+    src = HEAD + '  step a { shell "x" output: { files: list[string], total: int } }\n'
+    src += '  step b { shell "y" inputs = [steps.a.output.count] }\n}\n'
+    [d] = codes.diagnostics(src)
+    assert d.code == "E301" and d.help == "fields that exist: `files`, `total`"
+
+
+def test_any_and_union_paths_resolve_at_run_time(codes: Checker) -> None:
+    src = HEAD + '  step a { shell "x" }\n  step b { shell "y" output: { x: int } | null }\n'
+    src += '  step c { shell "z" inputs = [steps.a.output.deep[3].er, steps.b.output.x] }\n}\n'
+    assert codes(src) == []
+
+
+def test_map_over_non_list(codes: Checker) -> None:
+    src = HEAD + '  params { n: string }\n  step m { map params.n { shell "x" } }\n}\n'
+    assert codes(src) == ["E303@3"]
+
+
+def test_map_needs_exactly_one_target(codes: Checker) -> None:
+    src = HEAD + "  params { n: list[int] }\n  step m { map params.n { concurrency = 2 } }\n"
+    src += '  step k { map params.n { shell "a" agent "b" } }\n}\n'
+    assert codes(src) == ["E206@3", "E206@4"]
+
+
+def test_route_checks(codes: Checker) -> None:
+    src = HEAD + (
+        '  params { mode: "a" | "b" }\n'
+        '  step r { route params.mode { "a" -> x  "a" -> y  "c" -> x  true -> r } }\n'
+        '  step x { shell "x" }\n  step y { shell "y" }\n}\n'
+    )
+    assert sorted(codes(src)) == sorted(["E201@3", "E304@3", "E304@3", "E208@3", "W701@3"])
+
+
+def test_default_must_match_type(codes: Checker) -> None:
+    src = (
+        HEAD
+        + '  params {\n    a: int = "x"\n    b: string(pattern: "^v") = "v1"\n    c: list[int](min_items: 2) = [1]\n  }\n'
+    )
+    src += '  step s { shell "x" inputs = [params.a, params.b, params.c] }\n}\n'
+    assert codes(src) == ["E300@3", "E300@5"]
+
+
+def test_output_type_must_be_satisfied(codes: Checker) -> None:
+    src = (
+        HEAD
+        + "  outputs {\n    a: int = steps.s.output.n\n    b: number = steps.s.output.n\n    c: string = steps.s.output.n\n  }\n"
+    )
+    src += '  step s { shell "x" output: { n: int } }\n}\n'
+    assert codes(src) == ["E305@5"]
+
+
+def test_settings_bounds_and_clamps(codes: Checker) -> None:
+    src = HEAD + (
+        "  limits { concurrency = 100 max_units = 0 }\n"
+        '  step s { shell "x" timeout = 25h retry = { max = 11, on = [exit, never] } on_error = maybe }\n'
+        "}\n"
+    )
+    assert sorted(codes(src)) == sorted(["W703@2", "E601@2", "E601@3", "E601@3", "E207@3", "E207@3"])
+
+
+def test_duplicates_and_conflicts(codes: Checker) -> None:
+    src = HEAD + (
+        "  params { a: int = 1 a: int = 2 }\n  params { }\n"
+        '  step s { shell "x" script "y.sh" output: int output: int env { A = "1" A = "2" } inputs = [params.a] }\n'
+        "}\n"
+    )
+    assert sorted(codes(src)) == sorted(["E201@2", "E202@3", "E202@4", "E202@4", "E201@4"])
+
+
+def test_files_are_frozen_inside_the_workspace(codes: Checker) -> None:
+    files = {"scripts/ok.sh": "#!/bin/sh\necho ok\n", "scripts/bad.sh": "echo\n", "p.md": "Prompt"}
+    src = HEAD + (
+        '  step a { script "scripts/ok.sh" }\n  step b { script "scripts/bad.sh" }\n'
+        '  step c { script "/etc/passwd" }\n  step d { agent file("../p.md") }\n'
+        '  step e { agent file("p.md") }\n  step f { script "nope.sh" }\n}\n'
+    )
+    assert codes(src, files=files) == ["E502@3", "E501@4", "E501@5", "E500@7"]
+
+
+def test_symlink_out_of_the_workspace(codes: Checker, tmp_path_factory) -> None:  # type: ignore[no-untyped-def]
+    outside = tmp_path_factory.mktemp("outside") / "x.sh"
+    outside.write_text("#!/bin/sh\n")
+    (codes.root / "link.sh").symlink_to(outside)
+    assert codes(HEAD + '  step a { script "link.sh" }\n}\n') == ["E501@2"]
+
+
+def test_credentials_in_env_literals(codes: Checker) -> None:
+    tokens = [
+        "ghp_" + "a1B2" * 9, "github_pat_" + "x" * 30, "AKIAIOSFODNN7EXAMPLE", "xoxb-1234567890-abc",
+        "sk-" + "Ab3" * 10, "-----BEGIN RSA PRIVATE KEY-----", "Zx8Kq2Lm9Pw4Rt7Yv1Bn6Hc3Jd5Gf0Sa2Qe8",
+    ]  # fmt: skip
+    harmless = ["true", "C.UTF-8", "https://example.com/a/b", "0123456789abcdef0123456789abcdef01234567", "x" * 64]
+    env = " ".join(f'V{i} = "{v}"' for i, v in enumerate(tokens + harmless))
+    found = codes(HEAD + f'  step a {{ shell "x" env {{ {env} }} }}\n}}\n')
+    assert found == ["E600@2"] * len(tokens)
+
+
+def test_skippable_read_warns(codes: Checker) -> None:
+    src = HEAD + (
+        '  params { m: "a" | "b" }\n  step r { route params.m { "a" -> x  "b" -> y } }\n'
+        '  step x { shell "x" }\n  step y { shell "y" }\n  step z { shell "z" inputs = [steps.x.output] }\n}\n'
+    )
+    assert codes(src) == ["W702@6"]

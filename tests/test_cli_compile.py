@@ -1,0 +1,84 @@
+"""`akmc compile`, `plan`, `hash` and `schema` as real subprocesses; determinism of plan bytes."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from conftest import REPO, run_cli
+
+CORPUS = REPO / "golden" / "corpus"
+
+
+def test_compile_to_stdout_and_file(tmp_path: Path) -> None:
+    out = run_cli("compile", "workflows/minimal.akm", cwd=CORPUS)
+    assert out.returncode == 0
+    assert out.stdout == (CORPUS / "plans" / "workflows" / "minimal.plan.json").read_text()
+    target = tmp_path / "m.plan.json"
+    assert run_cli("compile", "workflows/minimal.akm", "-o", target, cwd=CORPUS).returncode == 0
+    assert target.read_text() == out.stdout
+
+
+def test_same_bytes_in_any_directory_and_hash_seed(tmp_path: Path) -> None:
+    copy = tmp_path / "elsewhere" / "deeper"
+    shutil.copytree(CORPUS, copy)
+    first = run_cli("compile", "workflows/everything.akm", cwd=CORPUS).stdout
+    second = run_cli("compile", str(copy / "workflows" / "everything.akm"), cwd=tmp_path).stdout
+    assert first == second and first
+    assert str(tmp_path) not in second and str(REPO) not in first
+
+
+def test_compile_check_reports_stale_and_missing(tmp_path: Path) -> None:
+    shutil.copytree(CORPUS, tmp_path / "ws")
+    ws = tmp_path / "ws"
+    (ws / "plans" / "workflows" / "minimal.plan.json").unlink()
+    (ws / "workflows" / "everything.akm").write_text(
+        (ws / "workflows" / "everything.akm").read_text().replace('"Ship it?"', '"Ship it now?"')
+    )
+    result = run_cli("compile", "workflows", "--out-dir", "plans", "--check", cwd=ws)
+    assert result.returncode == 1
+    assert result.stdout.splitlines() == [
+        "stale:   plans/workflows/everything.plan.json",
+        "missing: plans/workflows/minimal.plan.json",
+    ]
+    assert run_cli("compile", "workflows", "--out-dir", "plans", cwd=ws).returncode == 0
+    assert run_cli("compile", "workflows", "--out-dir", "plans", "--check", cwd=ws).returncode == 0
+
+
+def test_compile_errors_exit_one_with_diagnostics_on_stderr(workspace: Path) -> None:
+    (workspace / "bad.akm").write_text(
+        'workflow "w" {\n  step a {\n    shell "x"\n    inputs = [steps.b.output]\n  }\n}\n'
+    )
+    result = run_cli("compile", "bad.akm", cwd=workspace)
+    assert result.returncode == 1 and result.stdout == ""
+    assert "error[E203]" in result.stderr
+
+
+def test_plan_summary_and_json() -> None:
+    text = run_cli("plan", "workflows/everything.akm", cwd=CORPUS)
+    assert text.returncode == 0
+    lines = text.stdout.splitlines()
+    assert lines[0] == 'workflow: workflows/everything  "Everything"'
+    assert '  3. pick     [route]  params.mode: "fast" -> quick, "safe" -> careful' in lines
+    assert lines[-4:] == [
+        "  prompts/review.md",
+        "  scripts/check.sh",
+        "  scripts/collect.sh",
+        "  workflows/everything.akm",
+    ]
+    assert "PUBLISH_TOKEN)" in text.stdout
+    full = run_cli("plan", "workflows/everything.akm", "--format", "json", cwd=CORPUS)
+    assert json.loads(full.stdout)["plan"]["ref"] == "workflows/everything"
+
+
+def test_hash_of_source_and_plan_agree() -> None:
+    source = run_cli("hash", "workflows/everything.akm", cwd=CORPUS).stdout.strip()
+    plan = run_cli("hash", "plans/workflows/everything.plan.json", cwd=CORPUS).stdout.strip()
+    assert source == plan and source.startswith("sha256:")
+
+
+def test_schema_is_json_schema() -> None:
+    result = run_cli("schema")
+    document = json.loads(result.stdout)
+    assert document["$schema"].endswith("2020-12/schema") and "plan" in document["properties"]

@@ -45,3 +45,11 @@ def test_page_example_checks_in_a_fresh_workspace(tmp_path: Path) -> None:
     match = EXAMPLE.search(page)
     assert match is not None
     assert Checker(tmp_path)(match.group(1)) == ["E203@7"]
+
+
+def test_language_page_example_compiles(tmp_path: Path) -> None:
+    import shutil
+
+    shutil.copytree(REPO / "golden" / "corpus", tmp_path / "ws")
+    [example] = EXAMPLE.findall((REPO / "docs" / "language.md").read_text())
+    assert Checker(tmp_path / "ws")(example, name="workflows/doc.akm") == []

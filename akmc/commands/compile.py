@@ -26,6 +26,18 @@ def compile_source(path: Path, root: Path | None) -> tuple[FileResult, dict[str,
     return result, result.plan
 
 
+def compile_one(source: Path, root: Path | None) -> tuple[FileResult | None, dict[str, Any] | None, int]:
+    """Compile one source for a command: (result, plan, OK) or (…, None, the exit code),
+    with diagnostics and read failures already reported on stderr."""
+    try:
+        result, plan = compile_source(source, root)
+    except SourceError as error:
+        print(f"akmc: error: {error}", file=sys.stderr)
+        return None, None, exitcodes.USAGE
+    report_diagnostics([result])
+    return result, plan, exitcodes.OK if plan is not None else exitcodes.FINDINGS
+
+
 def report_diagnostics(results: list[FileResult]) -> None:
     """Diagnostics of a compile go to stderr: stdout may carry the plan."""
     from akmc.render import text
@@ -39,19 +51,14 @@ def report_diagnostics(results: list[FileResult]) -> None:
 def run(source: Path, *, output: Path | None, out_dir: Path | None, check: bool, root: Path | None) -> int:
     from akm_run.plan import render_file
 
-    try:
-        if source.is_dir():
-            if out_dir is None:
-                print("akmc: error: compiling a directory needs --out-dir", file=sys.stderr)
-                return exitcodes.USAGE
-            return _directory(source, out_dir, check, root)
-        result, plan = compile_source(source, root)
-    except SourceError as error:
-        print(f"akmc: error: {error}", file=sys.stderr)
-        return exitcodes.USAGE
-    report_diagnostics([result])
-    if plan is None:
-        return exitcodes.FINDINGS
+    if source.is_dir():
+        if out_dir is None:
+            print("akmc: error: compiling a directory needs --out-dir", file=sys.stderr)
+            return exitcodes.USAGE
+        return _directory(source, out_dir, check, root)
+    result, plan, code = compile_one(source, root)
+    if result is None or plan is None:
+        return code
     rendered = render_file(plan)
     if check:
         target = output or _default_out(source, out_dir, result.ref)

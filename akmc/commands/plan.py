@@ -6,22 +6,16 @@ import sys
 from pathlib import Path
 
 from akmc import exitcodes
-from akmc.workspace import SourceError
 
 
 def run(source: Path, *, output_format: str, root: Path | None) -> int:
     from akm_run.plan import plan_hash, render_file
-    from akmc.commands.compile import compile_source, report_diagnostics
+    from akmc.commands.compile import compile_one
     from akmc.render import summary
 
-    try:
-        result, plan = compile_source(source, root)
-    except SourceError as error:
-        print(f"akmc: error: {error}", file=sys.stderr)
-        return exitcodes.USAGE
-    report_diagnostics([result])
+    _, plan, code = compile_one(source, root)
     if plan is None:
-        return exitcodes.FINDINGS
+        return code
     if output_format == "json":
         sys.stdout.write(render_file(plan))
     else:

@@ -6,7 +6,6 @@ import sys
 from pathlib import Path
 
 from akmc import exitcodes
-from akmc.workspace import SourceError
 
 
 def load_verified(path: Path, expect_hash: str | None = None) -> tuple[dict[str, object] | None, str]:
@@ -40,16 +39,11 @@ def hash_of(path: Path, root: Path | None) -> int:
     from akm_run.plan import plan_hash
 
     if path.suffix == ".akm":
-        from akmc.commands.compile import compile_source, report_diagnostics
+        from akmc.commands.compile import compile_one
 
-        try:
-            result, plan = compile_source(path, root)
-        except SourceError as error:
-            print(f"akmc: error: {error}", file=sys.stderr)
-            return exitcodes.USAGE
-        report_diagnostics([result])
+        _, plan, code = compile_one(path, root)
         if plan is None:
-            return exitcodes.FINDINGS
+            return code
     else:
         plan, refusal = load_verified(path)
         if plan is None:

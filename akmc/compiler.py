@@ -1,14 +1,28 @@
-"""The per-file pipeline: read, parse, resolve, type-check and lower one workflow."""
+"""The pipeline: read, parse, resolve, link children, type-check, lower and bound each workflow.
+
+One `Session` serves one invocation. Every file is read, parsed and compiled at most once, children
+before their parents, so a tree that composes the same child many times (a diamond) costs linear work."""
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from akmc import ast
-from akmc.diagnostics import Report
-from akmc.workspace import FILE_START, MAX_SOURCE_BYTES, decode_source, find_root, read_bytes, ref_of
+from akmc.compose import Child
+from akmc.diagnostics import ERROR, Report
+from akmc.workspace import (
+    FILE_START,
+    MAX_SOURCE_BYTES,
+    SourceError,
+    decode_source,
+    display_path,
+    find_root,
+    read_bytes,
+    ref_of,
+)
 
 
 @dataclass(slots=True)
@@ -23,35 +37,225 @@ class FileResult:
     data: bytes = field(default=b"", repr=False)
     plan: dict[str, Any] | None = None
     ref: str | None = None
+    root: Path = field(default_factory=Path)
+    unreadable: str | None = None  # why the file could not be read at all
+    edges: dict[str, tuple[Path | None, str]] = field(default_factory=dict)  # uses ref → located file or why not
+    child: Child | None = None  # what a composing workflow sees; set once compiled
+    compiled: bool = False
 
 
 def check_file(path: Path, display: str, root: Path | None = None) -> FileResult:
-    """Check one file. Raises SourceError only when the file cannot be read at all."""
-    report = Report(display)
-    data = read_bytes(path, MAX_SOURCE_BYTES)
-    text, problem = decode_source(data)
-    if text is None:
-        report.add("E103", FILE_START, message=problem or "unreadable source")
-        return FileResult(path, display, None, report, data=data)
-    from akmc import syntax  # the parser loads lazily: `akmc explain` never needs it
+    """Check one file in a session of its own. Raises SourceError when it cannot be read at all."""
+    return Session(root).check(path, display)
 
-    workflow = syntax.parse(text, report)
-    result = FileResult(path, display, text, report, workflow, data)
-    if workflow is None:
+
+class Session:
+    """Compiles workflows for one invocation, each file at most once."""
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = root.resolve() if root is not None else None
+        self._files: dict[Path, FileResult] = {}  # every file read, by resolved path
+        self._checked: dict[Path, None] = {}  # the files asked for and their children, in order
+
+    @property
+    def results(self) -> list[FileResult]:
+        """Every readable file this session compiled (the files asked for and their children), in order."""
+        return [r for k in self._checked if (r := self._files[k]).unreadable is None]
+
+    def check(self, path: Path, display: str | None = None) -> FileResult:
+        """Compile one file and, first, every child it composes. Raises SourceError when it is unreadable."""
+        key = path.resolve()
+        root = self.root or find_root(path.parent)
+        result = self._parse(path, root, display or display_path(path))
+        if result.unreadable is not None:
+            del self._files[key]  # a file named on the command line that cannot be read is a usage error
+            raise SourceError(result.unreadable)
+        for node in self._postorder(key):
+            self._compile(self._files[node])
+            self._checked[node] = None
         return result
-    root = root or find_root(path.parent)
-    result.ref = ref_of(path, root) or path.stem
-    result.plan = _analyse(workflow, data, result.ref, root, report)
-    return result
+
+    def dependents(self, paths: list[Path]) -> list[Path]:
+        """Every workflow in the workspace that composes one of `paths` (checked files), directly or
+        transitively: the parents a child edit can break. Candidates come from a textual scan and are
+        confirmed by parsing them, so a `uses` inside a prompt or a comment never adds a file."""
+        from akmc import compose
+
+        confirmed: dict[Path, None] = {}
+        by_root: dict[Path, list[Path]] = {}
+        for path in paths:
+            result = self._files.get(path.resolve())
+            if result is not None:
+                by_root.setdefault(result.root, []).append(path)
+        for root, given in by_root.items():
+            changed = {p.resolve() for p in given}
+            parsed = [self._parse(c, root, display_path(c)) for c in compose.dependents(root, given)]
+            grew = True
+            while grew:
+                grew = False
+                for candidate in parsed:
+                    if candidate.path in changed or candidate.unreadable is not None:
+                        continue
+                    if any(c is not None and c.resolve() in changed for c, _ in candidate.edges.values()):
+                        changed.add(candidate.path)
+                        confirmed[candidate.path] = None
+                        grew = True
+        return list(confirmed)
+
+    # -- reading and ordering ----------------------------------------------------------------------
+
+    def _parse(self, path: Path, root: Path, display: str) -> FileResult:
+        key = path.resolve()
+        known = self._files.get(key)
+        if known is not None:
+            return known
+        from akmc import compose
+
+        result = FileResult(key, display, None, Report(display), root=root)
+        self._files[key] = result
+        try:
+            result.data = read_bytes(path, MAX_SOURCE_BYTES, display)
+        except SourceError as error:
+            result.unreadable = str(error)
+            return result
+        text, problem = decode_source(result.data)
+        if text is None:
+            result.report.add("E103", FILE_START, message=problem or "unreadable source")
+            return result
+        from akmc import syntax  # the parser loads lazily: `akmc explain` never needs it
+
+        result.text = text
+        result.workflow = syntax.parse(text, result.report)
+        result.ref = ref_of(key, root) or key.stem
+        if result.workflow is not None:
+            for uses in compose.uses_targets(result.workflow):
+                assert uses.path is not None
+                if uses.path.value not in result.edges:
+                    result.edges[uses.path.value] = compose.locate(root, uses.path.value)
+        return result
+
+    def _children(self, key: Path) -> list[Path]:
+        result = self._files[key]
+        found = []
+        for child, _ in result.edges.values():
+            if child is not None:
+                found.append(self._parse(child, result.root, display_path(child)).path)
+        return found
+
+    def _postorder(self, start: Path) -> list[Path]:
+        """`start` and everything it composes, children first; iterative, so deep chains cannot overflow."""
+        order: list[Path] = []
+        visited = {start}
+        stack = [(start, iter(self._children(start)))]
+        while stack:
+            node, pending = stack[-1]
+            child = next(pending, None)
+            if child is None:
+                stack.pop()
+                order.append(node)
+            elif child not in visited and not self._files[child].compiled:
+                visited.add(child)
+                stack.append((child, iter(self._children(child))))
+        return order
+
+    def _path_back(self, start: Path, goal: Path) -> list[str] | None:
+        """The refs along the shortest composition path from `start` to `goal`, or None when there is none."""
+        previous: dict[Path, Path | None] = {start: None}
+        queue = deque([start])
+        while queue:
+            node = queue.popleft()
+            if node == goal:
+                refs = []
+                step: Path | None = node
+                while step is not None:
+                    refs.append(self._files[step].ref or step.stem)
+                    step = previous[step]
+                return refs[::-1]
+            for child in self._children(node):
+                if child not in previous:
+                    previous[child] = node
+                    queue.append(child)
+        return None
+
+    # -- compiling ----------------------------------------------------------------------------------
+
+    def _compile(self, result: FileResult) -> None:
+        if result.compiled:
+            return
+        result.compiled = True
+        if result.workflow is None or result.unreadable is not None:
+            result.child = _summary(result, None, None)
+            return
+        from akm_run.plan import canonical_bytes, sha256_of
+        from akmc import compose
+        from akmc.files import ReadSet
+        from akmc.lower import lower
+        from akmc.resolve import resolve
+        from akmc.typecheck import typecheck
+
+        report, ref = result.report, result.ref or result.path.stem
+        model = resolve(result.workflow, report)
+        children, sites = self._link(result, model)
+        typed = typecheck(model, report, children)
+        plan = lower(model, typed, ref=ref, source=result.data, root=result.root, report=report, reads=ReadSet(),
+                     children=children)  # fmt: skip
+        chain, embedded = compose.bounds(report, ref, sites)
+        data = canonical_bytes(plan)
+        compose.plan_size(report, plan, len(data), _keyword(result.workflow.span))
+        if not report.has_errors:
+            result.plan = plan
+        result.child = _summary(result, model, typed)
+        if result.plan is not None:
+            result.child.plan, result.child.plan_hash, result.child.size = plan, sha256_of(data), len(data)
+            result.child.embedded, result.child.chain = embedded, chain
+            result.child.reads = {e["path"]: e["sha256"] for e in plan["sourceReadSet"]}
+
+    def _link(self, result: FileResult, model: Any) -> tuple[dict[str, Child], list[tuple[ast.Span, Child]]]:
+        """The compiled child of each `uses` step (E400, E401, E408), and the `uses` sites in step order."""
+        from akmc import compose
+
+        children: dict[str, Child] = {}
+        sites: list[tuple[ast.Span, Child]] = []
+        for sm in model.steps:
+            if sm.target is None or sm.target.kind != "uses":
+                continue
+            assert sm.target.path is not None
+            ref, span = sm.target.path.value, sm.target.path.span
+            located, why = result.edges[ref]
+            if located is None:
+                report_missing = compose.suggest(result.root, ref) if "not found" in why else None
+                result.report.add("E400", span, message=why, help=report_missing)
+                continue
+            key = located.resolve()
+            cycle = self._path_back(key, result.path)
+            if cycle is not None:
+                result.report.add(
+                    "E401", span, path=" -> ".join([result.ref or "", *cycle]),
+                    help="a workflow cannot compose itself, directly or through its children",
+                )  # fmt: skip
+                continue
+            target = self._files[key]
+            if target.unreadable is not None:
+                result.report.add("E400", span, message=f"child workflow `{ref}` cannot be read: {target.unreadable}")
+                continue
+            assert target.child is not None
+            child = target.child
+            if not child.ok:
+                compose.failed_child(result.report, span, child)
+            children[sm.id] = child
+            sites.append((span, child))
+        return children, sites
 
 
-def _analyse(workflow: ast.Workflow, data: bytes, ref: str, root: Path, report: Report) -> dict[str, Any] | None:
-    from akmc.files import ReadSet
-    from akmc.lower import lower
-    from akmc.resolve import resolve
-    from akmc.typecheck import typecheck
+def _summary(result: FileResult, model: Any, typed: Any) -> Child:
+    errors = [d for d in result.report.diagnostics if d.severity == ERROR]
+    child = Child(result.ref or result.path.stem, result.display, not errors, first_error=errors[0] if errors else None)
+    if model is not None and typed is not None:
+        child.params = {n: (typed.params[n], p.default is None) for n, p in model.params.items()}
+        child.outputs = dict(typed.outputs)
+    return child
 
-    model = resolve(workflow, report)
-    typed = typecheck(model, report)
-    plan = lower(model, typed, ref=ref, source=data, root=root, report=report, reads=ReadSet())
-    return None if report.has_errors else plan
+
+def _keyword(span: ast.Span) -> ast.Span:
+    """The `workflow` keyword: where whole-plan diagnostics point."""
+    return ast.Span(span.line, span.column, span.line, span.column + len("workflow"), span.start, span.start + 8)

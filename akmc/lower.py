@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from akmc import ast
+from akmc import ast, compose
 from akmc import types as t
+from akmc.compose import Child
 from akmc.diagnostics import Report
 from akmc.files import Frozen, ReadSet, freeze
 from akmc.resolve import Model, Retry, StepModel
@@ -28,7 +30,7 @@ class Lowering:
         frozen = freeze(self.root, text.value, text.span, "file", self.report, self.reads)
         return (frozen.text if frozen else ""), frozen
 
-    def target(self, target: ast.Target, children: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    def target(self, target: ast.Target, child: Child | None = None) -> dict[str, Any]:
         kind = target.kind
         if kind == "script":
             assert target.path is not None
@@ -37,8 +39,9 @@ class Lowering:
                 return {"kind": "script", "path": target.path.value, "sha256": "", "text": ""}
             return {"kind": "script", "path": frozen.path, "sha256": frozen.sha256, "text": frozen.text}
         if kind == "uses":
-            assert target.path is not None
-            return children.get(target.path.value, {"kind": "child-workflow", "ref": target.path.value})
+            if child is not None:
+                self.reads.files.update(child.reads)  # the read set covers every child's reads
+            return compose.target(target, child)
         assert target.text is not None
         value, frozen = self.text(target.text, kind)
         if kind == "shell":
@@ -87,9 +90,9 @@ def lower(
     root: Path,
     report: Report,
     reads: ReadSet,
-    children: dict[str, dict[str, Any]] | None = None,
+    children: Mapping[str, Child] | None = None,
 ) -> dict[str, Any]:
-    """The plan object. `children` maps a `uses` ref to its lowered child-workflow target."""
+    """The plan object. `children` maps the id of each `uses` step to its compiled child."""
     lowering = Lowering(root, report, reads)
     plan: dict[str, Any] = {"irVersion": 1, "ref": ref, "title": model.workflow.title.value}
     if model.description is not None:
@@ -126,7 +129,9 @@ def lower(
     return plan
 
 
-def _step(sm: StepModel, model: Model, typed: Typed, lowering: Lowering, children: dict[str, Any]) -> dict[str, Any]:
+def _step(
+    sm: StepModel, model: Model, typed: Typed, lowering: Lowering, children: Mapping[str, Child]
+) -> dict[str, Any]:
     step: dict[str, Any] = {"stepId": sm.id, "index": sm.index, "kind": sm.kind or "unit"}
     if sm.kind == "route":
         assert sm.route is not None
@@ -137,12 +142,12 @@ def _step(sm: StepModel, model: Model, typed: Typed, lowering: Lowering, childre
             step["default"] = wildcard[0].target.text
     else:
         if sm.target is not None:
-            step["target"] = lowering.target(sm.target, children)
+            step["target"] = lowering.target(sm.target, children.get(sm.id))
         if sm.map is not None:
             step["over"] = sm.map.over.text
             step["concurrency"] = sm.concurrency
         if sm.gate_check is not None:
-            step["gate"] = {"check": lowering.target(sm.gate_check, children), "maxLoops": sm.max_loops}
+            step["gate"] = {"check": lowering.target(sm.gate_check), "maxLoops": sm.max_loops}
         if sm.retry is not None:
             step["retry"] = _retry(sm.retry)
         if sm.timeout_ms is not None:

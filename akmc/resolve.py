@@ -376,6 +376,7 @@ def _keyword(span: ast.Span, word: str) -> ast.Span:
 def _work(sm: StepModel, item: Any, report: Report) -> None:
     if isinstance(item, ast.Target):
         sm.kind, sm.target = "unit", item
+        _unique(item.bindings or [], "binding", report, {})
     elif isinstance(item, ast.MapBlock):
         sm.kind, sm.map = "map", item
         targets = [t for t in item.items if isinstance(t, ast.Target)]
@@ -383,6 +384,8 @@ def _work(sm: StepModel, item: Any, report: Report) -> None:
             span = targets[1].keyword_span if targets else _keyword(item.span, "map")
             report.add("E206", span, message=f"a `map` block holds exactly one target; this one holds {len(targets)}")
         sm.target = targets[0] if targets else None
+        if sm.target is not None:
+            _unique(sm.target.bindings or [], "binding", report, {})
         values = _settings([s for s in item.items if isinstance(s, ast.Setting)], "map", report)
         sm.concurrency = values.get("concurrency", DEFAULT_CONCURRENCY)
         for env in item.items:

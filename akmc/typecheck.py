@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from akmc import ast
 from akmc import types as t
+from akmc.compose import Child
 from akmc.diagnostics import Report, did_you_mean
 from akmc.resolve import Model, StepModel
 
@@ -19,13 +21,14 @@ class Typed:
     declared: dict[str, t.Type] = field(default_factory=dict)  # declared `output:` types
     outputs: dict[str, t.Type] = field(default_factory=dict)  # declared output types, else source types
     output_declared: dict[str, t.Type] = field(default_factory=dict)
+    children: Mapping[str, Child] = field(default_factory=dict)  # `uses` step id → its compiled child
 
 
-def typecheck(model: Model, report: Report, child_output: dict[str, t.Type] | None = None) -> Typed:
+def typecheck(model: Model, report: Report, children: Mapping[str, Child] | None = None) -> Typed:
     """Type every declaration and reference of a resolved workflow.
 
-    `child_output` maps a `uses` step id to its output type (from the child)."""
-    typed = Typed()
+    `children` maps the id of each `uses` step whose child was found to that compiled child."""
+    typed = Typed(children=children or {})
     for name, param in model.params.items():
         typed.params[name] = t.from_ast(param.type, report)
         if param.default is not None:
@@ -38,7 +41,7 @@ def typecheck(model: Model, report: Report, child_output: dict[str, t.Type] | No
                     + problems[0],
                 )
     for sm in model.steps:
-        typed.steps[sm.id] = _step_type(sm, typed, report, child_output or {})
+        typed.steps[sm.id] = _step_type(sm, typed, report)
     used: set[str] = set()
     for sm in model.steps:
         for reference in sm.inputs:
@@ -49,10 +52,8 @@ def typecheck(model: Model, report: Report, child_output: dict[str, t.Type] | No
                 report.add("E303", sm.map.over.span, ref=sm.map.over.text, type=t.describe(over))
         if sm.route is not None:
             _route(sm, model, typed, report, used)
-        if sm.target is not None and sm.target.bindings:
-            for binding in sm.target.bindings:
-                if isinstance(binding.value, ast.Reference):
-                    type_of(binding.value, model, typed, report, used)
+        if sm.target is not None and sm.target.kind == "uses":
+            _bindings(sm, model, typed, report, used)
     for name, output in model.outputs.items():
         source = type_of(output.source, model, typed, report, used)
         if output.type is not None:
@@ -77,7 +78,7 @@ def typecheck(model: Model, report: Report, child_output: dict[str, t.Type] | No
     return typed
 
 
-def _step_type(sm: StepModel, typed: Typed, report: Report, child_output: dict[str, t.Type]) -> t.Type:
+def _step_type(sm: StepModel, typed: Typed, report: Report) -> t.Type:
     if sm.output is not None:
         declared = t.from_ast(sm.output, report)
         typed.declared[sm.id] = declared
@@ -89,9 +90,59 @@ def _step_type(sm: StepModel, typed: Typed, report: Report, child_output: dict[s
         return t.STRING
     if sm.target is not None and sm.target.kind == "approval":
         return t.APPROVAL_OUTPUT
-    if sm.target is not None and sm.target.kind == "uses":
-        return child_output.get(sm.id, t.ANY)
+    if sm.target is not None and sm.target.kind == "uses" and sm.id in typed.children:
+        return typed.children[sm.id].output_type
     return t.ANY
+
+
+def _bindings(sm: StepModel, model: Model, typed: Typed, report: Report, used: set[str]) -> None:
+    """Each binding against the child's params (E405, E300, E307), then every required param bound (E406)."""
+    assert sm.target is not None and sm.target.path is not None
+    child = typed.children.get(sm.id)
+    known = child is not None and child.ok
+    bound: set[str] = set()
+    for binding in sm.target.bindings or []:
+        name = binding.name.text
+        value_type = (
+            type_of(binding.value, model, typed, report, used) if isinstance(binding.value, ast.Reference) else None
+        )
+        if child is None or not known:
+            continue
+        bound.add(name)
+        if name not in child.params:
+            names = ", ".join(f"`{p}`" for p in child.params) or "none"
+            report.add(
+                "E405", binding.name.span,
+                message=f"child workflow {child.ref} has no param `{name}`",
+                help=did_you_mean(name, list(child.params)) or f"its params: {names}",
+            )  # fmt: skip
+            continue
+        param_type = child.params[name][0]
+        if isinstance(binding.value, ast.Reference):
+            if value_type is not None and not t.fits(value_type, param_type):
+                report.add(
+                    "E307", binding.value.span,
+                    message=f"binding `{name}` passes `{binding.value.text}` of type {t.describe(value_type)}, "
+                    f"but param `{name}` of child workflow {child.ref} is {t.describe(param_type)}",
+                )  # fmt: skip
+        else:
+            problems = t.validation_errors(t.value_of(binding.value), param_type)
+            if problems:
+                report.add(
+                    "E300", binding.value.span,
+                    message=f"binding `{name}` does not match param `{name}` of child workflow {child.ref}, "
+                    f"which is {t.describe(param_type)}: {problems[0]}",
+                )  # fmt: skip
+    if child is None or not known:
+        return
+    missing = [name for name, (_, required) in child.params.items() if required and name not in bound]
+    for name in missing:
+        report.add(
+            "E406", sm.target.path.span,
+            message=f"step `{sm.id}` composes {child.ref} without binding its required param `{name}` "
+            f"({t.describe(child.params[name][0])})",
+            help=f"add `{name} = ...` to the bindings, or give the param a default in the child",
+        )  # fmt: skip
 
 
 def type_of(
@@ -107,11 +158,31 @@ def type_of(
     if index is None or name not in typed.steps:
         return None
     current: t.Type | None = typed.steps[name]
+    child = typed.children.get(name)
+    if child is not None and child.ok and reference.segments and reference.segments[0].field is not None:
+        first = reference.segments[0]
+        if first.field not in child.exports:
+            _not_exported(name, reference, first, child, report)
+            return None
     for segment in reference.segments:
         if current is None:
             return None
         current = t.step_into(current, segment, reference.text, report)
     return current
+
+
+def _not_exported(step: str, reference: ast.Reference, first: ast.Segment, child: Child, report: Report) -> None:
+    """E407, in the message shape of the language reference."""
+    assert first.field is not None
+    if child.outputs:
+        exports = f"exports outputs: {', '.join(child.outputs)}. Declare the output in the child's outputs block, or reference one of the names above."
+    else:
+        exports = "exports only {runId, status}: it declares no outputs. Declare the output in the child's outputs block, or reference runId or status."
+    report.add(
+        "E407", first.span,
+        message=f'step {step} reads "{reference.text}", but child workflow {child.ref} {exports}',
+        help=did_you_mean(first.field, child.exports),
+    )  # fmt: skip
 
 
 def _route(sm: StepModel, model: Model, typed: Typed, report: Report, used: set[str]) -> None:

@@ -45,7 +45,8 @@ def ref_of(path: Path, root: Path) -> str | None:
 def display_path(path: Path) -> str:
     """How diagnostics name a file: relative to the current directory when below it."""
     try:
-        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
+        # abspath, not resolve: a symlinked file keeps the name it was given
+        return Path(os.path.abspath(path)).relative_to(Path.cwd().resolve()).as_posix()
     except ValueError:
         return path.as_posix()
 
@@ -75,15 +76,16 @@ class Source:
     data: bytes
 
 
-def read_bytes(path: Path, limit: int) -> bytes:
-    """Read at most `limit + 1` bytes, so an oversized file is detected without reading it all."""
+def read_bytes(path: Path, limit: int, name: str | None = None) -> bytes:
+    """Read at most `limit + 1` bytes, so an oversized file is detected without reading it all.
+    Errors name the file as `name` (how diagnostics show it) when given."""
     try:
         with path.open("rb") as handle:
             return handle.read(limit + 1)
     except IsADirectoryError as error:
-        raise SourceError(f"{path} is a directory, not a file") from error
+        raise SourceError(f"{name or path} is a directory, not a file") from error
     except OSError as error:
-        raise SourceError(f"cannot read {path}: {error.strerror or error}") from error
+        raise SourceError(f"cannot read {name or path}: {error.strerror or error}") from error
 
 
 def decode_source(data: bytes) -> tuple[str | None, str | None]:

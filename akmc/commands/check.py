@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from akmc import exitcodes
-from akmc.compiler import FileResult, check_file
+from akmc.compiler import Session
 from akmc.diagnostics import ERROR, Diagnostic
 from akmc.workspace import SourceError, discover, display_path
 
@@ -42,19 +42,12 @@ def run(
     quiet: bool = False,
     strict: bool = False,
 ) -> int:
+    session = Session(root)
     files = discover(paths or [Path(".")])
-    results: list[FileResult] = []
-    failed = False
-    for path in files:
-        display = display_path(path)
-        try:
-            results.append(check_file(path, display, root.resolve() if root else None))
-        except SourceError as error:
-            print(f"akmc: error: {error}", file=sys.stderr)
-            failed = True
-        except Exception as error:  # noqa: BLE001 - one bad file must not hide the others
-            print(f"akmc: internal error while checking {display}: {type(error).__name__}: {error}", file=sys.stderr)
-            failed = True
+    failed = not _check_all(session, files)
+    # A child edit can break the workflows that compose it: check those parents too.
+    failed = not _check_all(session, session.dependents(files)) or failed
+    results = session.results
     diagnostics = sorted((d for r in results for d in r.report.diagnostics), key=Diagnostic.sort_key)
     sources = {r.display: r.text for r in results if r.text is not None}
     _emit(diagnostics, sources, len(results), output_format, quiet)
@@ -63,6 +56,24 @@ def run(
     if any(d.severity == ERROR or strict for d in diagnostics):
         return exitcodes.FINDINGS
     return exitcodes.OK
+
+
+def _check_all(session: Session, files: list[Path]) -> bool:
+    """Check each file; False when one could not be read or the compiler failed on it."""
+    ok = True
+    for path in files:
+        try:
+            session.check(path)
+        except SourceError as error:
+            print(f"akmc: error: {error}", file=sys.stderr)
+            ok = False
+        except Exception as error:  # noqa: BLE001 - one bad file must not hide the others
+            print(
+                f"akmc: internal error while checking {display_path(path)}: {type(error).__name__}: {error}",
+                file=sys.stderr,
+            )
+            ok = False
+    return ok
 
 
 def _emit(

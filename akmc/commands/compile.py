@@ -7,16 +7,16 @@ from pathlib import Path
 from typing import Any
 
 from akmc import exitcodes
-from akmc.compiler import FileResult, check_file
+from akmc.compiler import FileResult, Session
 from akmc.diagnostics import Diagnostic
 from akmc.workspace import SourceError, discover, display_path, find_root
 
 
-def compile_source(path: Path, root: Path | None) -> tuple[FileResult, dict[str, Any] | None]:
+def compile_source(session: Session, path: Path) -> tuple[FileResult, dict[str, Any] | None]:
     """Compile one source and verify the plan with the runtime's verifier before it is used."""
     from akm_run.plan import PlanError, verify_plan
 
-    result = check_file(path, display_path(path), root)
+    result = session.check(path)
     if result.plan is None:
         return result, None
     try:
@@ -29,12 +29,13 @@ def compile_source(path: Path, root: Path | None) -> tuple[FileResult, dict[str,
 def compile_one(source: Path, root: Path | None) -> tuple[FileResult | None, dict[str, Any] | None, int]:
     """Compile one source for a command: (result, plan, OK) or (…, None, the exit code),
     with diagnostics and read failures already reported on stderr."""
+    session = Session(root)
     try:
-        result, plan = compile_source(source, root)
+        result, plan = compile_source(session, source)
     except SourceError as error:
         print(f"akmc: error: {error}", file=sys.stderr)
         return None, None, exitcodes.USAGE
-    report_diagnostics([result])
+    report_diagnostics(session.results)
     return result, plan, exitcodes.OK if plan is not None else exitcodes.FINDINGS
 
 
@@ -79,15 +80,15 @@ def _default_out(source: Path, out_dir: Path | None, ref: str | None) -> Path:
 def _directory(directory: Path, out_dir: Path, check: bool, root: Path | None) -> int:
     from akm_run.plan import render_file
 
-    root = (root or find_root(directory)).resolve()
-    results, wanted = [], {}
-    for path in discover([directory]):
-        result, plan = compile_source(path, root)
-        results.append(result)
+    session = Session(root or find_root(directory))
+    sources = discover([directory])
+    wanted = {}
+    for path in sources:
+        result, plan = compile_source(session, path)
         if plan is not None and result.ref is not None:
             wanted[out_dir / f"{result.ref}.plan.json"] = render_file(plan)
-    report_diagnostics(results)
-    if len(wanted) != len(results):
+    report_diagnostics(session.results)
+    if len(wanted) != len(sources):
         return exitcodes.FINDINGS
     if check:
         return _compare(wanted)

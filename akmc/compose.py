@@ -1,0 +1,194 @@
+"""Composition: `uses` refs, what a parent sees of a child, child-workflow targets, bounds (E400–E404, E408).
+
+The stage is context-free: whether an edge is a cycle, how deep a workflow nests and how many bytes it
+embeds depend only on the workflow and what it composes, never on which file a check started from, so a
+child compiled for one parent is the same plan every other parent embeds and `akmc compile` writes."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from akm_run.plan import MAX_DEPTH, MAX_EMBEDDED_BYTES, MAX_PLAN_BYTES, REF
+from akmc import ast
+from akmc import types as t
+from akmc.diagnostics import Diagnostic, Related, Report, did_you_mean
+from akmc.workspace import SUFFIX, discover, ref_of
+
+
+@dataclass(slots=True)
+class Child:
+    """What a composing workflow sees of one compiled child."""
+
+    ref: str
+    file: str
+    ok: bool
+    params: dict[str, tuple[t.Type, bool]] = field(default_factory=dict)  # name → (type, required)
+    outputs: dict[str, t.Type] = field(default_factory=dict)  # declared type, else the source's type
+    plan: dict[str, Any] | None = None
+    plan_hash: str = ""
+    size: int = 0  # canonical bytes of its plan
+    embedded: int = 0  # canonical bytes of every plan it embeds, all levels
+    chain: tuple[str, ...] = ()  # its deepest composition chain, itself first
+    first_error: Diagnostic | None = None
+    reads: dict[str, str] = field(default_factory=dict)  # its sourceReadSet
+
+    @property
+    def output_type(self) -> t.Type:
+        """The composing step's output: the child's declared outputs, else `{runId, status}`."""
+        if not self.ok:
+            return t.ANY
+        if not self.outputs:
+            return t.RUN_RESULT
+        return t.ObjT(tuple(t.Field(name, type_, True) for name, type_ in self.outputs.items()))
+
+    @property
+    def exports(self) -> list[str]:
+        return list(self.outputs) if self.outputs else ["runId", "status"]
+
+
+def locate(root: Path, ref: str) -> tuple[Path | None, str]:
+    """The file a `uses` ref names under `root`, or (None, why it does not resolve)."""
+    if ref.endswith(SUFFIX):
+        return None, f"child workflow ref `{ref}` names a file; a ref has no `{SUFFIX}` suffix"
+    parts = ref.split("/")
+    if ref.startswith("/") or ".." in parts or "." in parts or not REF.fullmatch(ref):
+        return (
+            None,
+            f"`{ref}` is not a workflow ref: refs are root-relative paths like `workflows/release`, with no `..`",
+        )
+    candidate = root / (ref + SUFFIX)
+    try:
+        candidate.resolve().relative_to(root.resolve())
+    except ValueError:
+        return None, f"child workflow `{ref}` resolves outside the workspace root through a symlink"
+    except OSError as error:
+        return None, f"child workflow `{ref}` cannot be resolved: {error.strerror or error}"
+    if not candidate.is_file():
+        return None, f"child workflow `{ref}` not found: there is no `{ref}{SUFFIX}` under the workspace root"
+    return candidate, ""
+
+
+def suggest(root: Path, ref: str) -> str | None:
+    """A did-you-mean over the workspace's refs; only called on the error path."""
+    refs = [r for p in discover([root]) if (r := ref_of(p, root.resolve())) is not None]
+    return did_you_mean(ref, refs)
+
+
+def uses_targets(workflow: ast.Workflow) -> list[ast.Target]:
+    """Every `uses` target of a workflow, in source order (unit steps and map bodies)."""
+    found = []
+    for step in workflow.steps:
+        for item in step.items:
+            if isinstance(item, ast.Target) and item.kind == "uses":
+                found.append(item)
+            elif isinstance(item, ast.MapBlock):
+                found += [i for i in item.items if isinstance(i, ast.Target) and i.kind == "uses"]
+    return found
+
+
+def target(uses: ast.Target, child: Child | None) -> dict[str, Any]:
+    """The `child-workflow` target of a `uses`; incomplete (and never written) when the child failed."""
+    assert uses.path is not None
+    out: dict[str, Any] = {"kind": "child-workflow", "ref": uses.path.value}
+    bindings = []
+    for binding in sorted(uses.bindings or [], key=lambda b: b.name.text):
+        if isinstance(binding.value, ast.Reference):
+            bindings.append({"name": binding.name.text, "kind": "reference", "from": binding.value.text})
+        else:
+            bindings.append({"name": binding.name.text, "kind": "literal", "value": t.value_of(binding.value)})
+    if bindings:
+        out["bindings"] = bindings
+    if child is not None and child.plan is not None:
+        out["planHash"] = child.plan_hash
+        out["plan"] = child.plan
+    return out
+
+
+def failed_child(report: Report, span: ast.Span, child: Child) -> None:
+    """E408 at the composing `uses`: the child's own errors stand at the child's file."""
+    related: tuple[Related, ...] = ()
+    if child.first_error is not None:
+        first = child.first_error
+        related = (Related(first.file, first.span, f"first error: {first.code} {first.message}"),)
+    report.add(
+        "E408", span, related=related,
+        message=f"child workflow {child.ref} has errors; they are reported at {child.file}",
+        help="fix the child first: this workflow cannot be compiled while a child it composes fails",
+    )  # fmt: skip
+
+
+def bounds(report: Report, ref: str, sites: list[tuple[ast.Span, Child]]) -> tuple[tuple[str, ...], int]:
+    """E402 and E403 at the `uses` that crosses the bound; returns (deepest chain, embedded bytes)."""
+    chain: tuple[str, ...] = (ref,)
+    embedded = 0
+    deep_reported = over_reported = False
+    for span, child in sites:
+        if len(child.chain) + 1 > len(chain):
+            chain = (ref, *child.chain)
+        if len(child.chain) + 1 > MAX_DEPTH + 1 and not deep_reported:
+            deep_reported = True
+            report.add(
+                "E402", span,
+                message=f"composing {child.ref} nests child workflows {len(child.chain)} levels deep "
+                f"({' -> '.join((ref, *child.chain))}); the limit is {MAX_DEPTH} below the root",
+                help="flatten the composition: inline a level or compose the deep part from a higher workflow",
+            )  # fmt: skip
+        embedded += child.size + child.embedded
+        if embedded > MAX_EMBEDDED_BYTES and not over_reported:
+            over_reported = True
+            report.add(
+                "E403", span,
+                message=f"embedded child plans reach {embedded} bytes here ({child.ref} adds "
+                f"{child.size + child.embedded}); the limit is {MAX_EMBEDDED_BYTES} bytes (1 MiB) across all levels",
+                help="compose fewer or smaller children; large scripts and prompts count once per embedded copy",
+            )  # fmt: skip
+    return chain, embedded
+
+
+def plan_size(report: Report, plan: dict[str, Any], size: int, span: ast.Span) -> None:
+    """E404 when one plan's canonical bytes exceed the plan size limit."""
+    if size <= MAX_PLAN_BYTES:
+        return
+    from akm_run.plan import canonical_bytes
+
+    largest = max(plan["steps"], key=lambda s: len(canonical_bytes(s)), default=None)
+    where = f"; the largest step is `{largest['stepId']}`" if largest is not None else ""
+    report.add(
+        "E404", span,
+        message=f"the plan is {size} bytes of canonical JSON; the limit is {MAX_PLAN_BYTES} bytes (4 MiB){where}",
+        help="every `script` and `file(...)` is frozen into the plan once per use: share one step instead of copying",
+    )  # fmt: skip
+
+
+USES_PATTERN = re.compile(rb'\buses\s+"([^"\\\n]*)"')
+
+
+def dependents(root: Path, paths: list[Path]) -> list[Path]:
+    """Every workflow under `root` that may compose one of `paths`, directly or transitively.
+
+    A fast textual scan; the compiler confirms each candidate's real `uses` edges."""
+    resolved_root = root.resolve()
+    wanted = {r for p in paths if (r := ref_of(p, resolved_root)) is not None}
+    if not wanted:
+        return []
+    composers: dict[str, set[Path]] = {}
+    for path in discover([root]):
+        try:
+            data = path.read_bytes()
+        except OSError:
+            continue
+        for match in USES_PATTERN.finditer(data):
+            composers.setdefault(match.group(1).decode("utf-8", "replace"), set()).add(path)
+    found: dict[Path, None] = {}
+    queue = list(wanted)
+    while queue:
+        for parent in sorted(composers.get(queue.pop(), ())):
+            ref = ref_of(parent, resolved_root)
+            if parent not in found and ref is not None:
+                found[parent] = None
+                queue.append(ref)
+    given = {p.resolve() for p in paths}
+    return [p for p in found if p.resolve() not in given]

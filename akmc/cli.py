@@ -85,7 +85,7 @@ def compile_(
 
 @app.command()
 def plan(
-    source: Annotated[Path, typer.Argument(help="A .akm source.")],
+    source: Annotated[Path, typer.Argument(help="A .akm source, or a plan file (verified first).")],
     output_format: Annotated[str, typer.Option("--format", help="text or json.")] = "text",
     root: RootOption = None,
 ) -> None:
@@ -98,6 +98,26 @@ def plan(
     if output_format not in ("text", "json"):
         raise typer.BadParameter("--format takes text or json")
     raise typer.Exit(command.run(source, output_format=output_format, root=root))
+
+
+@app.command()
+def diff(
+    old: Annotated[Path, typer.Argument(help="The old plan: a plan file or a .akm source.")],
+    new: Annotated[Path, typer.Argument(help="The new plan: a plan file or a .akm source.")],
+    output_format: Annotated[str, typer.Option("--format", help="text or json.")] = "text",
+    root: RootOption = None,
+) -> None:
+    """Show what changed between two plans: params, outputs, limits, steps, child plans.
+
+    Exit 0 when equal, 1 when they differ.
+
+    Example: akmc diff plans/workflows/release.plan.json workflows/release.akm
+    """
+    from akmc.commands import diff as command
+
+    if output_format not in ("text", "json"):
+        raise typer.BadParameter("--format takes text or json")
+    raise typer.Exit(command.run(old, new, output_format=output_format, root=root))
 
 
 @app.command()

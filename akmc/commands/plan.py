@@ -1,4 +1,4 @@
-"""`akmc plan SOURCE`: compile and print the reviewer's summary (or the full plan as JSON); write nothing."""
+"""`akmc plan SOURCE|PLAN`: compile (or verify) and print the reviewer's summary (or the full plan as JSON); write nothing."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from akmc import exitcodes
 
 def run(source: Path, *, output_format: str, root: Path | None) -> int:
     from akm_run.plan import plan_hash, render_file
-    from akmc.commands.compile import compile_one
+    from akmc.commands.verify import load_plan
     from akmc.render import summary
 
-    _, plan, code = compile_one(source, root)
+    plan, code = load_plan(source, root)
     if plan is None:
         return code
     if output_format == "json":

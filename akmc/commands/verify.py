@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 from akmc import exitcodes
 
@@ -34,20 +35,27 @@ def run(path: Path) -> int:
     return exitcodes.OK
 
 
-def hash_of(path: Path, root: Path | None) -> int:
-    """Print the plan hash of a source (compiled) or of a plan file (verified)."""
-    from akm_run.plan import plan_hash
-
+def load_plan(path: Path, root: Path | None) -> tuple[dict[str, Any] | None, int]:
+    """A source (compiled) or a plan file (verified): (plan, OK), or (None, the exit code) with
+    the diagnostics or the refusal already reported on stderr."""
     if path.suffix == ".akm":
         from akmc.commands.compile import compile_one
 
         _, plan, code = compile_one(path, root)
-        if plan is None:
-            return code
-    else:
-        plan, refusal = load_verified(path)
-        if plan is None:
-            print(f"akmc: refused {path}: {refusal}", file=sys.stderr)
-            return exitcodes.REFUSED
+        return plan, code
+    verified, refusal = load_verified(path)
+    if verified is None:
+        print(f"akmc: refused {path}: {refusal}", file=sys.stderr)
+        return None, exitcodes.REFUSED
+    return dict(verified), exitcodes.OK
+
+
+def hash_of(path: Path, root: Path | None) -> int:
+    """Print the plan hash of a source (compiled) or of a plan file (verified)."""
+    from akm_run.plan import plan_hash
+
+    plan, code = load_plan(path, root)
+    if plan is None:
+        return code
     print(plan_hash(plan))
     return exitcodes.OK

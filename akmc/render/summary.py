@@ -32,7 +32,7 @@ def schema_text(schema: dict[str, Any]) -> str:
         return " | ".join(schema_text(s) for s in schema["anyOf"])
     kind = schema.get("type")
     if kind == "array":
-        return f"list[{schema_text(schema.get('items', {}))}]"
+        return f"list[{schema_text(schema.get('items', {}))}]" + _refinements(schema)
     if kind == "object" and "additionalProperties" in schema:
         return f"map[{schema_text(schema['additionalProperties'])}]"
     if kind == "object":
@@ -42,10 +42,26 @@ def schema_text(schema: dict[str, Any]) -> str:
             for name, sub in schema.get("properties", {}).items()
         )
         return "{ " + fields + " }" if fields else "{}"
-    return _TYPES.get(str(kind), str(kind))
+    return _TYPES.get(str(kind), str(kind)) + _refinements(schema)
 
 
-def _short(digest: str) -> str:
+_REFINEMENTS = {
+    "pattern": "pattern",
+    "minLength": "min_length",
+    "maxLength": "max_length",
+    "minimum": "min",
+    "maximum": "max",
+    "minItems": "min_items",
+    "maxItems": "max_items",
+}
+
+
+def _refinements(schema: dict[str, Any]) -> str:
+    shown = [f"{name}: {json.dumps(schema[key])}" for key, name in _REFINEMENTS.items() if key in schema]
+    return f"({', '.join(shown)})" if shown else ""
+
+
+def short_hash(digest: str) -> str:
     return digest[: len("sha256:") + 12] + "…"
 
 
@@ -54,7 +70,7 @@ def _target(target: dict[str, Any]) -> tuple[str, str]:
     if kind == "shell":
         return "shell", _one_line(target["command"])
     if kind == "script":
-        return "script", f"{target['path']} ({_short(target['sha256'])})"
+        return "script", f"{target['path']} ({short_hash(target['sha256'])})"
     if kind == "agent":
         if "path" in target:
             return "agent", target["path"]
@@ -62,7 +78,7 @@ def _target(target: dict[str, Any]) -> tuple[str, str]:
         return "agent", f"inline, {lines} line{'s' if lines != 1 else ''}"
     if kind == "approval":
         return "approval", ""
-    return "child-workflow", f"-> {target['ref']} (plan {_short(target['planHash'])})"
+    return "child-workflow", f"-> {target['ref']} (plan {short_hash(target['planHash'])})"
 
 
 def _one_line(text: str, width: int = 60) -> str:
@@ -83,26 +99,32 @@ def _env(env: list[dict[str, Any]]) -> str:
     return ", ".join(shown)
 
 
+def step_line(step: dict[str, Any], width: int = 0, number: str = "") -> str:
+    """One step as the summary shows it: `2. review  [map agent]  over … (concurrency 8)`."""
+    if step["kind"] == "route":
+        cases = [f"{json.dumps(c['match'])} -> {c['next']}" for c in step["cases"]]
+        if "default" in step:
+            cases.append(f"_ -> {step['default']}")
+        label, detail = "route", f"{step['input']}: {', '.join(cases)}"
+    else:
+        label, detail = _target(step["target"])
+        if step["kind"] == "map":
+            label = f"map {label}"
+            detail = f"over {step['over']} (concurrency {step['concurrency']})" + (f", {detail}" if detail else "")
+        if "gate" in step:
+            detail += f", gate max_loops {step['gate']['maxLoops']}"
+        if "env" in step:
+            detail += f"   env: {_env(step['env'])}"
+    number = number or f"{step['index'] + 1}."
+    return f"{number} {step['stepId'].ljust(width)}  [{label}]  {detail}".rstrip()
+
+
 def _steps(plan: dict[str, Any], indent: str, prefix: str) -> list[str]:
     lines = []
     width = max((len(s["stepId"]) for s in plan["steps"]), default=0)
     for step in plan["steps"]:
         number = f"{prefix}{step['index'] + 1}."
-        if step["kind"] == "route":
-            cases = [f"{json.dumps(c['match'])} -> {c['next']}" for c in step["cases"]]
-            if "default" in step:
-                cases.append(f"_ -> {step['default']}")
-            label, detail = "route", f"{step['input']}: {', '.join(cases)}"
-        else:
-            label, detail = _target(step["target"])
-            if step["kind"] == "map":
-                label = f"map {label}"
-                detail = f"over {step['over']} (concurrency {step['concurrency']})" + (f", {detail}" if detail else "")
-            if "gate" in step:
-                detail += f", gate max_loops {step['gate']['maxLoops']}"
-            if "env" in step:
-                detail += f"   env: {_env(step['env'])}"
-        lines.append(f"{indent}{number} {step['stepId'].ljust(width)}  [{label}]  {detail}".rstrip())
+        lines.append(indent + step_line(step, width, number))
         target = step.get("target", {})
         if target.get("kind") == "child-workflow":
             child = target["plan"]
@@ -133,7 +155,7 @@ def render(plan: dict[str, Any], digest: str) -> str:
     outputs = [f"{name} <- {output['from']}" for name, output in plan.get("outputs", {}).items()]
     lines = [
         f"workflow: {plan['ref']}  {json.dumps(plan['title'], ensure_ascii=False)}",
-        f"plan:     irVersion {plan['irVersion']}, {_short(digest)} (not published)",
+        f"plan:     irVersion {plan['irVersion']}, {short_hash(digest)} (not published)",
         f"limits:   {', '.join(limit_text)}",
         f"params:   {', '.join(params) or 'none'}",
         f"outputs:  {', '.join(outputs) or 'none (exports runId, status)'}",

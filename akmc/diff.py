@@ -1,0 +1,156 @@
+"""The semantic diff of two plans (`akmc diff`): what a reviewer needs to know changed.
+
+Params, outputs and limits are compared by name, steps by id (a step that moved among the
+steps both plans share reports its new position), and a child workflow whose plan hash
+changed carries the diff of its own plan, recursively. `sourceHash` is not compared: every
+source edit changes it, and the read set already names the file whose hash changed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from akm_run.plan import plan_hash
+
+ADDED, REMOVED, CHANGED = "+", "-", "~"
+_WORKFLOW_FIELDS = ("ref", "title", "description", "irVersion")
+
+
+@dataclass(slots=True)
+class FieldChange:
+    field: str
+    old: Any = None
+    new: Any = None
+
+
+@dataclass(slots=True)
+class Change:
+    """One added, removed or changed param, output, limit, step, read-set file or workflow field."""
+
+    section: str  # workflow | params | outputs | limits | steps | readSet
+    op: str
+    name: str
+    old: Any = None
+    new: Any = None
+    fields: list[FieldChange] = field(default_factory=list)
+    child: PlanDiff | None = None  # a changed child workflow's own diff
+
+
+@dataclass(slots=True)
+class PlanDiff:
+    old_ref: str
+    new_ref: str
+    old_hash: str
+    new_hash: str
+    changes: list[Change] = field(default_factory=list)
+
+    @property
+    def equal(self) -> bool:
+        return self.old_hash == self.new_hash
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "equal": self.equal,
+            "old": {"ref": self.old_ref, "planHash": self.old_hash},
+            "new": {"ref": self.new_ref, "planHash": self.new_hash},
+            "changes": [_change_json(c) for c in self.changes],
+        }
+
+
+def _change_json(change: Change) -> dict[str, Any]:
+    out: dict[str, Any] = {"section": change.section, "op": change.op, "name": change.name}
+    if change.op != ADDED:
+        out["old"] = change.old
+    if change.op != REMOVED:
+        out["new"] = change.new
+    if change.fields:
+        out["fields"] = [{"field": f.field, "old": f.old, "new": f.new} for f in change.fields]
+    if change.child is not None:
+        out["child"] = change.child.to_json()
+    return out
+
+
+def diff(old: dict[str, Any], new: dict[str, Any]) -> PlanDiff:
+    """Every difference between two verified plans, in a stable order."""
+    result = PlanDiff(old["ref"], new["ref"], plan_hash(old), plan_hash(new))
+    if result.equal:
+        return result
+    for name in _WORKFLOW_FIELDS:
+        if old.get(name) != new.get(name):
+            result.changes.append(Change("workflow", CHANGED, name, old.get(name), new.get(name)))
+    for section in ("params", "outputs", "limits"):
+        result.changes += _named(section, old.get(section, {}), new.get(section, {}))
+    result.changes += _steps(old["steps"], new["steps"])
+    old_reads = {e["path"]: e["sha256"] for e in old["sourceReadSet"]}
+    new_reads = {e["path"]: e["sha256"] for e in new["sourceReadSet"]}
+    result.changes += _named("readSet", old_reads, new_reads)
+    return result
+
+
+def _named(section: str, old: dict[str, Any], new: dict[str, Any]) -> list[Change]:
+    changes = []
+    for name in new:
+        if name not in old:
+            changes.append(Change(section, ADDED, name, new=new[name]))
+        elif old[name] != new[name]:
+            fields = _fields(old[name], new[name]) if isinstance(new[name], dict) else []
+            changes.append(Change(section, CHANGED, name, old[name], new[name], fields))
+    changes += [Change(section, REMOVED, name, old=old[name]) for name in old if name not in new]
+    return changes
+
+
+def _steps(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[Change]:
+    old_by_id = {s["stepId"]: s for s in old}
+    new_ids = {s["stepId"] for s in new}
+    shared_old = [s["stepId"] for s in old if s["stepId"] in new_ids]
+    shared_new = [s["stepId"] for s in new if s["stepId"] in old_by_id]
+    changes = []
+    for step in new:
+        before = old_by_id.get(step["stepId"])
+        if before is None:
+            changes.append(Change("steps", ADDED, step["stepId"], new=step))
+            continue
+        fields = _fields(_comparable(before), _comparable(step))
+        if shared_old.index(step["stepId"]) != shared_new.index(step["stepId"]):
+            fields.insert(0, FieldChange("position", before["index"] + 1, step["index"] + 1))
+        child = None
+        old_target, new_target = before.get("target", {}), step.get("target", {})
+        if (
+            old_target.get("kind") == new_target.get("kind") == "child-workflow"
+            and old_target["planHash"] != new_target["planHash"]
+        ):
+            child = diff(old_target["plan"], new_target["plan"])
+        if fields or child is not None:
+            changes.append(Change("steps", CHANGED, step["stepId"], before, step, fields, child))
+    changes += [Change("steps", REMOVED, s["stepId"], old=s) for s in old if s["stepId"] not in new_ids]
+    return changes
+
+
+def _comparable(step: dict[str, Any]) -> dict[str, Any]:
+    """A step without what is reported another way: its index (moves are found by order), an embedded
+    child plan (diffed recursively) and a script's text (its sha256 changes with it)."""
+    out = {k: v for k, v in step.items() if k != "index"}
+    target = out.get("target")
+    if isinstance(target, dict):
+        out["target"] = {k: v for k, v in target.items() if k not in ("plan", "text")}
+    return out
+
+
+_LEAVES = ("schema", "outputSchema")  # a changed schema reads best as the whole type
+
+
+def _flatten(value: Any, prefix: str, into: dict[str, Any]) -> dict[str, Any]:
+    if isinstance(value, dict) and value and not prefix.endswith(_LEAVES):
+        for key, sub in value.items():
+            _flatten(sub, f"{prefix}.{key}" if prefix else key, into)
+    else:
+        into[prefix] = value
+    return into
+
+
+def _fields(old: dict[str, Any], new: dict[str, Any]) -> list[FieldChange]:
+    """The dotted paths whose values differ, in the new value's order, then the removed ones."""
+    before, after = _flatten(old, "", {}), _flatten(new, "", {})
+    changed = [FieldChange(k, before.get(k), v) for k, v in after.items() if before.get(k) != v or k not in before]
+    changed += [FieldChange(k, v, None) for k, v in before.items() if k not in after]
+    return changed

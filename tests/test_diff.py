@@ -1,0 +1,151 @@
+"""`akmc diff`: what changed between two plans, recursing into child plans; and git's textconv."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from syrupy.assertion import SnapshotAssertion
+
+from akmc.compiler import Session
+from akmc.diff import diff
+from conftest import LANGUAGE_EXAMPLE, run_cli
+
+EDITS = {
+    "workflows/release.akm": [
+        ("concurrency = 8", "concurrency = 6"),
+        ("timeout = 10m", "timeout = 5m"),
+        ("dry_run: bool = false", 'dry_run: bool = true\n    notes: string = ""'),
+        ('  step signoff {\n    approval "Confirm the release notes before publishing."\n  }\n\n', ""),
+        (
+            "  step publish {",
+            '  step notify {\n    shell "echo released"\n    inputs = [params.notes]\n  }\n\n  step publish {',
+        ),
+        ("max_units = 50", "max_units = 40"),
+        ("reviewed: int(min: 0) = steps.collect.output.total", "reviewed: int = steps.collect.output.total"),
+    ],
+    "workflows/release-checklist.akm": [
+        ('shell "scripts/verify-channel.sh"', 'shell "scripts/verify-channel.sh --strict"')
+    ],
+}
+
+
+@pytest.fixture
+def edited(tmp_path: Path) -> tuple[Path, Path]:
+    """The language example before (a copy) and after a set of edits that touch every section."""
+    before, after = tmp_path / "before", tmp_path / "after"
+    shutil.copytree(LANGUAGE_EXAMPLE, before)
+    shutil.copytree(LANGUAGE_EXAMPLE, after)
+    for name, replacements in EDITS.items():
+        path = after / name
+        text = path.read_text()
+        for old, new in replacements:
+            assert old in text, old
+            text = text.replace(old, new)
+        path.write_text(text)
+    return before, after
+
+
+def _plan(root: Path, name: str = "workflows/release.akm") -> dict:  # type: ignore[type-arg]
+    plan = Session(root).check(root / name).plan
+    assert plan is not None
+    return plan
+
+
+def test_diff_names_every_kind_of_change(edited: tuple[Path, Path]) -> None:
+    result = diff(_plan(edited[0]), _plan(edited[1]))
+    found = {(c.section, c.op, c.name) for c in result.changes}
+    assert {
+        ("params", "~", "dry_run"),
+        ("params", "+", "notes"),
+        ("outputs", "~", "reviewed"),
+        ("limits", "~", "maxUnits"),
+        ("steps", "+", "notify"),
+        ("steps", "-", "signoff"),
+        ("steps", "~", "review"),
+        ("steps", "~", "checklist"),
+        ("readSet", "~", "workflows/release-checklist.akm"),
+    } <= found
+    review = next(c for c in result.changes if c.name == "review")
+    assert {f.field: (f.old, f.new) for f in review.fields}["concurrency"] == (8, 6)
+    checklist = next(c for c in result.changes if c.name == "checklist")
+    assert checklist.child is not None
+    [verify] = [c for c in checklist.child.changes if c.section == "steps"]
+    assert verify.name == "verify" and verify.fields[0].field == "target.command"
+
+
+def test_equal_plans_have_no_changes() -> None:
+    plan = _plan(LANGUAGE_EXAMPLE)
+    result = diff(plan, json.loads(json.dumps(plan)))
+    assert result.equal and result.changes == []
+
+
+def test_a_moved_step_reports_its_position(tmp_path: Path) -> None:
+    (tmp_path / "akm.toml").write_text("")
+    a = 'workflow "w" {\n  step one {\n    shell "1"\n  }\n  step two {\n    shell "2"\n  }\n}\n'
+    b = 'workflow "w" {\n  step two {\n    shell "2"\n  }\n  step one {\n    shell "1"\n  }\n}\n'
+    (tmp_path / "a.akm").write_text(a)
+    (tmp_path / "b.akm").write_text(b)
+    result = diff(_plan(tmp_path, "a.akm"), _plan(tmp_path, "b.akm"))
+    moved = {c.name: c.fields[0] for c in result.changes if c.section == "steps"}
+    assert moved["one"].field == "position" and (moved["one"].old, moved["one"].new) == (1, 2)
+
+
+def test_cli_text_and_exit_codes(edited: tuple[Path, Path], snapshot: SnapshotAssertion) -> None:
+    before, after = edited
+    old_plan = before / "release.plan.json"
+    assert run_cli("compile", "workflows/release.akm", "-o", str(old_plan), cwd=before).returncode == 0
+    same = run_cli("diff", str(old_plan), "workflows/release.akm", cwd=before)
+    assert same.returncode == 0 and same.stdout.startswith("no changes: workflows/release")
+    changed = run_cli("diff", str(old_plan), "workflows/release.akm", cwd=after)
+    assert changed.returncode == 1
+    assert changed.stdout == snapshot
+
+
+def test_cli_json(edited: tuple[Path, Path]) -> None:
+    before, after = edited
+    result = run_cli(
+        "diff", str(before / "workflows/release.akm"), "workflows/release.akm", "--format", "json", cwd=after
+    )
+    assert result.returncode == 1
+    document = json.loads(result.stdout)
+    assert document["equal"] is False
+    checklist = next(c for c in document["changes"] if c["name"] == "checklist")
+    assert checklist["op"] == "~" and checklist["child"]["old"]["ref"] == "workflows/release-checklist"
+
+
+def test_cli_refuses_a_tampered_plan(edited: tuple[Path, Path]) -> None:
+    before, _ = edited
+    plan_file = before / "release.plan.json"
+    assert run_cli("compile", "workflows/release.akm", "-o", str(plan_file), cwd=before).returncode == 0
+    plan_file.write_text(plan_file.read_text().replace('"concurrency": 8', '"concurrency": 9'))
+    result = run_cli("diff", str(plan_file), "workflows/release.akm", cwd=before)
+    assert result.returncode == 4 and "refused" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_git_textconv_shows_plan_changes(edited: tuple[Path, Path]) -> None:
+    """The documented git set-up: `*.plan.json diff=akmplan` with `akmc plan` as textconv."""
+    before, after = edited
+    repo = before
+    akmc = Path(sys.executable).parent / "akmc"
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout
+
+    git("init", "-q")
+    git("config", "user.email", "ci@example.invalid")
+    git("config", "user.name", "ci")
+    git("config", "diff.akmplan.textconv", f"{akmc} plan")
+    (repo / ".gitattributes").write_text("*.plan.json diff=akmplan\n")
+    assert run_cli("compile", "workflows/release.akm", "-o", "release.plan.json", cwd=repo).returncode == 0
+    git("add", "-A")
+    git("commit", "-qm", "plan")
+    for name in EDITS:
+        shutil.copy(after / name, repo / name)
+    assert run_cli("compile", "workflows/release.akm", "-o", "release.plan.json", cwd=repo).returncode == 0
+    shown = git("diff", "release.plan.json")
+    assert "-  7. signoff" in shown and "notify" in shown and '"timeoutMs"' not in shown

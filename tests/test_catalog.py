@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from akmc.diagnostics import CATALOG, ERROR, WARNING
-from conftest import REPO, Checker
+from conftest import REPO, Checker, run_cli
 
 PAGES = REPO / "docs" / "diagnostics"
 EXAMPLE = re.compile(r"```akm\n(.*?)```", re.S)
@@ -35,9 +35,32 @@ def test_page_example_is_a_golden_error_case(code: str) -> None:
     match = EXAMPLE.search((PAGES / f"{code}.md").read_text())
     case = REPO / "golden" / "errors" / f"{code}.akm"
     if match is None:
-        assert "needs more than one file" in (PAGES / f"{code}.md").read_text()
+        page = (PAGES / f"{code}.md").read_text()
+        assert "needs more than one file" in page or FILE_EXAMPLE.search(page) or "cannot show the bytes" in page
         return
     assert case.read_text() == match.group(1)
+
+
+FILE_EXAMPLE = re.compile(r"```akm file=(\S+)\n(.*?)```", re.S)
+OUTPUT = re.compile(r"`akmc check -q workflows` there prints:\n\n```text\n(.*?)```", re.S)
+COMPOSE_PAGES = sorted(p.stem for p in PAGES.glob("*.md") if FILE_EXAMPLE.search(p.read_text()))
+
+
+def test_composition_codes_have_multi_file_examples() -> None:
+    assert set(COMPOSE_PAGES) >= {"E307", "E400", "E401", "E402", "E403", "E405", "E406", "E407", "E408"}
+
+
+@pytest.mark.parametrize("code", COMPOSE_PAGES)
+def test_multi_file_example_is_the_compose_fixture_and_its_output(code: str) -> None:
+    """The files a page shows are the golden/compose/<CODE>/ workspace, and the output is what akmc prints there."""
+    page = (PAGES / f"{code}.md").read_text()
+    case = REPO / "golden" / "compose" / code
+    for name, body in FILE_EXAMPLE.findall(page):
+        assert (case / name).read_text() == body, name
+    shown = OUTPUT.search(page)
+    assert shown is not None
+    result = run_cli("check", "-q", "workflows", cwd=case)
+    assert result.stdout == shown.group(1)
 
 
 def test_page_example_checks_in_a_fresh_workspace(tmp_path: Path) -> None:

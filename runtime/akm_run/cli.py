@@ -1,20 +1,73 @@
-"""The `akm-run` command line (argparse: the runtime installs almost nothing)."""
+"""The `akm-run` command line (argparse: the runtime installs almost nothing).
+
+Each command parses its arguments and calls one function that returns an exit code."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import re
+import secrets
+import signal
 import sys
+import time
+from pathlib import Path
+from typing import Any
 
-from akm_run import __version__
+from akm_run import __version__, exitcodes
+
+_DURATION = re.compile(r"(?:(\d+)h)?(?:(\d+)m(?!s))?(?:(\d+)s)?(?:(\d+)ms)?")
+EXAMPLES = {
+    "run": "akm-run run plans/workflows/release.plan.json --param version=1.4.0",
+    "status": "akm-run status 20261130T101500-3fa9c2d1 --format json",
+    "list": "akm-run list --status blocked",
+    "resume": "akm-run resume 20261130T101500-3fa9c2d1",
+    "approve": "akm-run approve 20261130T101500-3fa9c2d1 signoff --by alice --note 'notes checked'",
+    "abandon": "akm-run abandon 20261130T101500-3fa9c2d1",
+    "verify": "akm-run verify plans/workflows/release.plan.json --expect-hash sha256:…",
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="akm-run",
-        description="Execute verified akm plan files.",
-    )
+    parser = argparse.ArgumentParser(prog="akm-run", description="Execute verified akm plan files.")
     parser.add_argument("--version", action="version", version=f"akm-run {__version__}")
-    parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    def command(name: str, summary: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=summary, description=summary, epilog=f"Example: {EXAMPLES[name]}")
+        sub.add_argument("--state-dir", type=Path, help="state directory (default: $AKM_STATE_DIR, else ./.akm-run)")
+        return sub
+
+    run = command("run", "Verify a plan file and run it, or drive an existing run by id.")
+    run.add_argument("target", metavar="PLAN|RUN_ID")
+    run.add_argument("--param", action="append", default=[], metavar="K=V", help="a param, parsed by its type")
+    run.add_argument("--params-file", type=Path, help="a JSON object of params (--param wins)")
+    run.add_argument("--expect-hash", help="refuse unless the plan hash is exactly this")
+    run.add_argument("--workdir", type=Path, default=Path("."), help="the units' working directory (default: .)")
+    run.add_argument("--agent-cmd", help="the agent command (default: $AKM_AGENT_CMD)")
+    run.add_argument("--max-concurrency", type=int, default=16, help="cap on units in flight (default 16)")
+    run.add_argument("--timeout", help="abort this drive after a duration such as 30m (resumable)")
+    run.add_argument("--format", choices=("text", "json"), default="text")
+    status = command("status", "Show a run: its steps, notes and child runs.")
+    status.add_argument("run_id", metavar="RUN")
+    status.add_argument("--format", choices=("text", "json"), default="text")
+    listing = command("list", "List runs (child runs only with --children).")
+    listing.add_argument("--children", action="store_true", help="include child runs")
+    listing.add_argument("--status", choices=("active", "completed", "failed", "blocked"))
+    listing.add_argument("--format", choices=("text", "json"), default="text")
+    resume = command("resume", "Reopen a blocked or failed run: its blocked and failed steps become pending.")
+    resume.add_argument("run_id", metavar="RUN")
+    approve = command("approve", "Approve a blocked approval step.")
+    approve.add_argument("run_id", metavar="RUN")
+    approve.add_argument("step_id", metavar="STEP")
+    approve.add_argument("--by", default=None, help="who approves (default: $USER)")
+    approve.add_argument("--note", default=None)
+    abandon = command("abandon", "Mark a run failed; it will not be driven again.")
+    abandon.add_argument("run_id", metavar="RUN")
+    verify = command("verify", "Verify a plan file as `run` does; exit 0 or 4.")
+    verify.add_argument("plan", type=Path)
+    verify.add_argument("--expect-hash")
     return parser
 
 
@@ -23,5 +76,49 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help(sys.stderr)
-        return 2
-    return 0
+        return exitcodes.USAGE
+    from akm_run import commands
+
+    try:
+        code: int = commands.COMMANDS[args.command](args)
+    except BrokenPipeError:
+        return exitcodes.FAILED
+    except Exception as error:  # noqa: BLE001 - no traceback reaches a user
+        print(f"akm-run: internal error: {type(error).__name__}: {error}", file=sys.stderr)
+        return exitcodes.USAGE
+    return code
+
+
+def state_dir(args: argparse.Namespace) -> Path:
+    if args.state_dir is not None:
+        return Path(args.state_dir)
+    return Path(os.environ.get("AKM_STATE_DIR") or ".akm-run")
+
+
+def parse_duration(text: str) -> int:
+    """Milliseconds of `2h`, `1h30m`, `90s`, `250ms`; a bare number is seconds."""
+    if text.isdigit():
+        return int(text) * 1000
+    match = _DURATION.fullmatch(text)
+    if not text or match is None or not any(match.groups()):
+        raise ValueError(f"invalid duration {text!r} (use e.g. 90s, 10m, 2h, 1h30m, 250ms)")
+    h, m, s, ms = (int(g or 0) for g in match.groups())
+    return ((h * 60 + m) * 60 + s) * 1000 + ms
+
+
+def new_run_id() -> str:
+    """Sortable by creation time, unique by its random suffix."""
+    return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + secrets.token_hex(4)
+
+
+def emit(document: dict[str, Any], text: str, fmt: str) -> None:
+    if fmt == "json":
+        sys.stdout.write(json.dumps(document, ensure_ascii=False, sort_keys=True, indent=2) + "\n")
+    else:
+        sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def on_signals(handler: Any) -> None:
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, handler)

@@ -1,0 +1,253 @@
+"""The `akm-run` verbs: each takes the parsed arguments and returns an exit code."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from akm_run import exitcodes, report
+from akm_run.cli import emit, new_run_id, on_signals, parse_duration, state_dir
+from akm_run.engine import Engine, Options, stored_plan
+from akm_run.locks import LockHeld, RunLock
+from akm_run.params import ParamsError, collect
+from akm_run.plan import MAX_FILE_BYTES, PlanError, plan_hash, verify_file
+from akm_run.store import RunRow, Store
+
+EXIT_OF = {"completed": exitcodes.COMPLETED, "failed": exitcodes.FAILED, "blocked": exitcodes.BLOCKED,
+           "aborted": exitcodes.INTERRUPTED}  # fmt: skip
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"akm-run: {message}", file=sys.stderr)
+    return code
+
+
+def _read_plan(path: Path, expect_hash: str | None) -> tuple[dict[str, Any] | None, str]:
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(MAX_FILE_BYTES + 1)
+    except OSError as error:
+        return None, f"cannot read {path}: {error.strerror or error}"
+    try:
+        return verify_file(data, expect_hash), ""
+    except PlanError as error:
+        return None, str(error)
+
+
+def _existing(store_dir: Path, run_id: str) -> tuple[Store | None, RunRow | None]:
+    if not (store_dir / "state.db").exists():
+        return None, None
+    store = Store(store_dir)
+    return store, store.run(run_id)
+
+
+# -- run ----------------------------------------------------------------------------------------------
+
+
+def run(args: argparse.Namespace) -> int:
+    directory = state_dir(args)
+    try:
+        timeout_ms = parse_duration(args.timeout) if args.timeout else None
+    except ValueError as error:
+        return _fail(str(error), exitcodes.USAGE)
+    if args.max_concurrency < 1:
+        return _fail("--max-concurrency must be at least 1", exitcodes.USAGE)
+    path = Path(args.target)
+    if path.exists():
+        plan, refusal = _read_plan(path, args.expect_hash)
+        if plan is None:  # refused before anything is written or started
+            return _fail(f"refused {path}: {refusal}", exitcodes.REFUSED)
+        try:
+            params = collect(plan.get("params", {}), args.param, args.params_file)
+        except ParamsError as error:
+            return _fail(f"bad params: {error}", exitcodes.USAGE)
+        store = Store(directory)
+        run_id = store.publish_run(new_run_id(), plan, plan_hash(plan), params)
+    else:
+        if args.param or args.params_file:
+            return _fail(
+                "params are fixed when a run is published; drive an existing run without them", exitcodes.USAGE
+            )
+        store_or_none, row = _existing(directory, args.target)
+        if store_or_none is None or row is None:
+            return _fail(f"no plan file and no run named {args.target!r} (state dir {directory})", exitcodes.USAGE)
+        store, run_id = store_or_none, row.id
+        if args.expect_hash and row.plan_hash != args.expect_hash:
+            return _fail(f"refused run {run_id}: its plan hash is {row.plan_hash}, not {args.expect_hash}",
+                         exitcodes.REFUSED)  # fmt: skip
+    options = Options(directory, args.workdir, args.agent_cmd, args.max_concurrency, timeout_ms,
+                      progress=_progress_display())  # fmt: skip
+    return drive(store, run_id, options, args.format)
+
+
+def drive(store: Store, run_id: str, options: Options, fmt: str) -> int:
+    """Drive a run with signal handling, print its result and return its exit code."""
+    engine = Engine(store, options)
+
+    def stop(signum: int, frame: Any) -> None:
+        engine.why_aborted = "interrupted by a signal"
+        engine.abort.set()
+
+    on_signals(stop)
+    try:
+        result = engine.drive(run_id)
+    except LockHeld as held:
+        return _fail(f"{held}; wait for it to finish, or stop pid {held.pid}", exitcodes.LOCKED)
+    except PlanError as error:
+        return _fail(f"refused run {run_id}: its stored plan does not verify: {error}", exitcodes.REFUSED)
+    finally:
+        if options.progress is not None:
+            sys.stderr.write("\r\033[K")
+    row = store.run(run_id)
+    assert row is not None
+    emit(report.result_document(result, row), report.result_text(result, row), fmt)
+    if result.error is not None and result.error["code"] == "WORKFLOW_OUTPUT_INVALID":
+        return exitcodes.FAILED
+    return EXIT_OF.get(result.status, exitcodes.FAILED)
+
+
+def _progress_display() -> Callable[[int, int, int], None] | None:
+    """A one-line progress display on a terminal; nothing when stdout is not one."""
+    if not (sys.stdout.isatty() and sys.stderr.isatty()):
+        return None
+    lock = threading.Lock()
+
+    def show(done: int, total: int, in_flight: int) -> None:
+        with lock:
+            sys.stderr.write(
+                f"\r\033[Ksteps {done}/{total} done, {in_flight} unit{'s' if in_flight != 1 else ''} in flight"
+            )
+            sys.stderr.flush()
+
+    return show
+
+
+# -- status, list --------------------------------------------------------------------------------------
+
+
+def status(args: argparse.Namespace) -> int:
+    store, row = _existing(state_dir(args), args.run_id)
+    if store is None or row is None:
+        return _fail(f"no run named {args.run_id!r}", exitcodes.USAGE)
+    document = report.status_document(store, row)
+    emit(document, report.status_text(document), args.format)
+    return exitcodes.COMPLETED
+
+
+def list_runs(args: argparse.Namespace) -> int:
+    directory = state_dir(args)
+    runs = (
+        Store(directory).runs(children=args.children, status=args.status) if (directory / "state.db").exists() else []
+    )
+    document = report.list_document(runs)
+    emit(document, report.list_text(document), args.format)
+    return exitcodes.COMPLETED
+
+
+# -- resume, approve, abandon --------------------------------------------------------------------------
+
+
+def _locked(args: argparse.Namespace, action: Callable[[Store, RunRow], int]) -> int:
+    """Run a state change on an existing run while holding its lock (never beside a live driver)."""
+    directory = state_dir(args)
+    store, row = _existing(directory, args.run_id)
+    if store is None or row is None:
+        return _fail(f"no run named {args.run_id!r}", exitcodes.USAGE)
+    try:
+        with RunLock(directory, row.id):
+            return action(store, row)
+    except LockHeld as held:
+        return _fail(f"{held}; it cannot be changed while it is being driven", exitcodes.LOCKED)
+
+
+def resume(args: argparse.Namespace) -> int:
+    def reopen(store: Store, row: RunRow) -> int:
+        if row.status in ("active", "completed"):
+            hint = f"; drive it with `akm-run run {row.id}`" if row.status == "active" else ""
+            print(f"run {row.id} is {row.status}: nothing to reopen{hint}")
+            return exitcodes.COMPLETED
+        reopened = reopen_run(store, row)
+        print(f"reopened run {row.id}: {', '.join(reopened) or 'no steps'} pending again; "
+              f"continue with `akm-run run {row.id}`")  # fmt: skip
+        return exitcodes.COMPLETED
+
+    return _locked(args, reopen)
+
+
+def reopen_run(store: Store, row: RunRow) -> list[str]:
+    """Blocked and failed steps back to pending (gate loop counts reset), the run active again."""
+    reopened = []
+    with store.transaction():
+        for step in store.steps(row.id):
+            if step.status in ("blocked", "failed"):
+                fields: dict[str, Any] = {"gate_loops": 0, "notes": None, "reason": None, "message": None}
+                if step.gate_feedback is not None and step.status == "blocked":
+                    fields["gate_iteration"] = step.gate_iteration + 1  # the next drive re-runs the work
+                store.set_step(row.id, step.step_id, "pending", **fields)
+                reopened.append(step.step_id)
+        store.set_run_status(row.id, "active", failure=None, notes=None)
+    return reopened
+
+
+def approve(args: argparse.Namespace) -> int:
+    by = args.by or getpass.getuser()
+
+    def grant(store: Store, row: RunRow) -> int:
+        plan = stored_plan(row)
+        step = next((s for s in plan["steps"] if s["stepId"] == args.step_id), None)
+        if step is None or step.get("target", {}).get("kind") != "approval":
+            return _fail(f"run {row.id} has no approval step {args.step_id!r}", exitcodes.USAGE)
+        current = store.step(row.id, args.step_id)
+        if current is None or current.status != "blocked":
+            state = current.status if current else "unknown"
+            return _fail(f"step {args.step_id} of run {row.id} is {state}, not waiting for approval", exitcodes.USAGE)
+        output: dict[str, Any] = {"approved": True, "by": by}
+        if args.note:
+            output["note"] = args.note
+        with store.transaction():
+            store.set_step(row.id, args.step_id, "completed", output=output, notes=None)
+            store.event(row.id, "step.approved", args.step_id, by=by)
+            if not any(s.status == "blocked" for s in store.steps(row.id)):
+                store.set_run_status(row.id, "active", notes=None)
+        print(f"approved step {args.step_id} of run {row.id}; continue with `akm-run run {row.id}`")
+        return exitcodes.COMPLETED
+
+    return _locked(args, grant)
+
+
+def abandon(args: argparse.Namespace) -> int:
+    def give_up(store: Store, row: RunRow) -> int:
+        if row.status in ("completed", "failed"):
+            print(f"run {row.id} is already {row.status}")
+            return exitcodes.COMPLETED
+        failure = {"stepId": None, "reason": "abandoned", "message": "abandoned by akm-run abandon"}
+        store.set_run_status(row.id, "failed", failure=failure)
+        store.event(row.id, "run.abandoned")
+        print(f"abandoned run {row.id}")
+        return exitcodes.COMPLETED
+
+    return _locked(args, give_up)
+
+
+def verify(args: argparse.Namespace) -> int:
+    plan, refusal = _read_plan(args.plan, args.expect_hash)
+    if plan is None:
+        return _fail(f"refused {args.plan}: {refusal}", exitcodes.REFUSED)
+    print(f"verified {args.plan}: {plan_hash(plan)}")
+    return exitcodes.COMPLETED
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "run": run,
+    "status": status,
+    "list": list_runs,
+    "resume": resume,
+    "approve": approve,
+    "abandon": abandon,
+    "verify": verify,
+}

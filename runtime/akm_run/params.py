@@ -1,0 +1,97 @@
+"""Run params: `--param K=V` parsed by the declared type, `--params-file`, defaults, validation."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from akm_run.units import schema_errors
+
+
+class ParamsError(Exception):
+    """Params that do not fit the plan; nothing is published (exit 2)."""
+
+
+def parse_value(raw: str, schema: dict[str, Any]) -> Any:
+    """A command-line value by the param's declared type: strings as given, `int`, `number` and `bool`
+    parsed, anything else (lists, objects, unions) as JSON."""
+    kinds = _kinds(schema)
+    if kinds == {"string"}:
+        return raw
+    if kinds == {"integer"}:
+        try:
+            return int(raw)
+        except ValueError:
+            raise ParamsError(f"expected an int, got {raw!r}") from None
+    if kinds <= {"integer", "number"} and kinds:
+        try:
+            number = float(raw)
+        except ValueError:
+            raise ParamsError(f"expected a number, got {raw!r}") from None
+        return int(number) if number.is_integer() and "." not in raw and "e" not in raw.lower() else number
+    if kinds == {"boolean"}:
+        if raw in ("true", "false"):
+            return raw == "true"
+        raise ParamsError(f"expected true or false, got {raw!r}")
+    try:
+        return json.loads(raw)
+    except ValueError:
+        if "string" in kinds or not kinds:
+            return raw
+        raise ParamsError(f"expected JSON, got {raw!r}") from None
+
+
+def _kinds(schema: dict[str, Any]) -> set[str]:
+    if "const" in schema or "enum" in schema:
+        values = [schema["const"]] if "const" in schema else schema["enum"]
+        return {"string"} if all(isinstance(v, str) for v in values) else set()
+    if "anyOf" in schema:
+        found: set[str] = set()
+        for member in schema["anyOf"]:
+            found |= _kinds(member) or {"json"}
+        return found
+    kind = schema.get("type")
+    return {kind} if isinstance(kind, str) else set()
+
+
+def collect(declared: dict[str, Any], pairs: list[str], params_file: Path | None) -> dict[str, Any]:
+    """The run's params: the file, then `--param` pairs (which win), then defaults; all validated."""
+    given: dict[str, Any] = {}
+    if params_file is not None:
+        try:
+            loaded = json.loads(params_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as error:
+            raise ParamsError(f"cannot read params file {params_file}: {error}") from None
+        if not isinstance(loaded, dict):
+            raise ParamsError(f"params file {params_file} must hold a JSON object")
+        given.update(loaded)
+    for pair in pairs:
+        name, equals, raw = pair.partition("=")
+        if not equals:
+            raise ParamsError(f"--param takes NAME=VALUE, got {pair!r}")
+        if name not in declared:
+            raise ParamsError(_unknown(name, declared))
+        try:
+            given[name] = parse_value(raw, declared[name]["schema"])
+        except ParamsError as error:
+            raise ParamsError(f"param {name}: {error}") from None
+    problems = [_unknown(name, declared) for name in given if name not in declared]
+    params = {}
+    for name, param in declared.items():
+        if name in given:
+            params[name] = given[name]
+        elif "default" in param:
+            params[name] = param["default"]
+        else:
+            problems.append(f"param {name} is required (pass --param {name}=VALUE)")
+            continue
+        problems += [f"param {name}: {p}" for p in schema_errors(params[name], param["schema"])]
+    if problems:
+        raise ParamsError("; ".join(problems))
+    return params
+
+
+def _unknown(name: str, declared: dict[str, Any]) -> str:
+    known = ", ".join(declared) or "none"
+    return f"the plan has no param {name!r} (its params: {known})"

@@ -1,0 +1,319 @@
+"""The unit process contract (runtime.md, "Units"): environment, context, spawn, result rules.
+
+One function, `execute`, runs one attempt of a shell, script or agent target and returns an
+`Outcome`; it never raises for anything a unit does. Secret values are redacted from every
+outcome before it is stored."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+MAX_OUTPUT_BYTES = 1024 * 1024
+STDERR_TAIL_BYTES = 64 * 1024
+KILL_GRACE_SECONDS = 2.0
+BASE_ENV = ("PATH", "HOME", "LANG", "TMPDIR")
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+MIN_REDACTED = 4  # shorter secret values are not redacted: masking "a" everywhere would garble every output
+REDACTED = "***"
+
+
+class UnitFailure(Exception):
+    """A unit that fails before its process starts (secret_missing, agent_unavailable)."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+@dataclass(slots=True)
+class Outcome:
+    status: str  # completed | failed | aborted
+    output: Any = None
+    reason: str | None = None
+    message: str | None = None
+    exit_code: int | None = None
+    stderr_tail: str | None = None
+
+
+@dataclass(slots=True)
+class Unit:
+    """One attempt to run: what the engine resolved, ready for a process."""
+
+    target: dict[str, Any]
+    context: dict[str, Any]
+    env: list[dict[str, Any]] = field(default_factory=list)
+    output_schema: dict[str, Any] | None = None
+    timeout_ms: int | None = None
+    workdir: Path = Path(".")
+    agent_cmd: str | None = None
+
+
+def environment(unit: Unit, environ: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
+    """The unit's environment and the secret values to redact; raises UnitFailure(secret_missing)."""
+    env = {name: environ[name] for name in BASE_ENV if name in environ}
+    env.setdefault("PATH", DEFAULT_PATH)
+    secrets = []
+    for entry in unit.env:
+        name = entry["name"]
+        if entry["kind"] == "literal":
+            env[name] = entry["value"]
+        elif entry["kind"] == "passthrough":
+            if name in environ:
+                env[name] = environ[name]
+        else:
+            variable = entry["secret"]
+            if variable not in environ:
+                raise UnitFailure(
+                    "secret_missing",
+                    f"env {name} needs secret {variable}, but the runtime's environment has no variable {variable}",
+                )
+            env[name] = environ[variable]
+            secrets.append(environ[variable])
+    context = unit.context
+    env.update(
+        {
+            "AKM_RUN_ID": context["runId"],
+            "AKM_STEP_ID": context["stepId"],
+            "AKM_UNIT_ID": context["unitId"],
+            "AKM_DISPATCH_ID": context["dispatchId"],
+            "AKM_ATTEMPT": str(context["attempt"]),
+        }
+    )
+    return env, secrets
+
+
+def redact(value: Any, secrets: list[str]) -> Any:
+    """`value` with every secret value (of at least MIN_REDACTED characters) replaced by ***."""
+    masks = sorted({s for s in secrets if len(s) >= MIN_REDACTED}, key=len, reverse=True)
+    if not masks:
+        return value
+    if isinstance(value, str):
+        for mask in masks:
+            value = value.replace(mask, REDACTED)
+        return value
+    if isinstance(value, list):
+        return [redact(v, masks) for v in value]
+    if isinstance(value, dict):
+        return {redact(k, masks): redact(v, masks) for k, v in value.items()}
+    return value
+
+
+def execute(
+    unit: Unit,
+    abort: threading.Event,
+    on_spawn: Callable[[int], None] = lambda pid: None,
+    environ: Mapping[str, str] | None = None,
+) -> Outcome:
+    """Run one attempt of a shell, script or agent target to its outcome."""
+    environ = os.environ if environ is None else environ
+    try:
+        env, secrets = environment(unit, environ)
+        argv, stdin_text = _command(unit, environ)
+    except UnitFailure as failure:
+        return Outcome("failed", reason=failure.reason, message=failure.message)
+    with tempfile.TemporaryDirectory(prefix="akm-unit-") as private:
+        os.chmod(private, 0o700)
+        work = Path(private)
+        context_path = work / "context.json"
+        context_path.write_text(json.dumps(unit.context, ensure_ascii=False, sort_keys=True))
+        os.chmod(context_path, 0o600)
+        env["AKM_CONTEXT"] = str(context_path)
+        if argv[0] == "<script>":
+            script = work / "script"
+            script.write_text(unit.target["text"], encoding="utf-8")
+            os.chmod(script, 0o700)
+            argv = [str(script)]
+        stdin_path = context_path
+        if stdin_text is not None:
+            stdin_path = work / "stdin"
+            stdin_path.write_text(stdin_text, encoding="utf-8")
+        outcome = _run(argv, unit, env, stdin_path, work, abort, on_spawn)
+    return _redacted(outcome, secrets)
+
+
+def _command(unit: Unit, environ: Mapping[str, str]) -> tuple[list[str], str | None]:
+    target = unit.target
+    kind = target["kind"]
+    if kind == "shell":
+        return ["/bin/sh", "-c", target["command"]], None
+    if kind == "script":
+        return ["<script>"], None
+    if kind == "agent":
+        command = unit.agent_cmd or environ.get("AKM_AGENT_CMD")
+        if not command:
+            raise UnitFailure(
+                "agent_unavailable", "no agent command is configured: pass --agent-cmd or set AKM_AGENT_CMD"
+            )
+        return ["/bin/sh", "-c", command], target["instructions"]
+    raise UnitFailure("spawn_error", f"a {kind} target has no process")
+
+
+def _run(
+    argv: list[str],
+    unit: Unit,
+    env: dict[str, str],
+    stdin_path: Path,
+    work: Path,
+    abort: threading.Event,
+    on_spawn: Callable[[int], None],
+) -> Outcome:
+    import subprocess
+
+    stdout_path, stderr_path = work / "stdout", work / "stderr"
+    with stdin_path.open("rb") as stdin, stdout_path.open("wb") as stdout, stderr_path.open("wb") as stderr:
+        try:
+            process = subprocess.Popen(
+                argv, cwd=unit.workdir, env=env, stdin=stdin, stdout=stdout, stderr=stderr, start_new_session=True
+            )
+        except OSError as error:
+            return Outcome(
+                "failed", reason="spawn_error", message=f"cannot start {_what(unit)}: {error.strerror or error}"
+            )
+        on_spawn(process.pid)
+        deadline = None if unit.timeout_ms is None else time.monotonic() + unit.timeout_ms / 1000
+        ended = None
+        while True:
+            try:
+                process.wait(timeout=_slice(deadline))
+                break
+            except subprocess.TimeoutExpired:
+                if abort.is_set():
+                    ended = "aborted"
+                elif deadline is not None and time.monotonic() >= deadline:
+                    ended = "timeout"
+                if ended:
+                    stop_group(process.pid)
+                    process.wait()
+                    break
+    tail = _tail(stderr_path)
+    if ended == "aborted":
+        return Outcome("aborted", reason="aborted", message="the drive was aborted", stderr_tail=tail)
+    if ended == "timeout":
+        assert unit.timeout_ms is not None
+        return Outcome("failed", reason="timeout", message=f"{_what(unit)} exceeded its timeout of {unit.timeout_ms} ms",
+                       stderr_tail=tail)  # fmt: skip
+    code = process.returncode
+    if code != 0:
+        last = (tail or "").strip().splitlines()[-1:] or [""]
+        status = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
+        message = f"{_what(unit)} failed with {status}" + (f": {last[0][:200]}" if last[0] else "")
+        # stdout of a failed unit is kept as text: a gate check's stdout is the feedback of its loop
+        return Outcome("failed", output=_text(stdout_path), reason="exit", message=message, exit_code=code,
+                       stderr_tail=tail)  # fmt: skip
+    return _result(stdout_path, unit, tail)
+
+
+def _slice(deadline: float | None) -> float:
+    if deadline is None:
+        return 0.1
+    return max(0.0, min(0.1, deadline - time.monotonic()))
+
+
+def stop_group(pid: int) -> None:
+    """Terminate a unit's whole process group: SIGTERM, then SIGKILL after a grace period."""
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        return
+    end = time.monotonic() + KILL_GRACE_SECONDS
+    while time.monotonic() < end:
+        try:
+            os.killpg(pid, 0)
+        except (ProcessLookupError, PermissionError):
+            return
+        time.sleep(0.02)
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def stop_leftover(pid: int | None, host: str | None) -> None:
+    """After a crash, stop an interrupted attempt's process group if it is still running here.
+    Only a session leader we could have started is signalled (a guard against a reused pid)."""
+    if not pid or host != socket.gethostname():
+        return
+    try:
+        if os.getsid(pid) != pid:
+            return
+    except (ProcessLookupError, PermissionError):
+        return
+    stop_group(pid)
+
+
+def _tail(path: Path) -> str | None:
+    size = path.stat().st_size
+    if size == 0:
+        return None
+    with path.open("rb") as handle:
+        handle.seek(max(0, size - STDERR_TAIL_BYTES))
+        return handle.read().decode("utf-8", "replace")
+
+
+def _text(path: Path) -> str:
+    with path.open("rb") as handle:
+        text = handle.read(STDERR_TAIL_BYTES).decode("utf-8", "replace")
+    return text[:-1] if text.endswith("\n") else text
+
+
+def _result(stdout_path: Path, unit: Unit, tail: str | None) -> Outcome:
+    size = stdout_path.stat().st_size
+    if size > MAX_OUTPUT_BYTES:
+        return Outcome("failed", reason="output_too_large",
+                       message=f"{_what(unit)} wrote {size} bytes to stdout; the limit is {MAX_OUTPUT_BYTES}",
+                       stderr_tail=tail)  # fmt: skip
+    text = stdout_path.read_bytes().decode("utf-8", "replace")
+    try:
+        value: Any = json.loads(text)
+        parsed = True
+    except ValueError:
+        value, parsed = (text[:-1] if text.endswith("\n") else text), False
+    if unit.output_schema is not None:
+        if not parsed:
+            return Outcome("failed", reason="output_invalid",
+                           message=f"{_what(unit)} declares an output type, but stdout is not JSON", stderr_tail=tail)  # fmt: skip
+        problems = schema_errors(value, unit.output_schema)
+        if problems:
+            return Outcome("failed", reason="output_invalid",
+                           message=f"{_what(unit)} output does not match its type: {problems[0]}", stderr_tail=tail)  # fmt: skip
+    return Outcome("completed", output=value, stderr_tail=tail)
+
+
+def schema_errors(value: Any, schema: dict[str, Any]) -> list[str]:
+    """Validation errors of `value` against a plan schema, each naming where it failed."""
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
+    out = []
+    for error in errors:
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
+        out.append(f"{'value' + where if where else 'value'}: {error.message}")
+    return out
+
+
+def _what(unit: Unit) -> str:
+    kind = unit.target["kind"]
+    if kind == "script":
+        return f"script {unit.target['path']}"
+    return "agent command" if kind == "agent" else "command"
+
+
+def _redacted(outcome: Outcome, secrets: list[str]) -> Outcome:
+    if not secrets:
+        return outcome
+    outcome.output = redact(outcome.output, secrets)
+    outcome.message = redact(outcome.message, secrets)
+    outcome.stderr_tail = redact(outcome.stderr_tail, secrets)
+    return outcome

@@ -65,3 +65,69 @@ class Checker:
 @pytest.fixture
 def codes(tmp_path: Path) -> Checker:
     return Checker(tmp_path)
+
+
+class Runtime:
+    """A workspace whose workflows are compiled with akmc and run by a real `akm-run` process,
+    with a real state directory. `runtime.akm("status", run_id)` runs any verb."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.state = root / ".state"
+        (root / "akm.toml").write_text("")
+
+    def write(self, files: dict[str, str]) -> None:
+        for rel, content in files.items():
+            target = self.root / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(content)
+            if rel.startswith("scripts/"):
+                target.chmod(0o755)
+
+    def compile(self, name: str, source: str | None = None, files: dict[str, str] | None = None) -> Path:
+        """Write (optionally) and compile `name` to plans/<stem>.plan.json; returns the plan path."""
+        from akm_run.plan import render_file
+        from akmc.compiler import Session
+
+        if source is not None:
+            self.write({name: source, **(files or {})})
+        result = Session(self.root).check(self.root / name)
+        assert result.plan is not None, [f"{d.code} {d.message}" for d in result.report.diagnostics]
+        plan_file = self.root / "plans" / (Path(name).stem + ".plan.json")
+        plan_file.parent.mkdir(exist_ok=True)
+        plan_file.write_text(render_file(result.plan))
+        return plan_file
+
+    def env(self, **extra: str) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AKM_")}
+        return {**env, "AKM_STATE_DIR": str(self.state), **extra}
+
+    def akm(self, *args: str | Path, env: dict[str, str] | None = None, timeout: float = 120):  # type: ignore[no-untyped-def]
+        return subprocess.run(
+            [sys.executable, "-m", "akm_run", *map(str, args)],
+            cwd=self.root,
+            capture_output=True,
+            text=True,
+            env=env or self.env(),
+            timeout=timeout,
+        )
+
+    def run_json(self, *args: str | Path, env: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+        """`akm-run run … --format json` → (exit code, document)."""
+        import json
+
+        result = self.akm("run", *args, "--format", "json", env=env)
+        try:
+            return result.returncode, json.loads(result.stdout)
+        except ValueError:
+            raise AssertionError(f"exit {result.returncode}: {result.stdout}\n{result.stderr}") from None
+
+    def store(self):  # type: ignore[no-untyped-def]
+        from akm_run.store import Store
+
+        return Store(self.state)
+
+
+@pytest.fixture
+def runtime(tmp_path: Path) -> Runtime:
+    return Runtime(tmp_path)

@@ -163,6 +163,8 @@ def _locked(args: argparse.Namespace, action: Callable[[Store, RunRow], int]) ->
             return action(store, row)
     except LockHeld as held:
         return _fail(f"{held}; it cannot be changed while it is being driven", exitcodes.LOCKED)
+    except PlanError as error:
+        return _fail(f"refused run {row.id}: its stored plan does not verify: {error}", exitcodes.REFUSED)
 
 
 def resume(args: argparse.Namespace) -> int:

@@ -314,6 +314,24 @@ class Store:
     ) -> str:
         """Create a run and its step rows; with an invocation key, return the existing run instead
         when one was already published under it (the UNIQUE index arbitrates racing publishers)."""
+        try:
+            return self._publish(run_id, plan, plan_hash, params, parent_run_id, parent_unit_id, invocation_key)
+        except sqlite3.IntegrityError:
+            if invocation_key is None:
+                raise
+            row = self._execute("SELECT id FROM runs WHERE invocation_key = ?", (invocation_key,)).fetchone()
+            return str(row[0])
+
+    def _publish(
+        self,
+        run_id: str,
+        plan: dict[str, Any],
+        plan_hash: str,
+        params: dict[str, Any],
+        parent_run_id: str | None,
+        parent_unit_id: str | None,
+        invocation_key: str | None,
+    ) -> str:
         now = time.time()
         with self.transaction():
             if invocation_key is not None:

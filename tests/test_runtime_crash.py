@@ -1,0 +1,192 @@
+"""Crashes and interruptions: the driver's process group is SIGKILLed at marked points (by the unit
+itself, right after its side effect and before the driver can journal it), then `akm-run run RUN`
+resumes. Every case must converge to the same result without re-running a completed unit."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from akm_run.identity import unit_id
+from conftest import Runtime
+
+# Side effect first (a line in `log`), then, once, kill the driver's process group and the unit itself.
+CRASH = """#!/bin/sh
+echo "$AKM_UNIT_ID $AKM_DISPATCH_ID" >> log
+if [ "$AKM_UNIT_ID" = "$(cat crash-at 2>/dev/null)" ] && [ ! -e crashed ]; then
+  touch crashed
+  while [ ! -s driver.pid ]; do sleep 0.01; done
+  kill -9 -"$(cat driver.pid)"
+  kill -9 $$
+fi
+exec python3 -c 'import json,sys; c=json.load(sys.stdin); print(json.dumps({"item": c.get("item"), "fb": len(c.get("gateFeedback") or "")}))' < "$AKM_CONTEXT"
+"""
+
+
+def _crash_run(runtime: Runtime, plan: Path, crash_at: str) -> str:
+    """Start a driver in its own process group, let the unit `crash_at` kill it; returns the run id."""
+    (runtime.root / "crash-at").write_text(crash_at)
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "akm_run", "run", str(plan)],
+        cwd=runtime.root,
+        env=runtime.env(),
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    (runtime.root / "driver.pid").write_text(str(driver.pid))
+    driver.communicate(timeout=60)
+    assert driver.returncode == -signal.SIGKILL, "the driver should have been killed"
+    [run] = runtime.store().runs()
+    assert run.status == "active"
+    return run.id
+
+
+def _log(runtime: Runtime) -> Counter[str]:
+    return Counter(line.split()[0] for line in (runtime.root / "log").read_text().splitlines())
+
+
+def _completed_units(runtime: Runtime, run_id: str) -> list[str]:
+    with runtime.store()._lock:
+        rows = (
+            runtime.store()
+            ._execute("SELECT unit_id FROM units WHERE run_id = ? AND status = 'completed'", (run_id,))
+            .fetchall()
+        )
+    return [r[0] for r in rows]
+
+
+def _resume(runtime: Runtime, run_id: str) -> dict:  # type: ignore[type-arg]
+    code, document = runtime.run_json(run_id)
+    assert code == 0, document
+    return document
+
+
+def test_crash_after_a_side_effect_before_its_journal_write(runtime: Runtime) -> None:
+    runtime.write({"scripts/crash.sh": CRASH})
+    steps = "".join(f'  step {s} {{\n    script "scripts/crash.sh"\n  }}\n' for s in ("a", "b", "c"))
+    plan = runtime.compile("wf.akm", f'workflow "spine" {{\n{steps}}}\n')
+    run_id = _crash_run(runtime, plan, "b:solo")
+    before = _completed_units(runtime, run_id)
+    assert before == ["a:solo"]
+    _resume(runtime, run_id)
+    log = _log(runtime)
+    assert log == {"a:solo": 1, "b:solo": 2, "c:solo": 1}  # b's side effect repeats: at-least-once
+    attempts = runtime.store().attempts(run_id, "b:solo")
+    assert [a.status for a in attempts] == ["interrupted", "completed"]
+    assert attempts[0].dispatch_id == attempts[1].dispatch_id  # a crash reclaim keeps the dispatch id
+    dispatches = [line.split()[1] for line in (runtime.root / "log").read_text().splitlines() if line.startswith("b:")]
+    assert len(set(dispatches)) == 1
+    assert not (runtime.state / "locks" / f"{run_id}.lock").exists()
+
+
+def test_crash_in_the_middle_of_a_map(runtime: Runtime) -> None:
+    runtime.write({"scripts/crash.sh": CRASH})
+    items = [1, 2, 3, 4, 5, 6]
+    source = (
+        'workflow "fan" {\n  params { items: list[int] = [1, 2, 3, 4, 5, 6] }\n'
+        '  step fan {\n    map params.items {\n      concurrency = 2\n      script "scripts/crash.sh"\n    }\n  }\n}\n'
+    )
+    plan = runtime.compile("wf.akm", source)
+    run_id = _crash_run(runtime, plan, unit_id("fan", 4, mapped=True))
+    before = _completed_units(runtime, run_id)
+    assert before, "some units completed before the crash"
+    _resume(runtime, run_id)
+    log = _log(runtime)
+    for unit in before:
+        assert log[unit] == 1, f"{unit} completed before the crash and must not run again"
+    output = runtime.store().step(run_id, "fan").output
+    assert [o["item"] for o in output] == items
+
+
+def test_crash_during_a_gate_loop(runtime: Runtime) -> None:
+    runtime.write(
+        {
+            "scripts/crash.sh": CRASH,
+            "scripts/check.sh": '#!/bin/sh\npython3 -c \'import json,os,sys; c=json.load(open(os.environ["AKM_CONTEXT"])); sys.exit(0) if c["output"]["fb"] else (print("again"), sys.exit(1))\'\n',
+        }
+    )
+    source = (
+        'workflow "gated" {\n  step draft {\n    script "scripts/crash.sh"\n'
+        '    gate {\n      check script "scripts/check.sh"\n      max_loops = 2\n    }\n  }\n'
+        '  step after {\n    script "scripts/crash.sh"\n  }\n}\n'
+    )
+    plan = runtime.compile("wf.akm", source)
+    run_id = _crash_run(runtime, plan, "draft:solo~l1")
+    before = _completed_units(runtime, run_id)
+    assert before == ["draft:solo"]  # the first check rejected it; the loop's second work unit crashed
+    assert runtime.store().unit(run_id, "draft:gate").status == "failed"
+    _resume(runtime, run_id)
+    log = _log(runtime)
+    assert log["draft:solo"] == 1 and log["draft:solo~l1"] == 2 and log["after:solo"] == 1
+    assert runtime.store().step(run_id, "draft").output == {"item": None, "fb": len("again")}
+
+
+def _start(runtime: Runtime, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "akm_run", "run", *args, "--format", "json"],
+        cwd=runtime.root,
+        env=runtime.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _wait_for(path: Path, seconds: float = 30) -> None:
+    end = time.monotonic() + seconds
+    while not path.exists():
+        assert time.monotonic() < end, f"{path} never appeared"
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_aborts_running_units_and_leaves_a_resumable_run(runtime: Runtime, signum: int) -> None:
+    source = (
+        'workflow "slow" {\n  step first {\n    shell "echo first"\n  }\n'
+        '  step slow {\n    shell "touch started; if [ -e fast ]; then echo done; else sleep 30; fi"\n  }\n}\n'
+    )
+    plan = runtime.compile("wf.akm", source)
+    driver = _start(runtime, str(plan))
+    _wait_for(runtime.root / "started")
+    driver.send_signal(signum)
+    out, _ = driver.communicate(timeout=30)
+    assert driver.returncode == 130
+    document = json.loads(out)
+    assert document["status"] == "active" and document["error"]["code"] == "ABORTED"
+    run_id = document["runId"]
+    assert [a.status for a in runtime.store().attempts(run_id, "slow:solo")] == ["aborted"]
+    assert not (runtime.state / "locks" / f"{run_id}.lock").exists()
+    (runtime.root / "fast").touch()
+    _resume(runtime, run_id)
+    attempts = runtime.store().attempts(run_id, "slow:solo")
+    assert [a.status for a in attempts] == ["aborted", "completed"]
+    assert attempts[0].dispatch_id == attempts[1].dispatch_id
+    assert len(runtime.store().attempts(run_id, "first:solo")) == 1
+
+
+def test_the_run_timeout_interrupts_and_resume_finishes(runtime: Runtime) -> None:
+    source = 'workflow "slow" {\n  step slow {\n    shell "if [ -e fast ]; then echo done; else sleep 30; fi"\n  }\n}\n'
+    plan = runtime.compile("wf.akm", source)
+    code, document = runtime.run_json(plan, "--timeout", "1s")
+    assert code == 130 and "timeout" in document["error"]["message"]
+    (runtime.root / "fast").touch()
+    _resume(runtime, document["runId"])
+
+
+def test_replaying_a_completed_run_dispatches_nothing(runtime: Runtime) -> None:
+    runtime.write({"scripts/crash.sh": CRASH})
+    plan = runtime.compile("wf.akm", 'workflow "w" {\n  step a {\n    script "scripts/crash.sh"\n  }\n}\n')
+    code, document = runtime.run_json(plan)
+    assert code == 0
+    again = runtime.run_json(document["runId"])
+    assert again == (0, document)
+    assert _log(runtime) == {"a:solo": 1}
+    assert runtime.store().count_attempts(document["runId"]) == 1

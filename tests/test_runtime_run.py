@@ -1,0 +1,412 @@
+"""akm-run end to end: real workspaces compiled by akmc, run by a real `akm-run` process with a real
+state database. Each test states a workflow and what the run must do."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import stat
+from pathlib import Path
+
+from conftest import Runtime
+
+ECHO_CONTEXT = 'workflow "ctx" {\n  params { who: string = "ada" }\n  step show {\n    shell "cat"\n    inputs = [params.who]\n  }\n}\n'
+
+
+def _wf(body: str, title: str = "t", head: str = "") -> str:
+    return f'workflow "{title}" {{\n{head}{body}}}\n'
+
+
+# -- only verified plans run --------------------------------------------------------------------------
+
+
+def test_a_tampered_plan_is_refused_before_anything_is_written(runtime: Runtime) -> None:
+    plan = runtime.compile("wf.akm", _wf('  step touch {\n    shell "touch touched"\n  }\n'))
+    plan.write_text(plan.read_text().replace("touch touched", "touch TOUCHED"))
+    result = runtime.akm("run", plan)
+    assert result.returncode == 4 and "refused" in result.stderr and "planHash" in result.stderr
+    assert not runtime.state.exists() and not (runtime.root / "TOUCHED").exists()
+
+
+def test_expect_hash_pins_the_reviewed_plan(runtime: Runtime) -> None:
+    plan = runtime.compile("wf.akm", _wf('  step ok {\n    shell "true"\n  }\n'))
+    wrong = "sha256:" + "0" * 64
+    assert runtime.akm("run", plan, "--expect-hash", wrong).returncode == 4
+    assert not runtime.state.exists()
+    right = json.loads(plan.read_text())["planHash"]
+    assert runtime.akm("run", plan, "--expect-hash", right).returncode == 0
+
+
+def test_a_tampered_stored_plan_is_refused_on_every_drive(runtime: Runtime) -> None:
+    plan = runtime.compile(
+        "wf.akm", _wf('  step wait {\n    approval "ok?"\n  }\n  step after {\n    shell "touch after"\n  }\n')
+    )
+    code, document = runtime.run_json(plan)
+    assert code == 3
+    with sqlite3.connect(runtime.state / "state.db") as db:
+        db.execute("UPDATE runs SET plan_json = replace(plan_json, 'touch after', 'touch evil')")
+    assert runtime.akm("approve", document["runId"], "wait").returncode == 4
+    result = runtime.akm("run", document["runId"])
+    assert result.returncode == 4 and "does not verify" in result.stderr
+    assert not (runtime.root / "evil").exists()
+
+
+# -- params --------------------------------------------------------------------------------------------
+
+
+PARAMS = _wf(
+    '  step show {\n    shell "cat"\n    inputs = [params.n, params.flag, params.tags, params.name]\n  }\n',
+    head='  params {\n    n: int(min: 1)\n    flag: bool = false\n    tags: list[string] = []\n    name: "a" | "b" = "a"\n  }\n',
+)
+
+
+def test_params_are_parsed_by_type_with_defaults(runtime: Runtime) -> None:
+    plan = runtime.compile("wf.akm", PARAMS)
+    code, document = runtime.run_json(plan, "--param", "n=3", "--param", 'tags=["x", "y"]')
+    assert code == 0, document
+    context = runtime.store().step(document["runId"], "show").output
+    assert context["params"] == {"n": 3, "flag": False, "tags": ["x", "y"], "name": "a"}
+    (runtime.root / "p.json").write_text('{"n": 5, "flag": true}')
+    code, document = runtime.run_json(plan, "--params-file", "p.json", "--param", "name=b")
+    assert runtime.store().step(document["runId"], "show").output["params"]["name"] == "b"
+    assert runtime.store().step(document["runId"], "show").output["params"]["flag"] is True
+
+
+def test_bad_params_exit_two_and_publish_nothing(runtime: Runtime) -> None:
+    plan = runtime.compile("wf.akm", PARAMS)
+    for args in (
+        ["--param", "n=0"],
+        ["--param", "n=x"],
+        [],
+        ["--param", "nn=1"],
+        ["--param", "n=1", "--param", "name=c"],
+    ):
+        result = runtime.akm("run", plan, *args)
+        assert result.returncode == 2 and "bad params" in result.stderr, (args, result.stderr)
+    assert not runtime.state.exists()
+
+
+# -- the unit process contract -------------------------------------------------------------------------
+
+
+def test_context_on_stdin_and_at_akm_context_and_the_akm_variables(runtime: Runtime) -> None:
+    runtime.write(
+        {
+            "scripts/ctx.sh": '#!/bin/sh\nset -eu\ncmp - "$AKM_CONTEXT" >/dev/null\nprintf \'{"same": true, "run": "%s", "step": "%s", "unit": "%s", "dispatch": "%s", "attempt": "%s"}\' "$AKM_RUN_ID" "$AKM_STEP_ID" "$AKM_UNIT_ID" "$AKM_DISPATCH_ID" "$AKM_ATTEMPT"\n'
+        }
+    )
+    plan = runtime.compile("wf.akm", _wf('  step show {\n    script "scripts/ctx.sh"\n  }\n'))
+    code, document = runtime.run_json(plan)
+    assert code == 0, document
+    output = runtime.store().step(document["runId"], "show").output
+    assert output["same"] is True and output["run"] == document["runId"]
+    assert output["step"] == "show" and output["unit"] == "show:solo" and output["attempt"] == "1"
+    assert output["dispatch"].startswith("d-")
+
+
+def test_context_document_shape(runtime: Runtime) -> None:
+    plan = runtime.compile("wf.akm", ECHO_CONTEXT)
+    code, document = runtime.run_json(plan)
+    assert code == 0
+    context = runtime.store().step(document["runId"], "show").output
+    assert set(context) == {"runId", "stepId", "unitId", "dispatchId", "attempt", "params", "inputs"}
+    assert context["inputs"] == {"params.who": "ada"}
+
+
+def test_environment_is_minimal_and_env_entries_resolve_at_dispatch(runtime: Runtime) -> None:
+    source = _wf(
+        '  step env {\n    shell "env"\n    env {\n      LIT = "plain"\n      KEEP = passthrough\n      TOKEN = secret("MY_TOKEN")\n    }\n  }\n'
+    )
+    plan = runtime.compile("wf.akm", source)
+    env = runtime.env(KEEP="kept", LEAK="leaked", MY_TOKEN="s3cr3t-value")
+    code, document = runtime.run_json(plan, env=env)
+    assert code == 0
+    lines = runtime.store().step(document["runId"], "env").output.splitlines()
+    names = {line.split("=", 1)[0] for line in lines}
+    assert "LEAK" not in names and "MY_TOKEN" not in names
+    assert "LIT=plain" in lines and "KEEP=kept" in lines
+    assert "TOKEN=***" in lines  # the secret reached the unit but was redacted from what is stored
+    with sqlite3.connect(runtime.state / "state.db") as db:
+        dump = "\n".join(db.iterdump())
+    assert "s3cr3t-value" not in dump
+
+
+def test_a_missing_secret_fails_the_unit_naming_the_variable(runtime: Runtime) -> None:
+    plan = runtime.compile(
+        "wf.akm", _wf('  step s {\n    shell "true"\n    env { T = secret("NOT_SET_ANYWHERE") }\n  }\n')
+    )
+    code, document = runtime.run_json(plan)
+    assert code == 1
+    assert document["failure"]["reason"] == "secret_missing" and "NOT_SET_ANYWHERE" in document["failure"]["message"]
+
+
+def test_stdout_rules(runtime: Runtime) -> None:
+    source = _wf(
+        "  step text {\n    shell \"printf 'hello\\\\n'\"\n  }\n"
+        '  step json {\n    shell "echo \'{\\"a\\": 1}\'"\n  }\n'
+        '  step typed {\n    shell "echo \'{\\"a\\": \\"x\\"}\'"\n    output: { a: int }\n    on_error = continue\n  }\n'
+        "  step big {\n    shell \"head -c 1048577 /dev/zero | tr '\\\\0' a\"\n    on_error = continue\n  }\n"
+        '  step noisy {\n    shell "echo oops >&2; exit 3"\n    on_error = continue\n  }\n'
+    )
+    plan = runtime.compile("wf.akm", source)
+    code, document = runtime.run_json(plan)
+    assert code == 0, document
+    store = runtime.store()
+    assert store.step(document["runId"], "text").output == "hello"
+    assert store.step(document["runId"], "json").output == {"a": 1}
+    assert store.step(document["runId"], "typed").failure_reason == "output_invalid"
+    assert store.step(document["runId"], "big").failure_reason == "output_too_large"
+    noisy = store.step(document["runId"], "noisy")
+    assert noisy.failure_reason == "exit" and "exit status 3" in (noisy.failure_message or "")
+    [attempt] = store.attempts(document["runId"], "noisy:solo")
+    assert attempt.exit_code == 3 and attempt.stderr_tail == "oops\n"
+
+
+def test_script_runs_from_a_private_file_by_its_shebang(runtime: Runtime) -> None:
+    runtime.write(
+        {
+            "scripts/who.py": '#!/usr/bin/env python3\nimport json, os, stat, sys\nmode = stat.S_IMODE(os.stat(sys.argv[0]).st_mode)\nprint(json.dumps({"mode": oct(mode), "python": True}))\n'
+        }
+    )
+    plan = runtime.compile("wf.akm", _wf('  step py {\n    script "scripts/who.py"\n  }\n'))
+    (runtime.root / "scripts" / "who.py").write_text("#!/bin/sh\necho changed\n")  # the plan froze the bytes
+    code, document = runtime.run_json(plan)
+    assert code == 0
+    assert runtime.store().step(document["runId"], "py").output == {"mode": oct(0o700), "python": True}
+
+
+def test_agent_gets_instructions_on_stdin(runtime: Runtime) -> None:
+    plan = runtime.compile("wf.akm", _wf('  step think {\n    agent "Summarise the input."\n  }\n'))
+    code, document = runtime.run_json(plan)
+    assert code == 1 and document["failure"]["reason"] == "agent_unavailable"
+    code, document = runtime.run_json(plan, "--agent-cmd", "cat")
+    assert code == 0 and runtime.store().step(document["runId"], "think").output == "Summarise the input."
+    code, document = runtime.run_json(plan, env=runtime.env(AKM_AGENT_CMD="tr a-z A-Z"))
+    assert runtime.store().step(document["runId"], "think").output == "SUMMARISE THE INPUT."
+
+
+# -- execution -----------------------------------------------------------------------------------------
+
+
+def test_map_keeps_item_order_and_bounds_concurrency(runtime: Runtime) -> None:
+    runtime.write(
+        {
+            "scripts/slot.sh": '#!/bin/sh\nset -eu\nmkdir -p slots\ntouch "slots/$AKM_DISPATCH_ID"\nls slots | wc -l >> seen\nsleep 0.3\nrm "slots/$AKM_DISPATCH_ID"\npython3 -c \'import json,sys; print(json.dumps(json.load(sys.stdin)["item"] * 2))\' < "$AKM_CONTEXT"\n'
+        }
+    )
+    source = _wf(
+        '  step fan {\n    map params.items {\n      concurrency = 2\n      script "scripts/slot.sh"\n    }\n  }\n',
+        head="  params { items: list[int] = [5, 1, 4, 2, 3, 6] }\n",
+    )
+    plan = runtime.compile("wf.akm", source)
+    code, document = runtime.run_json(plan)
+    assert code == 0, document
+    assert runtime.store().step(document["runId"], "fan").output == [10, 2, 8, 4, 6, 12]
+    seen = [int(n) for n in (runtime.root / "seen").read_text().split()]
+    assert max(seen) <= 2 and len(seen) == 6
+    code, document = runtime.run_json(plan, "--max-concurrency", "1")
+    assert max(int(n) for n in (runtime.root / "seen").read_text().split()[6:]) == 1
+
+
+def test_route_skips_the_unselected_targets(runtime: Runtime) -> None:
+    source = _wf(
+        '  step pick {\n    route params.mood {\n      "a" -> left\n      "b" -> right\n    }\n  }\n'
+        '  step left {\n    shell "echo left"\n  }\n  step right {\n    shell "echo right"\n  }\n'
+        '  step after {\n    shell "echo after"\n  }\n',
+        head='  params { mood: "a" | "b" | "c" = "a" }\n',
+    )
+    plan = runtime.compile("wf.akm", source)
+    code, document = runtime.run_json(plan, "--param", "mood=b")
+    assert code == 0
+    statuses = {s.step_id: s.status for s in runtime.store().steps(document["runId"])}
+    assert statuses == {"pick": "completed", "left": "skipped", "right": "completed", "after": "completed"}
+    code, document = runtime.run_json(plan, "--param", "mood=c")
+    assert code == 1 and document["failure"]["reason"] == "route_no_match"
+
+
+def test_retry_gets_a_new_dispatch_id_and_succeeds(runtime: Runtime) -> None:
+    runtime.write({"scripts/flaky.sh": "#!/bin/sh\nif [ ! -e tried ]; then touch tried; exit 7; fi\necho ok\n"})
+    plan = runtime.compile(
+        "wf.akm", _wf('  step f {\n    script "scripts/flaky.sh"\n    retry = { max = 2, on = [exit] }\n  }\n')
+    )
+    code, document = runtime.run_json(plan)
+    assert code == 0, document
+    attempts = runtime.store().attempts(document["runId"], "f:solo")
+    assert [a.status for a in attempts] == ["failed", "completed"]
+    assert attempts[0].dispatch_id != attempts[1].dispatch_id
+
+
+def test_unit_timeout_kills_the_whole_process_group(runtime: Runtime) -> None:
+    source = _wf('  step slow {\n    shell "sleep 30 & echo $! > child.pid; wait"\n    timeout = 1s\n  }\n')
+    plan = runtime.compile("wf.akm", source)
+    code, document = runtime.run_json(plan)
+    assert code == 1 and document["failure"]["reason"] == "timeout"
+    child = int((runtime.root / "child.pid").read_text())
+    assert not Path(f"/proc/{child}").exists() or "Z" in Path(f"/proc/{child}/stat").read_text().split()[2]
+
+
+def test_on_error_continue_and_max_units(runtime: Runtime) -> None:
+    source = _wf(
+        '  step bad {\n    shell "exit 1"\n    on_error = continue\n  }\n'
+        '  step fan {\n    map params.items {\n      shell "true"\n    }\n  }\n',
+        head="  params { items: list[int] = [1, 2, 3] }\n  limits { max_units = 3 }\n",
+    )
+    plan = runtime.compile("wf.akm", source)
+    code, document = runtime.run_json(plan)
+    assert code == 1 and document["failure"]["reason"] == "budget_exceeded"
+    assert runtime.store().step(document["runId"], "bad").status == "failed"
+
+
+def test_input_unresolved_when_a_skipped_step_is_read(runtime: Runtime) -> None:
+    source = _wf(
+        '  step pick {\n    route params.go {\n      "x" -> one\n      _ -> two\n    }\n  }\n'
+        '  step one {\n    shell "echo 1"\n  }\n  step two {\n    shell "echo 2"\n  }\n'
+        '  step read {\n    shell "cat"\n    inputs = [steps.one.output]\n  }\n',
+        head='  params { go: string = "y" }\n',
+    )
+    plan = runtime.compile("wf.akm", source)
+    code, document = runtime.run_json(plan)
+    assert code == 1 and document["failure"] == {
+        "stepId": "read",
+        "reason": "input_unresolved",
+        "message": "steps.one.output did not resolve",
+    }
+
+
+def test_outputs_are_validated_in_the_completing_transaction(runtime: Runtime) -> None:
+    source = _wf(
+        '  step n {\n    shell "echo 5"\n  }\n',
+        head="  outputs {\n    count: string = steps.n.output\n  }\n",
+    )
+    runtime.write({"wf.akm": source})
+    from akmc.compiler import Session
+
+    assert Session(runtime.root).check(runtime.root / "wf.akm").plan is not None
+    plan = runtime.compile("wf.akm")
+    code, document = runtime.run_json(plan)
+    assert code == 1 and document["error"]["code"] == "WORKFLOW_OUTPUT_INVALID" and document["status"] == "active"
+    assert "count" in document["error"]["message"]
+    store = runtime.store()
+    assert store.run(document["runId"]).status == "active"
+    assert store.step(document["runId"], "n").status != "completed"
+    assert not [e for e in store.events(document["runId"]) if e[0] in ("step.completed", "run.completed")]
+
+
+def test_exported_result_without_outputs(runtime: Runtime) -> None:
+    plan = runtime.compile("wf.akm", _wf('  step a {\n    shell "true"\n  }\n'))
+    code, document = runtime.run_json(plan)
+    assert code == 0 and document["exported"] == {"runId": document["runId"], "status": "completed"}
+
+
+# -- gates and approvals ----------------------------------------------------------------------------------
+
+
+GATED = _wf(
+    '  step draft {\n    shell "python3 -c \'import json,sys; c=json.load(sys.stdin); print(json.dumps({\\"n\\": len(c.get(\\"gateFeedback\\") or \\"\\")}))\'"\n'
+    '    gate {\n      check shell "python3 scripts/check.py"\n      max_loops = 2\n    }\n  }\n'
+)
+CHECK = "import json, os, sys\nctx = json.load(open(os.environ['AKM_CONTEXT']))\nlimit = int(open('limit').read())\nif ctx['output']['n'] >= limit:\n    sys.exit(0)\nprint('x' * (ctx['output']['n'] + 1))\nsys.exit(1)\n"
+
+
+def test_gate_feeds_back_until_it_passes(runtime: Runtime) -> None:
+    runtime.write({"scripts/check.py": CHECK, "limit": "2"})
+    plan = runtime.compile("wf.akm", GATED)
+    code, document = runtime.run_json(plan)
+    assert code == 0, document
+    store = runtime.store()
+    assert store.step(document["runId"], "draft").output == {"n": 2}
+    assert store.unit(document["runId"], "draft:solo~l2") is not None
+
+
+def test_gate_blocks_after_max_loops_and_resume_reopens(runtime: Runtime) -> None:
+    runtime.write({"scripts/check.py": CHECK, "limit": "9"})
+    plan = runtime.compile("wf.akm", GATED)
+    code, document = runtime.run_json(plan)
+    assert code == 3 and document["blocked"]["stepId"] == "draft"
+    assert "> xxx" in document["blocked"]["notes"] and "akm-run resume" in document["blocked"]["notes"]
+    run_id = document["runId"]
+    assert runtime.akm("run", run_id).returncode == 3  # the engine never resumes a blocked run by itself
+    (runtime.root / "limit").write_text("3")
+    assert runtime.akm("resume", run_id).returncode == 0
+    code, document = runtime.run_json(run_id)
+    assert code == 0, document
+
+
+def test_approval_blocks_until_approved(runtime: Runtime) -> None:
+    source = _wf(
+        '  step ok {\n    approval "Ship it?"\n  }\n  step after {\n    shell "cat"\n    inputs = [steps.ok.output]\n  }\n'
+    )
+    plan = runtime.compile("wf.akm", source)
+    code, document = runtime.run_json(plan)
+    run_id = document["runId"]
+    assert code == 3 and f"akm-run approve {run_id} ok" in document["blocked"]["notes"]
+    assert runtime.akm("approve", run_id, "after").returncode == 2
+    approved = runtime.akm("approve", run_id, "ok", "--by", "alice", "--note", "fine")
+    assert approved.returncode == 0, approved.stderr
+    assert runtime.store().run(run_id).status == "active"
+    code, document = runtime.run_json(run_id)
+    assert code == 0
+    after = runtime.store().step(run_id, "after").output
+    assert after["inputs"]["steps.ok.output"] == {"approved": True, "by": "alice", "note": "fine"}
+
+
+# -- locks, status, list, abandon ---------------------------------------------------------------------
+
+
+def test_a_second_driver_exits_75_and_a_dead_holder_is_reclaimed(runtime: Runtime) -> None:
+    plan = runtime.compile("wf.akm", _wf('  step ok {\n    approval "wait"\n  }\n'))
+    code, document = runtime.run_json(plan)
+    assert code == 3
+    run_id = document["runId"]
+    lock = runtime.state / "locks" / f"{run_id}.lock"
+    import socket
+    import subprocess
+    import sys
+
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        lock.write_text(json.dumps({"pid": holder.pid, "host": socket.gethostname(), "started": 0}))
+        result = runtime.akm("run", run_id)
+        assert result.returncode == 75 and str(holder.pid) in result.stderr
+        assert runtime.akm("abandon", run_id).returncode == 75
+    finally:
+        holder.kill()
+        holder.wait()
+    assert runtime.akm("run", run_id).returncode == 3  # the dead holder's lock is reclaimed
+    assert not lock.exists()
+
+
+def test_status_list_and_abandon(runtime: Runtime) -> None:
+    plan = runtime.compile("wf.akm", _wf('  step a {\n    shell "true"\n  }\n  step ok {\n    approval "wait"\n  }\n'))
+    _, blocked = runtime.run_json(plan)
+    other = runtime.compile("other.akm", _wf('  step fail {\n    shell "exit 2"\n  }\n', title="other"))
+    _, failed = runtime.run_json(other)
+    text = runtime.akm("status", blocked["runId"]).stdout
+    assert "✓ a " in text and "⚠ ok" in text and "Waiting for approval" in text
+    document = json.loads(runtime.akm("status", blocked["runId"], "--format", "json").stdout)
+    assert document["run"]["status"] == "blocked" and [s["status"] for s in document["steps"]] == [
+        "completed",
+        "blocked",
+    ]
+    assert "children" not in document
+    listed = json.loads(runtime.akm("list", "--status", "failed", "--format", "json").stdout)
+    assert [r["id"] for r in listed["runs"]] == [failed["runId"]]
+    assert runtime.akm("abandon", blocked["runId"]).returncode == 0
+    assert runtime.store().run(blocked["runId"]).status == "failed"
+    assert runtime.akm("run", blocked["runId"]).returncode == 1
+
+
+def test_no_progress_decoration_when_not_a_terminal(runtime: Runtime) -> None:
+    plan = runtime.compile("wf.akm", _wf('  step a {\n    shell "true"\n  }\n'))
+    result = runtime.akm("run", plan)
+    assert result.returncode == 0 and result.stderr == "" and "\r" not in result.stdout
+
+
+def test_state_database_is_wal_with_migrations_recorded(runtime: Runtime) -> None:
+    plan = runtime.compile("wf.akm", _wf('  step a {\n    shell "true"\n  }\n'))
+    assert runtime.akm("run", plan).returncode == 0
+    with sqlite3.connect(runtime.state / "state.db") as db:
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert db.execute("SELECT COUNT(*) FROM migrations").fetchone()[0] >= 1
+    assert stat.S_ISDIR(os.stat(runtime.state / "locks").st_mode)

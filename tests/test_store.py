@@ -1,0 +1,167 @@
+"""The state store's contract, against the real SQLite store in a temp directory; and the run lock."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import sqlite3
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from syrupy.assertion import SnapshotAssertion
+
+from akm_run.locks import LockHeld, RunLock
+from akm_run.store import EVENT_KINDS, MIGRATIONS, Store
+from akm_run.units import redact
+
+PLAN = {"irVersion": 1, "ref": "workflows/w", "title": "w", "steps": [{"stepId": "a", "index": 0}], "limits": {}}
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    return Store(tmp_path / "state")
+
+
+def test_migrations_are_append_only(snapshot: SnapshotAssertion) -> None:
+    """A released migration never changes: editing one fails here; a new one is appended and
+    this snapshot updated in the same commit."""
+    assert [hashlib.sha256(m.encode()).hexdigest() for m in MIGRATIONS] == snapshot
+
+
+def test_reopening_applies_nothing_twice(tmp_path: Path) -> None:
+    first = Store(tmp_path)
+    first.close()
+    second = Store(tmp_path)
+    assert second.schema_version() == len(MIGRATIONS)
+
+
+def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
+    Store(tmp_path).close()
+    with sqlite3.connect(tmp_path / "state.db") as db:
+        db.execute("INSERT INTO migrations VALUES (?, 0)", (len(MIGRATIONS) + 1,))
+    with pytest.raises(RuntimeError, match="newer akm-run"):
+        Store(tmp_path)
+
+
+def test_publish_creates_the_run_and_its_steps(store: Store) -> None:
+    store.publish_run("r1", PLAN, "sha256:x", {"p": 1})
+    run = store.run("r1")
+    assert run is not None and run.status == "active" and run.params == {"p": 1}
+    assert [(s.step_id, s.status) for s in store.steps("r1")] == [("a", "pending")]
+    assert store.events("r1")[0][0] == "run.published"
+
+
+def test_publish_under_an_invocation_key_is_idempotent(store: Store) -> None:
+    store.publish_run("parent", PLAN, "sha256:x", {})
+    first = store.publish_run("c1", PLAN, "sha256:x", {}, parent_run_id="parent", invocation_key="k")
+    second = store.publish_run("c2", PLAN, "sha256:x", {}, parent_run_id="parent", invocation_key="k")
+    assert first == second == "c1" and [r.id for r in store.child_runs("parent")] == ["c1"]
+
+
+def test_racing_publishers_converge_on_one_row(tmp_path: Path) -> None:
+    Store(tmp_path).publish_run("parent", PLAN, "sha256:x", {})
+    results: list[str] = []
+    barrier = threading.Barrier(8)
+
+    def publish(n: int) -> None:
+        own = Store(tmp_path)  # separate connections, as separate processes would have
+        barrier.wait()
+        results.append(own.publish_run(f"c{n}", PLAN, "sha256:x", {}, parent_run_id="parent", invocation_key="k"))
+
+    threads = [threading.Thread(target=publish, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(set(results)) == 1 and len(Store(tmp_path).child_runs("parent")) == 1
+
+
+def test_a_failed_transaction_leaves_nothing(store: Store) -> None:
+    store.publish_run("r1", PLAN, "sha256:x", {})
+    with pytest.raises(RuntimeError), store.transaction():
+        store.set_step("r1", "a", "completed", output=1)
+        raise RuntimeError("boom")
+    assert store.step("r1", "a").status == "pending"  # type: ignore[union-attr]
+    assert [e[0] for e in store.events("r1")] == ["run.published"]
+
+
+def test_events_are_append_only(store: Store) -> None:
+    store.publish_run("r1", PLAN, "sha256:x", {})
+    with sqlite3.connect(store.path) as db, pytest.raises(sqlite3.DatabaseError, match="append-only"):
+        db.execute("UPDATE events SET kind = 'x'")
+    with sqlite3.connect(store.path) as db, pytest.raises(sqlite3.DatabaseError, match="append-only"):
+        db.execute("DELETE FROM events")
+
+
+def test_attempts_journal_and_units_settle(store: Store) -> None:
+    store.publish_run("r1", PLAN, "sha256:x", {})
+    assert store.begin_attempt("r1", "a:solo", "a", None, "sha256:h", "d-1") == 1
+    store.finish_attempt("r1", "a:solo", "a", 1, "failed", reason="exit", final=False)
+    assert store.unit("r1", "a:solo").status == "running"  # type: ignore[union-attr]
+    assert store.begin_attempt("r1", "a:solo", "a", None, "sha256:h", "d-2") == 2
+    assert [u for u, _, _ in store.interrupted_attempts("r1")] == ["a:solo"]
+    store.finish_attempt("r1", "a:solo", "a", 2, "completed", output={"ok": True})
+    unit = store.unit("r1", "a:solo")
+    assert unit is not None and unit.status == "completed" and unit.output == {"ok": True}
+    assert [a.dispatch_id for a in store.attempts("r1", "a:solo")] == ["d-1", "d-2"]
+    kinds = {e[0] for e in store.events("r1")}
+    assert kinds <= set(EVENT_KINDS) and {"unit.dispatched", "unit.failed", "unit.completed"} <= kinds
+
+
+def test_the_dispatch_budget(store: Store) -> None:
+    store.publish_run("r1", PLAN, "sha256:x", {})
+    assert [store.count_dispatch("r1", 2) for _ in range(3)] == [True, True, False]
+    assert store.count_dispatch("r1", None)
+
+
+def test_listing_hides_children_unless_asked(store: Store) -> None:
+    store.publish_run("p", PLAN, "sha256:x", {})
+    store.publish_run("c", PLAN, "sha256:x", {}, parent_run_id="p", invocation_key="k")
+    assert [r.id for r in store.runs()] == ["p"]
+    assert [r.id for r in store.runs(children=True)] == ["p", "c"]
+    assert [r.id for r in store.runs(children=True, status="completed")] == []
+
+
+# -- the run lock ----------------------------------------------------------------------------------
+
+
+def test_lock_is_exclusive_and_names_a_live_holder(tmp_path: Path) -> None:
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        lock_file = tmp_path / "locks" / "r1.lock"
+        lock_file.parent.mkdir()
+        lock_file.write_text(json.dumps({"pid": holder.pid, "host": socket.gethostname(), "started": 0}))
+        with pytest.raises(LockHeld) as raised:
+            RunLock(tmp_path, "r1").acquire()
+        assert raised.value.pid == holder.pid
+    finally:
+        holder.kill()
+        holder.wait()
+    with RunLock(tmp_path, "r1") as lock:  # the holder is dead now: reclaimed
+        assert json.loads(lock.path.read_text())["pid"] == os.getpid()
+    assert not lock.path.exists()
+
+
+def test_a_lock_of_another_host_is_never_reclaimed(tmp_path: Path) -> None:
+    (tmp_path / "locks").mkdir()
+    (tmp_path / "locks" / "r1.lock").write_text(json.dumps({"pid": 1, "host": "elsewhere.invalid", "started": 0}))
+    with pytest.raises(LockHeld):
+        RunLock(tmp_path, "r1").acquire()
+
+
+def test_release_removes_only_its_own_lock(tmp_path: Path) -> None:
+    lock = RunLock(tmp_path, "r1")
+    lock.acquire()
+    lock.path.write_text(json.dumps({"pid": 1, "host": "other", "started": 0}))
+    lock.release()
+    assert lock.path.exists()
+
+
+def test_redaction_masks_secret_values_everywhere() -> None:
+    value = {"out": "token=abcd1234", "list": ["abcd1234"], "abcd1234": 1, "n": 2}
+    assert redact(value, ["abcd1234", "x"]) == {"out": "token=***", "list": ["***"], "***": 1, "n": 2}

@@ -8,10 +8,8 @@ import argparse
 import json
 import os
 import re
-import secrets
 import signal
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -104,11 +102,6 @@ def parse_duration(text: str) -> int:
         raise ValueError(f"invalid duration {text!r} (use e.g. 90s, 10m, 2h, 1h30m, 250ms)")
     h, m, s, ms = (int(g or 0) for g in match.groups())
     return ((h * 60 + m) * 60 + s) * 1000 + ms
-
-
-def new_run_id() -> str:
-    """Sortable by creation time, unique by its random suffix."""
-    return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + secrets.token_hex(4)
 
 
 def emit(document: dict[str, Any], text: str, fmt: str) -> None:

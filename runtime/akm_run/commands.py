@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from akm_run import exitcodes, report
-from akm_run.cli import emit, new_run_id, on_signals, parse_duration, state_dir
+from akm_run.cli import emit, on_signals, parse_duration, state_dir
 from akm_run.engine import Engine, Options, stored_plan
+from akm_run.identity import new_run_id
 from akm_run.locks import LockHeld, RunLock
 from akm_run.params import ParamsError, collect
 from akm_run.plan import MAX_FILE_BYTES, PlanError, plan_hash, verify_file

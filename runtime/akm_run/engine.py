@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from akm_run import identity, units
+from akm_run import children, identity, units
 from akm_run.locks import RunLock
 from akm_run.plan import PlanError, canonical_bytes, plan_hash, verify_plan
 from akm_run.store import RunRow, StepRow, Store, dumps
@@ -208,7 +208,8 @@ class _Drive:
                     break
                 self._complete_step(step, ended.output)
             elif ended.status == "blocked":
-                self.store.set_step(self.run_id, step["stepId"], "blocked", notes=ended.notes)
+                blocked: dict[str, Any] = {"reason": ended.reason} if ended.reason else {}
+                self.store.set_step(self.run_id, step["stepId"], "blocked", notes=ended.notes, **blocked)
                 return self._blocked(step["stepId"], ended.notes or "")
             else:
                 self.store.set_step(self.run_id, step["stepId"], "failed", reason=ended.reason, message=ended.message)
@@ -349,6 +350,8 @@ class _Drive:
                 )
             end = self._unit(step, step["target"], identity.unit_id(step["stepId"]), loop, None, None, inputs,
                              feedback, schema=step.get("outputSchema"))  # fmt: skip
+            if end.status == "blocked":
+                return Step("blocked", reason=end.reason, notes=end.message)
             return Step(end.status, end.output, end.reason, end.message)
         ok, items = resolve(step["over"], self.params, self.rows)
         if missing or not ok or not isinstance(items, list):
@@ -384,7 +387,7 @@ class _Drive:
             unit = identity.unit_id(step["stepId"], items[index], mapped=True)
             end = self._unit(step, step["target"], unit, loop, items[index], index, inputs, feedback,
                              schema=step.get("outputSchema", {}).get("items") if "outputSchema" in step else None)  # fmt: skip
-            if end.status == "failed":
+            if end.status in ("failed", "blocked"):
                 stop.set()
             return end
 
@@ -405,6 +408,9 @@ class _Drive:
         for index, end in enumerate(ends):
             if end is not None and end.status == "failed":
                 return Step("failed", reason=end.reason, message=f"item {index}: {end.message}")
+        blocked = [end for end in ends if end is not None and end.status == "blocked"]
+        if blocked:
+            return Step("blocked", reason=blocked[0].reason, notes="\n".join(end.message or "" for end in blocked))
         outputs = [end.output for end in ends if end is not None]
         if "outputSchema" in step:
             problems = units.schema_errors(outputs, step["outputSchema"])
@@ -433,7 +439,14 @@ class _Drive:
         known = self.store.unit(self.run_id, journal)
         if known is not None and known.status == "completed":
             return UnitEnd("completed", known.output)
-        digest = identity.input_hash(target, self.params, inputs, item, None, feedback)
+        bindings = None
+        if target["kind"] == "child-workflow":
+            bindings, missing = self._bindings(target)
+            if missing:
+                message = "; ".join(missing)
+                self.store.fail_unit(self.run_id, journal, step["stepId"], index, "input_unresolved", message)
+                return UnitEnd("failed", reason="input_unresolved", message=message)
+        digest = identity.input_hash(target, self.params, inputs, item, bindings, feedback)
         if not self.store.attempts(self.run_id, journal):
             if not self.store.count_dispatch(self.run_id, self.plan["limits"].get("maxUnits")):
                 message = f"the run has dispatched its limit of {self.plan['limits']['maxUnits']} units (max_units)"
@@ -461,12 +474,17 @@ class _Drive:
             with self._flight:
                 self.in_flight += 1
             try:
-                outcome = units.execute(
-                    spec,
-                    self.engine.abort,
-                    functools.partial(self.store.attempt_process, self.run_id, journal, attempt, host=_host()),
-                    self.options.environ,
-                )
+                if bindings is not None:  # the one place a unit is dispatched: child runs too
+                    outcome, _ = children.drive_child(
+                        self.engine, self.run_id, step["stepId"], journal, digest, target, bindings
+                    )
+                else:
+                    outcome = units.execute(
+                        spec,
+                        self.engine.abort,
+                        functools.partial(self.store.attempt_process, self.run_id, journal, attempt, host=_host()),
+                        self.options.environ,
+                    )
             finally:
                 with self._flight:
                     self.in_flight -= 1
@@ -483,10 +501,25 @@ class _Drive:
                                       message=outcome.message, exit_code=outcome.exit_code,
                                       stderr_tail=outcome.stderr_tail, final=not again)  # fmt: skip
             if not again:
-                return UnitEnd("failed", outcome.output, outcome.reason, outcome.message)
+                status = "blocked" if outcome.reason == "child_workflow_blocked" else "failed"
+                return UnitEnd(status, outcome.output, outcome.reason, outcome.message)
             retries += 1
             assert retry is not None
             self._backoff(retry.get("backoffMs", 0) * (2 ** (retries - 1)))
+
+    def _bindings(self, target: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+        """A child-workflow target's bindings, resolved: literals as they are, references from the run."""
+        bound, missing = {}, []
+        for binding in target.get("bindings", []):
+            if binding["kind"] == "literal":
+                bound[binding["name"]] = binding["value"]
+                continue
+            ok, value = resolve(binding["from"], self.params, self.rows)
+            if ok:
+                bound[binding["name"]] = value
+            else:
+                missing.append(f"binding {binding['name']}: {binding['from']} did not resolve")
+        return bound, missing
 
     def _backoff(self, ms: int) -> None:
         if ms and self.engine.abort.wait(ms / 1000):

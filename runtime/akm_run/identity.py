@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import secrets
+import time
 from typing import Any
 
 from akm_run.plan import canonical_bytes, sha256_of
@@ -58,3 +60,8 @@ def dispatch_id(run_id: str, journal: str, retry: int) -> str:
     """Stable across a crash reclaim (same retry count), new on every explicit retry."""
     digest = hashlib.sha256(f"akm.dispatch/1\0{run_id}\0{journal}\0{retry}".encode()).hexdigest()
     return f"d-{digest[:24]}"
+
+
+def new_run_id() -> str:
+    """Sortable by creation time, unique by its random suffix."""
+    return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + secrets.token_hex(4)

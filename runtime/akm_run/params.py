@@ -76,6 +76,11 @@ def collect(declared: dict[str, Any], pairs: list[str], params_file: Path | None
             given[name] = parse_value(raw, declared[name]["schema"])
         except ParamsError as error:
             raise ParamsError(f"param {name}: {error}") from None
+    return complete(declared, given)
+
+
+def complete(declared: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
+    """`given` with defaults applied, validated against each param's schema; raises ParamsError."""
     problems = [_unknown(name, declared) for name in given if name not in declared]
     params = {}
     for name, param in declared.items():

@@ -91,8 +91,11 @@ class Runtime:
 
         if source is not None:
             self.write({name: source, **(files or {})})
-        result = Session(self.root).check(self.root / name)
-        assert result.plan is not None, [f"{d.code} {d.message}" for d in result.report.diagnostics]
+        session = Session(self.root)
+        result = session.check(self.root / name)
+        assert result.plan is not None, [
+            f"{d.file}: {d.code} {d.message}" for r in session.results for d in r.report.diagnostics
+        ]
         plan_file = self.root / "plans" / (Path(name).stem + ".plan.json")
         plan_file.parent.mkdir(exist_ok=True)
         plan_file.write_text(render_file(result.plan))

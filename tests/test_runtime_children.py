@@ -1,0 +1,295 @@
+"""Child runs end to end: composed workflows run inline as child runs in the same state database."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from conftest import Runtime
+
+LOG = 'echo \\"$AKM_RUN_ID $AKM_UNIT_ID\\" >> log'
+
+LEAF = """workflow "leaf" {
+  params {
+    n: int
+  }
+  outputs {
+    doubled: int = steps.double.output.value
+  }
+  step double {
+    shell "LOG; python3 -c 'import json,sys; c=json.load(sys.stdin); print(json.dumps({\\"value\\": c[\\"params\\"][\\"n\\"] * 2}))'"
+    output: { value: int }
+  }
+}
+""".replace("LOG", LOG)
+
+MIDDLE = """workflow "middle" {
+  params {
+    n: int = 4
+  }
+  outputs {
+    leaf = steps.call.output.doubled
+  }
+  step call {
+    uses "workflows/leaf" {
+      n = params.n
+    }
+  }
+}
+"""
+
+TOP = """workflow "top" {
+  step first {
+    shell "echo 3"
+  }
+  step mid {
+    uses "workflows/middle" {
+      n = steps.first.output
+    }
+  }
+  step last {
+    shell "cat"
+    inputs = [steps.mid.output.leaf]
+  }
+  outputs {
+    result = steps.mid.output.leaf
+  }
+}
+"""
+
+
+def _three_levels(runtime: Runtime, leaf: str = LEAF) -> Path:
+    runtime.write({"workflows/leaf.akm": leaf, "workflows/middle.akm": MIDDLE})
+    return runtime.compile("workflows/top.akm", TOP)
+
+
+def _child_rows(runtime: Runtime) -> list[tuple[str, str, str | None]]:
+    with sqlite3.connect(runtime.state / "state.db") as db:
+        return db.execute("SELECT id, ref, parent_run_id FROM runs ORDER BY created_at, id").fetchall()
+
+
+def test_three_levels_run_inline_and_exported_results_flow_up(runtime: Runtime) -> None:
+    code, document = runtime.run_json(_three_levels(runtime))
+    assert code == 0, document
+    assert document["exported"] == {"result": 6}
+    rows = _child_rows(runtime)
+    assert [r[1] for r in rows] == ["workflows/top", "workflows/middle", "workflows/leaf"]
+    top, middle, leaf = (r[0] for r in rows)
+    assert rows[1][2] == top and rows[2][2] == middle
+    assert runtime.store().step(top, "mid").output == {"leaf": 6}
+    status = json.loads(runtime.akm("status", top, "--format", "json").stdout)
+    assert status["children"] == [
+        {"runId": middle, "ref": "workflows/middle", "status": "completed", "stepId": "mid",
+         "children": [{"runId": leaf, "ref": "workflows/leaf", "status": "completed", "stepId": "call"}]}
+    ]  # fmt: skip
+    text = runtime.akm("status", top).stdout
+    assert f"  ✓ {middle}  workflows/middle  (step mid)  completed" in text
+    assert f"    ✓ {leaf}  workflows/leaf  (step call)  completed" in text
+    listed = json.loads(runtime.akm("list", "--format", "json").stdout)["runs"]
+    assert [r["id"] for r in listed] == [top]
+    everything = json.loads(runtime.akm("list", "--children", "--format", "json").stdout)["runs"]
+    assert [r["id"] for r in everything] == [top, middle, leaf]
+    child_status = json.loads(runtime.akm("status", leaf, "--format", "json").stdout)
+    assert child_status["run"]["parentRunId"] == middle
+
+
+def test_a_failed_child_fails_the_parent_naming_the_child(runtime: Runtime) -> None:
+    broken = LEAF.replace('shell "', 'shell "exit 4; ')
+    code, document = runtime.run_json(_three_levels(runtime, broken))
+    assert code == 1
+    failure = document["failure"]
+    assert failure["stepId"] == "mid" and failure["reason"] == "child_workflow_failed"
+    middle = _child_rows(runtime)[1][0]
+    assert f"child run {middle}" in failure["message"] and f"akm-run status {middle}" in failure["message"]
+    assert "failed at its step call: child_workflow_failed" in failure["message"]
+
+
+def test_bindings_that_do_not_fit_the_child_fail_publication(runtime: Runtime) -> None:
+    runtime.write({"workflows/leaf.akm": LEAF})
+    source = 'workflow "p" {\n  step v {\n    shell "echo not-a-number"\n  }\n  step c {\n    uses "workflows/leaf" {\n      n = steps.v.output\n    }\n  }\n}\n'
+    code, document = runtime.run_json(runtime.compile("workflows/p.akm", source))
+    assert code == 1 and document["failure"]["reason"] == "child_workflow_publish_failed"
+    assert "param n" in document["failure"]["message"]
+    assert len(_child_rows(runtime)) == 1
+
+
+APPROVING_LEAF = LEAF.replace("  step double {", '  step ok {\n    approval "Double it?"\n  }\n  step double {')
+
+
+def test_a_blocked_child_blocks_the_parent_until_cleared(runtime: Runtime) -> None:
+    runtime.write({"workflows/leaf.akm": APPROVING_LEAF})
+    source = 'workflow "p" {\n  step c {\n    uses "workflows/leaf" {\n      n = 5\n    }\n  }\n}\n'
+    code, document = runtime.run_json(runtime.compile("workflows/p.akm", source))
+    assert code == 3
+    parent, child = (r[0] for r in _child_rows(runtime))
+    assert document["blocked"] == {
+        "stepId": "c",
+        "notes": f'Step "c" composes child workflow run {child} (workflows/leaf),\n'
+        f'which is blocked at its own step "ok". Nothing in this run advances\n'
+        f"until the child does. Clear it with `akm-run resume {child}`, then\n"
+        f"`akm-run resume {parent}` and `akm-run run {parent}`.",
+    }
+    status = json.loads(runtime.akm("status", parent, "--format", "json").stdout)
+    assert status["steps"][0]["failureReason"] == "child_workflow_blocked"
+    assert status["children"][0]["resume"] == {
+        "command": f"akm-run resume {child}",
+        "then": f"akm-run resume {parent} && akm-run run {parent}",
+    }
+    assert "⚠" in runtime.akm("status", parent).stdout
+    assert runtime.akm("approve", child, "ok", "--by", "bo").returncode == 0
+    assert runtime.akm("resume", parent).returncode == 0
+    code, document = runtime.run_json(parent)
+    assert code == 0, document
+    assert document["exported"] == {"runId": parent, "status": "completed"}
+    assert runtime.store().run(child).status == "completed"
+    assert len(_child_rows(runtime)) == 2
+
+
+def test_nested_blocks_clear_deepest_first(runtime: Runtime) -> None:
+    """The worked example of docs/runtime.md: top → middle → leaf, the leaf waits for an approval."""
+    code, document = runtime.run_json(_three_levels(runtime, APPROVING_LEAF))
+    assert code == 3
+    top, middle, leaf = (r[0] for r in _child_rows(runtime))
+    assert f"child workflow run {middle} (workflows/middle)" in document["blocked"]["notes"]
+    tree = json.loads(runtime.akm("status", top, "--format", "json").stdout)["children"]
+    assert tree[0]["status"] == "blocked" and tree[0]["children"][0]["status"] == "blocked"
+    assert runtime.akm("approve", leaf, "ok").returncode == 0
+    assert runtime.akm("resume", middle).returncode == 0
+    assert runtime.akm("resume", top).returncode == 0
+    code, document = runtime.run_json(top)
+    assert code == 0 and document["exported"] == {"result": 6}
+    assert {r.status for r in runtime.store().runs(children=True)} == {"completed"}
+    log = Counter(line.split()[1] for line in (runtime.root / "log").read_text().splitlines())
+    assert log == {"double:solo": 1}
+
+
+def test_a_child_run_id_works_with_every_verb(runtime: Runtime) -> None:
+    runtime.write({"workflows/leaf.akm": APPROVING_LEAF})
+    source = 'workflow "p" {\n  step c {\n    uses "workflows/leaf" {\n      n = 5\n    }\n  }\n}\n'
+    runtime.run_json(runtime.compile("workflows/p.akm", source))
+    parent, child = (r[0] for r in _child_rows(runtime))
+    assert runtime.akm("status", child).returncode == 0
+    assert runtime.akm("run", child).returncode == 3
+    assert runtime.akm("resume", child).returncode == 0
+    assert runtime.akm("run", child).returncode == 3  # the approval blocks again
+    assert runtime.akm("approve", child, "ok").returncode == 0
+    assert runtime.akm("run", child).returncode == 0  # driven directly, to completion
+    assert runtime.akm("resume", parent).returncode == 0
+    assert runtime.run_json(parent)[0] == 0
+    other = runtime.compile("workflows/q.akm", source.replace('"p"', '"q"'))
+    runtime.run_json(other)
+    second_child = _child_rows(runtime)[-1][0]
+    assert runtime.akm("abandon", second_child).returncode == 0
+    assert runtime.store().run(second_child).status == "failed"
+
+
+# -- crash windows -----------------------------------------------------------------------------------
+
+
+def _crash(runtime: Runtime, plan: Path, fault: str) -> str:
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "akm_run", "run", str(plan)],
+        cwd=runtime.root,
+        env=runtime.env(AKM_RUN_FAULT=fault),
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    driver.communicate(timeout=60)
+    assert driver.returncode == -signal.SIGKILL
+    return _child_rows(runtime)[0][0]
+
+
+def _units_run(runtime: Runtime) -> Counter[str]:
+    path = runtime.root / "log"
+    return Counter(line.split()[1] for line in path.read_text().splitlines()) if path.exists() else Counter()
+
+
+@pytest.mark.parametrize("fault", ["child-published", "child-completed"])
+def test_crash_around_a_child_resumes_with_one_child_and_no_rerun(runtime: Runtime, fault: str) -> None:
+    runtime.write({"workflows/leaf.akm": LEAF})
+    source = 'workflow "p" {\n  step c {\n    uses "workflows/leaf" {\n      n = 5\n    }\n  }\n  step after {\n    shell "cat"\n    inputs = [steps.c.output.doubled]\n  }\n}\n'
+    parent = _crash(runtime, runtime.compile("workflows/p.akm", source), fault)
+    rows = _child_rows(runtime)
+    assert len(rows) == 2
+    before = _units_run(runtime)
+    assert before == ({} if fault == "child-published" else {"double:solo": 1})
+    code, document = runtime.run_json(parent)
+    assert code == 0, document
+    assert len(_child_rows(runtime)) == 2, "exactly one child run"
+    assert _units_run(runtime) == {"double:solo": 1}, "no child unit ran twice"
+    assert runtime.store().step(parent, "after").output["inputs"] == {"steps.c.output.doubled": 10}
+
+
+def test_crash_in_the_middle_of_a_child(runtime: Runtime) -> None:
+    crash = (
+        '#!/bin/sh\necho "$AKM_RUN_ID $AKM_UNIT_ID" >> log\n'
+        'if [ "$AKM_UNIT_ID" = two:solo ] && [ ! -e crashed ]; then touch crashed; kill -9 -"$(cat driver.pid)"; kill -9 $$; fi\n'
+        "echo done\n"
+    )
+    child = 'workflow "c" {\n  step one {\n    script "scripts/crash.sh"\n  }\n  step two {\n    script "scripts/crash.sh"\n  }\n  step three {\n    script "scripts/crash.sh"\n  }\n}\n'
+    runtime.write({"scripts/crash.sh": crash, "workflows/c.akm": child})
+    plan = runtime.compile("workflows/p.akm", 'workflow "p" {\n  step c {\n    uses "workflows/c"\n  }\n}\n')
+    driver = subprocess.Popen([sys.executable, "-m", "akm_run", "run", str(plan)], cwd=runtime.root,
+                              env=runtime.env(), start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    (runtime.root / "driver.pid").write_text(str(driver.pid))
+    driver.communicate(timeout=60)
+    assert driver.returncode == -signal.SIGKILL
+    parent = _child_rows(runtime)[0][0]
+    code, document = runtime.run_json(parent)
+    assert code == 0, document
+    assert _units_run(runtime) == {"one:solo": 1, "two:solo": 2, "three:solo": 1}
+    assert len(_child_rows(runtime)) == 2
+
+
+def test_two_drivers_contending_for_one_child(runtime: Runtime) -> None:
+    """A child driven directly while its parent tries to drive it: the parent fails busy, names the
+    holder, and converges on the same child after resume."""
+    leaf = APPROVING_LEAF.replace('shell "', 'shell "while [ ! -e go ]; do sleep 0.05; done; ')
+    runtime.write({"workflows/leaf.akm": leaf})
+    source = 'workflow "p" {\n  step c {\n    uses "workflows/leaf" {\n      n = 5\n    }\n  }\n}\n'
+    assert runtime.run_json(runtime.compile("workflows/p.akm", source))[0] == 3
+    parent, child = (r[0] for r in _child_rows(runtime))
+    assert runtime.akm("approve", child, "ok").returncode == 0
+    holder = subprocess.Popen([sys.executable, "-m", "akm_run", "run", child], cwd=runtime.root, env=runtime.env(),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        lock = runtime.state / "locks" / f"{child}.lock"
+        end = time.monotonic() + 30
+        while not lock.exists():
+            assert time.monotonic() < end
+            time.sleep(0.02)
+        assert runtime.akm("resume", parent).returncode == 0
+        code, document = runtime.run_json(parent)
+        assert code == 1 and document["failure"]["reason"] == "child_workflow_busy"
+        assert f"pid {holder.pid}" in document["failure"]["message"]
+    finally:
+        (runtime.root / "go").touch()
+        holder.communicate(timeout=60)
+    assert holder.returncode == 0
+    assert runtime.akm("resume", parent).returncode == 0
+    code, document = runtime.run_json(parent)
+    assert code == 0, document
+    assert len(_child_rows(runtime)) == 2
+    assert _units_run(runtime) == {"double:solo": 1}
+
+
+def test_replaying_a_completed_parent_changes_nothing(runtime: Runtime) -> None:
+    plan = _three_levels(runtime)
+    code, document = runtime.run_json(plan)
+    assert code == 0
+    with sqlite3.connect(runtime.state / "state.db") as db:
+        before = "\n".join(db.iterdump())
+    assert runtime.run_json(document["runId"]) == (0, document)
+    with sqlite3.connect(runtime.state / "state.db") as db:
+        after = "\n".join(db.iterdump())
+    assert before == after
+    assert _units_run(runtime) == {"double:solo": 1}

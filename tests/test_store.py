@@ -100,10 +100,10 @@ def test_events_are_append_only(store: Store) -> None:
 
 def test_attempts_journal_and_units_settle(store: Store) -> None:
     store.publish_run("r1", PLAN, "sha256:x", {})
-    assert store.begin_attempt("r1", "a:solo", "a", None, "sha256:h", "d-1") == 1
+    assert store.begin_attempt("r1", "a:solo", "a", None, "sha256:h", "d-1", new_unit=True) == 1
     store.finish_attempt("r1", "a:solo", "a", 1, "failed", reason="exit", final=False)
     assert store.unit("r1", "a:solo").status == "running"  # type: ignore[union-attr]
-    assert store.begin_attempt("r1", "a:solo", "a", None, "sha256:h", "d-2") == 2
+    assert store.begin_attempt("r1", "a:solo", "a", None, "sha256:h", "d-2", new_unit=False) == 2
     assert [u for u, _, _ in store.interrupted_attempts("r1")] == ["a:solo"]
     store.finish_attempt("r1", "a:solo", "a", 2, "completed", output={"ok": True})
     unit = store.unit("r1", "a:solo")
@@ -113,10 +113,13 @@ def test_attempts_journal_and_units_settle(store: Store) -> None:
     assert kinds <= set(EVENT_KINDS) and {"unit.dispatched", "unit.failed", "unit.completed"} <= kinds
 
 
-def test_the_dispatch_budget(store: Store) -> None:
+def test_the_dispatch_budget_counts_new_units_only(store: Store) -> None:
     store.publish_run("r1", PLAN, "sha256:x", {})
-    assert [store.count_dispatch("r1", 2) for _ in range(3)] == [True, True, False]
-    assert store.count_dispatch("r1", None)
+    assert store.begin_attempt("r1", "a:1", "a", 0, "h", "d-1", new_unit=True, max_units=2) == 1
+    assert store.begin_attempt("r1", "a:1", "a", 0, "h", "d-2", new_unit=False, max_units=2) == 2  # a retry
+    assert store.begin_attempt("r1", "a:2", "a", 1, "h", "d-3", new_unit=True, max_units=2) == 1
+    assert store.begin_attempt("r1", "a:3", "a", 2, "h", "d-4", new_unit=True, max_units=2) == 0
+    assert store.unit("r1", "a:3") is None
 
 
 def test_listing_hides_children_unless_asked(store: Store) -> None:

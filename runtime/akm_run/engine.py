@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import re
+import shutil
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -162,6 +163,7 @@ class _Drive:
 
     def run(self) -> Result:
         timer = self._deadline()
+        self.scratch = units.scratch_directory()
         try:
             return self._spine()
         except Aborted:
@@ -169,6 +171,7 @@ class _Drive:
         finally:
             if timer is not None:
                 timer.cancel()
+            shutil.rmtree(self.scratch, ignore_errors=True)
 
     def _deadline(self) -> threading.Timer | None:
         limits = [t for t in (self.plan["limits"].get("timeoutMs"), self.options.timeout_ms) if t is not None]
@@ -197,10 +200,8 @@ class _Drive:
             if row.status == "blocked":
                 return self._blocked(step["stepId"], row.notes or "")
             self._check_abort()
-            self.store.set_current_step(self.run_id, index)
+            self.store.start_step(self.run_id, step["stepId"], index)
             self._progress()
-            if row.status != "running":
-                self.store.set_step(self.run_id, step["stepId"], "running")
             ended = self._step(step, row)
             if ended.status == "completed":
                 if index == len(steps) - 1:
@@ -230,17 +231,19 @@ class _Drive:
             self.options.progress(done, len(self.rows), self.in_flight)
 
     def _complete_step(self, step: dict[str, Any], output: Any) -> None:
-        with self.store.transaction():
+        with self.store.transaction(durable=False):
             self.store.set_step(self.run_id, step["stepId"], "completed", output=output)
             if step["kind"] == "route":
                 self._skip_unselected(step, output)
-        self._refresh()
+        row = self.rows[step["stepId"]]
+        row.status, row.output_json = "completed", dumps(output)
 
     def _skip_unselected(self, step: dict[str, Any], selected: str) -> None:
         targets = [c["next"] for c in step["cases"]] + ([step["default"]] if "default" in step else [])
         for name in dict.fromkeys(targets):
             if name != selected and self.rows[name].status == "pending":
                 self.store.set_step(self.run_id, name, "skipped", notes=f"route {step['stepId']} selected {selected}")
+                self.rows[name].status = "skipped"
 
     def _refresh(self) -> None:
         self.rows = {row.step_id: row for row in self.store.steps(self.run_id)}
@@ -269,7 +272,6 @@ class _Drive:
         declared = self.plan.get("outputs")
         if not declared:
             return {"runId": self.run_id, "status": "completed"}
-        self._refresh()
         exported, problems = {}, []
         for name, output in declared.items():
             ok, value = resolve(output["from"], self.params, self.rows)
@@ -447,18 +449,21 @@ class _Drive:
                 self.store.fail_unit(self.run_id, journal, step["stepId"], index, "input_unresolved", message)
                 return UnitEnd("failed", reason="input_unresolved", message=message)
         digest = identity.input_hash(target, self.params, inputs, item, bindings, feedback)
-        if not self.store.attempts(self.run_id, journal):
-            if not self.store.count_dispatch(self.run_id, self.plan["limits"].get("maxUnits")):
+        failed_before = (
+            0 if known is None else sum(1 for a in self.store.attempts(self.run_id, journal) if a.status == "failed")
+        )
+        retry = step.get("retry") if not journal.startswith(f"{step['stepId']}:gate") else None
+        retries, new_unit = 0, known is None
+        while True:
+            self._check_abort()
+            dispatch = identity.dispatch_id(self.run_id, journal, failed_before)
+            attempt = self.store.begin_attempt(self.run_id, journal, step["stepId"], index, digest, dispatch,
+                                               new_unit=new_unit, max_units=self.plan["limits"].get("maxUnits"))  # fmt: skip
+            new_unit = False
+            if not attempt:
                 message = f"the run has dispatched its limit of {self.plan['limits']['maxUnits']} units (max_units)"
                 self.store.fail_unit(self.run_id, journal, step["stepId"], index, "budget_exceeded", message)
                 return UnitEnd("failed", reason="budget_exceeded", message=message)
-        retry = step.get("retry") if not journal.startswith(f"{step['stepId']}:gate") else None
-        retries = 0
-        while True:
-            self._check_abort()
-            failed_before = sum(1 for a in self.store.attempts(self.run_id, journal) if a.status == "failed")
-            dispatch = identity.dispatch_id(self.run_id, journal, failed_before)
-            attempt = self.store.begin_attempt(self.run_id, journal, step["stepId"], index, digest, dispatch)
             context: dict[str, Any] = {
                 "runId": self.run_id, "stepId": step["stepId"], "unitId": journal, "dispatchId": dispatch,
                 "attempt": attempt, "params": self.params, "inputs": inputs,
@@ -484,6 +489,7 @@ class _Drive:
                         self.engine.abort,
                         functools.partial(self.store.attempt_process, self.run_id, journal, attempt, host=_host()),
                         self.options.environ,
+                        self.scratch,
                     )
             finally:
                 with self._flight:
@@ -504,6 +510,7 @@ class _Drive:
                 status = "blocked" if outcome.reason == "child_workflow_blocked" else "failed"
                 return UnitEnd(status, outcome.output, outcome.reason, outcome.message)
             retries += 1
+            failed_before += 1
             assert retry is not None
             self._backoff(retry.get("backoffMs", 0) * (2 ** (retries - 1)))
 

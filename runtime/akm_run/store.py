@@ -233,7 +233,7 @@ class Store:
         self._depth = 0
         self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         self._db.execute("PRAGMA journal_mode = WAL")
-        self._db.execute("PRAGMA synchronous = FULL")  # a journaled completion survives power loss
+        self._db.execute("PRAGMA synchronous = NORMAL")  # durable transactions raise it (see transaction)
         self._db.execute("PRAGMA foreign_keys = ON")
         self._migrate()
 
@@ -243,8 +243,14 @@ class Store:
     # -- transactions and migrations --------------------------------------------------------------
 
     @contextmanager
-    def transaction(self) -> Iterator[None]:
-        """One short write transaction (BEGIN IMMEDIATE); nested uses join the outer one."""
+    def transaction(self, durable: bool = True) -> Iterator[None]:
+        """One short write transaction (BEGIN IMMEDIATE); nested uses join the outer one.
+
+        A durable commit is fsynced (it survives power loss); the others reach the operating system
+        before the call returns (they survive any crash of akm-run) and are fsynced by the next
+        durable commit or checkpoint. Runs are published and settled durably; the unit journal is
+        not, because losing its last entries to a power cut only repeats a unit, which dispatch
+        (at-least-once) already allows, and a process it started died with the machine."""
         with self._lock:
             if self._depth:
                 self._depth += 1
@@ -253,6 +259,8 @@ class Store:
                 finally:
                     self._depth -= 1
                 return
+            if durable:
+                self._db.execute("PRAGMA synchronous = FULL")
             self._db.execute("BEGIN IMMEDIATE")
             self._depth = 1
             try:
@@ -264,6 +272,8 @@ class Store:
                 self._db.execute("COMMIT")
             finally:
                 self._depth = 0
+                if durable:
+                    self._db.execute("PRAGMA synchronous = NORMAL")
 
     def _migrate(self) -> None:
         with self.transaction():
@@ -380,17 +390,24 @@ class Store:
             kind = {"active": "run.reopened", "completed": "run.completed", "failed": "run.failed"}.get(status)
             self.event(run_id, kind or f"run.{status}", **{k: v for k, v in fields.items() if k != "exported"})
 
-    def set_current_step(self, run_id: str, index: int) -> None:
-        self._execute("UPDATE runs SET current_step = ?, updated_at = ? WHERE id = ?", (index, time.time(), run_id))
+    def start_step(self, run_id: str, step_id: str, index: int) -> None:
+        """The spine reaches a step: it becomes the run's current step and starts running."""
+        now = time.time()
+        with self.transaction(durable=False):
+            self._execute("UPDATE runs SET current_step = ?, updated_at = ? WHERE id = ?", (index, now, run_id))
+            self._execute(
+                "UPDATE steps SET status = 'running', updated_at = ? WHERE run_id = ? AND step_id = ?",
+                (now, run_id, step_id),
+            )
+            self.event(run_id, "step.started", step_id)
 
     def count_dispatch(self, run_id: str, limit: int | None) -> bool:
         """Count one more dispatched unit against `limits.maxUnits`; False when the budget is spent."""
-        with self.transaction():
-            row = self._execute("SELECT units_dispatched FROM runs WHERE id = ?", (run_id,)).fetchone()
-            if limit is not None and row[0] >= limit:
-                return False
-            self._execute("UPDATE runs SET units_dispatched = units_dispatched + 1 WHERE id = ?", (run_id,))
-            return True
+        cursor = self._execute(
+            "UPDATE runs SET units_dispatched = units_dispatched + 1 WHERE id = ? AND (? IS NULL OR units_dispatched < ?)",
+            (run_id, limit, limit),
+        )
+        return cursor.rowcount == 1
 
     # -- steps ----------------------------------------------------------------------------------------
 
@@ -414,7 +431,7 @@ class Store:
                       "gate_feedback": "gate_feedback"}[key]  # fmt: skip
             sets.append(f"{column} = ?")
             args.append(dumps(value) if key == "output" else value)
-        with self.transaction():
+        with self.transaction(durable=False):
             self._execute(
                 f"UPDATE steps SET {', '.join(sets)} WHERE run_id = ? AND step_id = ?", (*args, run_id, step_id)
             )
@@ -450,21 +467,33 @@ class Store:
         return [AttemptRow(*r) for r in rows]
 
     def begin_attempt(
-        self, run_id: str, unit_id: str, step_id: str, item_index: int | None, input_hash: str, dispatch_id: str
+        self,
+        run_id: str,
+        unit_id: str,
+        step_id: str,
+        item_index: int | None,
+        input_hash: str,
+        dispatch_id: str,
+        *,
+        new_unit: bool,
+        max_units: int | None = None,
     ) -> int:
-        """Journal the start of an attempt (creating the unit on its first); returns the attempt number."""
+        """Journal the start of an attempt; a `new_unit` counts against `max_units`. Returns the
+        attempt number, or 0 when the run's unit budget is spent."""
         now = time.time()
-        with self.transaction():
+        with self.transaction(durable=False):
+            if new_unit and not self.count_dispatch(run_id, max_units):
+                return 0
+            row = self._execute(
+                "SELECT COALESCE(MAX(attempt), 0) FROM attempts WHERE run_id = ? AND unit_id = ?", (run_id, unit_id)
+            ).fetchone()
+            attempt = int(row[0]) + 1
             self._execute(
                 "INSERT INTO units (run_id, unit_id, step_id, item_index, input_hash, status, created_at, updated_at) "
                 "VALUES (?, ?, ?, ?, ?, 'running', ?, ?) ON CONFLICT (run_id, unit_id) DO UPDATE SET "
                 "status = 'running', input_hash = excluded.input_hash, updated_at = excluded.updated_at",
                 (run_id, unit_id, step_id, item_index, input_hash, now, now),
             )
-            row = self._execute(
-                "SELECT COALESCE(MAX(attempt), 0) FROM attempts WHERE run_id = ? AND unit_id = ?", (run_id, unit_id)
-            ).fetchone()
-            attempt = int(row[0]) + 1
             self._execute(
                 "INSERT INTO attempts (run_id, unit_id, attempt, dispatch_id, status, started_at) "
                 "VALUES (?, ?, ?, ?, 'running', ?)",
@@ -474,15 +503,15 @@ class Store:
         return attempt
 
     def attempt_process(self, run_id: str, unit_id: str, attempt: int, pid: int, host: str) -> None:
-        """Record the process of a running attempt, so a crash reclaim can stop a leftover one."""
-        with self.transaction():
-            self._execute(
-                "UPDATE attempts SET pid = ?, host = ? WHERE run_id = ? AND unit_id = ? AND attempt = ?",
-                (pid, host, run_id, unit_id, attempt),
-            )
+        """Record the process of a running attempt, so a crash reclaim can stop a leftover one.
+        One statement: its own transaction."""
+        self._execute(
+            "UPDATE attempts SET pid = ?, host = ? WHERE run_id = ? AND unit_id = ? AND attempt = ?",
+            (pid, host, run_id, unit_id, attempt),
+        )
 
     def set_child_run(self, run_id: str, unit_id: str, child_run_id: str) -> None:
-        with self.transaction():
+        with self.transaction(durable=False):
             self._execute(
                 "UPDATE units SET child_run_id = ? WHERE run_id = ? AND unit_id = ?", (child_run_id, run_id, unit_id)
             )
@@ -504,7 +533,7 @@ class Store:
     ) -> None:
         """Finish an attempt; `final` also settles the unit (completed with its output, or failed)."""
         now = time.time()
-        with self.transaction():
+        with self.transaction(durable=False):
             self._execute(
                 "UPDATE attempts SET status = ?, reason = ?, exit_code = ?, stderr_tail = ?, finished_at = ? "
                 "WHERE run_id = ? AND unit_id = ? AND attempt = ?",
@@ -533,7 +562,7 @@ class Store:
     ) -> None:
         """A unit that fails before any attempt (input_unresolved, budget_exceeded, secret_missing …)."""
         now = time.time()
-        with self.transaction():
+        with self.transaction(durable=False):
             self._execute(
                 "INSERT INTO units (run_id, unit_id, step_id, item_index, input_hash, status, failure_reason, "
                 "failure_message, created_at, updated_at) VALUES (?, ?, ?, ?, '', 'failed', ?, ?, ?, ?) "

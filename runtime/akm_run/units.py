@@ -109,37 +109,52 @@ def redact(value: Any, secrets: list[str]) -> Any:
     return value
 
 
+def scratch_directory() -> Path:
+    """A private (0700) directory for the files of the units of one drive."""
+    return Path(tempfile.mkdtemp(prefix="akm-run-"))
+
+
 def execute(
     unit: Unit,
     abort: threading.Event,
     on_spawn: Callable[[int], None] = lambda pid: None,
     environ: Mapping[str, str] | None = None,
+    scratch: Path | None = None,
 ) -> Outcome:
-    """Run one attempt of a shell, script or agent target to its outcome."""
+    """Run one attempt of a shell, script or agent target to its outcome. Its context, script,
+    stdout and stderr files live in `scratch` (private, 0700) and are removed afterwards."""
     environ = os.environ if environ is None else environ
     try:
         env, secrets = environment(unit, environ)
         argv, stdin_text = _command(unit, environ)
     except UnitFailure as failure:
         return Outcome("failed", reason=failure.reason, message=failure.message)
-    with tempfile.TemporaryDirectory(prefix="akm-unit-") as private:
-        os.chmod(private, 0o700)
-        work = Path(private)
-        context_path = work / "context.json"
-        context_path.write_text(json.dumps(unit.context, ensure_ascii=False, sort_keys=True))
-        os.chmod(context_path, 0o600)
-        env["AKM_CONTEXT"] = str(context_path)
+    if scratch is None:
+        with tempfile.TemporaryDirectory(prefix="akm-unit-") as private:
+            return execute(unit, abort, on_spawn, environ, Path(private))
+    prefix = scratch / f"{unit.context['dispatchId']}.{unit.context['attempt']}.{threading.get_ident()}"
+    files = {name: Path(f"{prefix}.{name}") for name in ("context.json", "script", "stdin", "stdout", "stderr")}
+    try:
+        _private(files["context.json"], json.dumps(unit.context, ensure_ascii=False, sort_keys=True), 0o600)
+        env["AKM_CONTEXT"] = str(files["context.json"])
         if argv[0] == "<script>":
-            script = work / "script"
-            script.write_text(unit.target["text"], encoding="utf-8")
-            os.chmod(script, 0o700)
-            argv = [str(script)]
-        stdin_path = context_path
+            _private(files["script"], unit.target["text"], 0o700)
+            argv = [str(files["script"])]
+        stdin_path = files["context.json"]
         if stdin_text is not None:
-            stdin_path = work / "stdin"
-            stdin_path.write_text(stdin_text, encoding="utf-8")
-        outcome = _run(argv, unit, env, stdin_path, work, abort, on_spawn)
+            stdin_path = files["stdin"]
+            _private(stdin_path, stdin_text, 0o600)
+        outcome = _run(argv, unit, env, stdin_path, files["stdout"], files["stderr"], abort, on_spawn)
+    finally:
+        for path in files.values():
+            path.unlink(missing_ok=True)
     return _redacted(outcome, secrets)
+
+
+def _private(path: Path, text: str, mode: int) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
 
 
 def _command(unit: Unit, environ: Mapping[str, str]) -> tuple[list[str], str | None]:
@@ -164,13 +179,13 @@ def _run(
     unit: Unit,
     env: dict[str, str],
     stdin_path: Path,
-    work: Path,
+    stdout_path: Path,
+    stderr_path: Path,
     abort: threading.Event,
     on_spawn: Callable[[int], None],
 ) -> Outcome:
     import subprocess
 
-    stdout_path, stderr_path = work / "stdout", work / "stderr"
     with stdin_path.open("rb") as stdin, stdout_path.open("wb") as stdout, stderr_path.open("wb") as stderr:
         try:
             process = subprocess.Popen(
@@ -183,11 +198,10 @@ def _run(
         on_spawn(process.pid)
         deadline = None if unit.timeout_ms is None else time.monotonic() + unit.timeout_ms / 1000
         ended = None
-        while True:
-            try:
-                process.wait(timeout=_slice(deadline))
-                break
-            except subprocess.TimeoutExpired:
+        with _Exit(process.pid) as exited:
+            while True:
+                if exited.wait(_slice(deadline)) and process.poll() is not None:
+                    break
                 if abort.is_set():
                     ended = "aborted"
                 elif deadline is not None and time.monotonic() >= deadline:
@@ -212,6 +226,35 @@ def _run(
         return Outcome("failed", output=_text(stdout_path), reason="exit", message=message, exit_code=code,
                        stderr_tail=tail)  # fmt: skip
     return _result(stdout_path, unit, tail)
+
+
+class _Exit:
+    """Wakes as soon as a process exits: a pidfd where the platform has one, else short polls."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.fd: int | None = None
+
+    def __enter__(self) -> _Exit:
+        try:
+            self.fd = os.pidfd_open(self.pid)
+        except (AttributeError, OSError):
+            self.fd = None
+        return self
+
+    def wait(self, seconds: float) -> bool:
+        """True when the process may have exited (the caller confirms with poll())."""
+        if self.fd is None:
+            time.sleep(min(seconds, 0.005))
+            return True
+        import select
+
+        ready, _, _ = select.select([self.fd], [], [], seconds)
+        return bool(ready)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
 
 
 def _slice(deadline: float | None) -> float:

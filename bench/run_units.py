@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""Benchmark `akm-run`: per-unit cost of a map of N trivial units (`shell "true"`) and of a spine of
+N steps, against a plain loop of `subprocess.run(["true"])` and against `xargs -P`. Journaling is
+the product's own (SQLite, WAL). Prints figures; asserts nothing.
+
+The akm-run figures are marginal: (time for 2N units - time for N units) / N, so interpreter
+start-up and plan verification, paid once per run, are not spread over the units.
+
+    python bench/run_units.py --units 200 --repeat 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent.parent
+
+
+def _plan(root: Path, name: str, source: str) -> Path:
+    sys.path.insert(0, str(HERE))
+    from akm_run.plan import render_file
+    from akmc.compiler import Session
+
+    (root / f"{name}.akm").write_text(source)
+    plan = Session(root).check(root / f"{name}.akm").plan
+    assert plan is not None, name
+    path = root / f"{name}.plan.json"
+    path.write_text(render_file(plan))
+    return path
+
+
+def _best_and_median(run: Callable[[], float], repeat: int) -> tuple[float, float]:
+    times = [run() for _ in range(repeat)]
+    return min(times), statistics.median(times)
+
+
+def _timed(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> float:
+    start = time.perf_counter()
+    subprocess.run(argv, cwd=cwd, env=env, check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--units", type=int, default=200)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--parallel", type=int, default=4, help="map concurrency and xargs -P")
+    args = parser.parse_args()
+    n = args.units
+    with tempfile.TemporaryDirectory() as directory:
+        root = Path(directory)
+        (root / "akm.toml").write_text("")
+
+        def map_plan(count: int, width: int) -> Path:
+            items = json.dumps(list(range(count)))
+            return _plan(root, f"map-{count}-{width}", f'workflow "map" {{\n  params {{ items: list[int] = {items} }}\n'
+                         f'  limits {{ concurrency = {width} }}\n  step fan {{\n    map params.items {{\n'
+                         f'      concurrency = {width}\n      shell "true"\n    }}\n  }}\n}}\n')  # fmt: skip
+
+        def spine_plan(count: int) -> Path:
+            steps = "".join(f'  step s{i} {{\n    shell "true"\n  }}\n' for i in range(count))
+            return _plan(root, f"spine-{count}", f'workflow "spine" {{\n{steps}}}\n')
+
+        counter = [0]
+
+        def akm_run(plan: Path) -> Callable[[], float]:
+            def once() -> float:
+                counter[0] += 1
+                env = {**os.environ, "AKM_STATE_DIR": str(root / f"state-{counter[0]}")}
+                return _timed([sys.executable, "-m", "akm_run", "run", str(plan)], root, env)
+
+            return once
+
+        def marginal(small: Path, large: Path, count: int) -> tuple[float, float]:
+            a = [akm_run(small)() for _ in range(args.repeat)]
+            b = [akm_run(large)() for _ in range(args.repeat)]
+            return (min(b) - min(a)) / count, (statistics.median(b) - statistics.median(a)) / count
+
+        def plain_loop() -> float:
+            start = time.perf_counter()
+            for _ in range(n):
+                subprocess.run(["true"], check=True)
+            return time.perf_counter() - start
+
+        def xargs(p: int) -> Callable[[], float]:
+            def once() -> float:
+                start = time.perf_counter()
+                subprocess.run(["xargs", "-P", str(p), "-n", "1", "sh", "-c", "true"], input=" ".join(["x"] * n).encode(),
+                               check=True)  # fmt: skip
+                return time.perf_counter() - start
+
+            return once
+
+        def per_unit(run: Callable[[], float]) -> tuple[float, float]:
+            best, median = _best_and_median(run, args.repeat)
+            return best / n, median / n
+
+        spine = min(n, 128)
+        figures = {
+            "plain loop of subprocess.run(['true'])": per_unit(plain_loop),
+            "xargs -P 1 sh -c true": per_unit(xargs(1)),
+            f"xargs -P {args.parallel} sh -c true": per_unit(xargs(args.parallel)),
+            "akm-run map, concurrency 1": marginal(map_plan(n, 1), map_plan(2 * n, 1), n),
+            f"akm-run map, concurrency {args.parallel}": marginal(
+                map_plan(n, args.parallel), map_plan(2 * n, args.parallel), n
+            ),
+            "akm-run spine": marginal(spine_plan(spine), spine_plan(2 * spine), spine),
+        }
+        print(f"{'what':45} {'best ms/unit':>13} {'median ms/unit':>15}")
+        for what, (best, median) in figures.items():
+            print(f"{what:45} {best * 1000:13.2f} {median * 1000:15.2f}")
+
+
+if __name__ == "__main__":
+    main()

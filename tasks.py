@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Set up a local virtual environment and run the project's jobs.
 
-    python3 tasks.py demo   # set up, then check, compile, plan and run the bundled examples
+    python3 tasks.py demo   # set up, then check, compile, verify, summarise and run the bundled examples
     python3 tasks.py test   # set up, then lint, type-check and run the whole test suite
 
 Only Python 3.11+ with pip and venv is needed; everything else is installed
@@ -49,8 +49,13 @@ def demo() -> int:
     setup()
     run(BIN / "akmc", "check", "examples/")
     run(BIN / "akmc", "compile", "examples/workflows", "--out-dir", "examples/plans", "--root", "examples")
-    run(BIN / "akmc", "verify", "examples/plans/workflows/hello.plan.json")
-    run(BIN / "akmc", "plan", "examples/workflows/hello.akm")
+    run(BIN / "akmc", "verify", "examples/plans/workflows/notes.plan.json")
+    run(BIN / "akmc", "plan", "examples/workflows/notes.akm")
+    # Run the reviewed plan: notes composes hello, which runs inline as a child run.
+    state = ("--state-dir", "examples/.akm-run")
+    run(BIN / "akm-run", "run", "examples/plans/workflows/notes.plan.json", "--param", 'team=["ada", "grace", "linus"]',
+        "--workdir", "examples", *state)  # fmt: skip
+    run(BIN / "akm-run", "list", *state)
     return 0
 
 

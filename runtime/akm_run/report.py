@@ -132,7 +132,9 @@ def status_text(document: dict[str, Any]) -> str:
     for step in document["steps"]:
         line = f"  {STEP_GLYPHS[step['status']]} {step['stepId'].ljust(width)}  {step['status']}"
         if "failureReason" in step:
-            line += f" ({step['failureReason']})" + (f": {step['failureMessage']}" if step.get("failureMessage") else "")
+            line += f" ({step['failureReason']})" + (
+                f": {step['failureMessage']}" if step.get("failureMessage") else ""
+            )
         lines.append(line.rstrip())
         if step["status"] in ("blocked", "failed") and "notes" in step:
             lines += [f"      {note}" for note in step["notes"].splitlines()]

@@ -42,6 +42,8 @@ class FileResult:
     edges: dict[str, tuple[Path | None, str]] = field(default_factory=dict)  # uses ref → located file or why not
     child: Child | None = None  # what a composing workflow sees; set once compiled
     compiled: bool = False
+    comments: list[tuple[str, ast.Span]] = field(default_factory=list, repr=False)
+    silenced: int = 0  # diagnostics removed by `# akmc: ignore` comments
 
 
 def check_file(path: Path, display: str, root: Path | None = None) -> FileResult:
@@ -52,8 +54,9 @@ def check_file(path: Path, display: str, root: Path | None = None) -> FileResult
 class Session:
     """Compiles workflows for one invocation, each file at most once."""
 
-    def __init__(self, root: Path | None = None) -> None:
+    def __init__(self, root: Path | None = None, *, suppressions: bool = True) -> None:
         self.root = root.resolve() if root is not None else None
+        self.suppressions = suppressions  # False for --no-ignore
         self._files: dict[Path, FileResult] = {}  # every file read, by resolved path
         self._checked: dict[Path, None] = {}  # the files asked for and their children, in order
 
@@ -125,7 +128,7 @@ class Session:
         from akmc import syntax  # the parser loads lazily: `akmc explain` never needs it
 
         result.text = text
-        result.workflow = syntax.parse(text, result.report)
+        result.workflow = syntax.parse(text, result.report, result.comments)
         result.ref = ref_of(key, root) or key.stem
         if result.workflow is not None:
             for uses in compose.uses_targets(result.workflow):
@@ -209,6 +212,14 @@ class Session:
             result.child.plan, result.child.plan_hash, result.child.size = plan, sha256_of(data), len(data)
             result.child.embedded, result.child.chain = embedded, chain
             result.child.reads = {e["path"]: e["sha256"] for e in plan["sourceReadSet"]}
+        if self.suppressions:
+            # after the child summary: a silenced error still keeps the plan from being produced
+            from akmc.suppress import apply, directives
+
+            before = len(report.diagnostics)
+            found = directives(result.comments)
+            apply(report, found)
+            result.silenced = before - len([d for d in report.diagnostics if d.code != "W704"])
 
     def _link(self, result: FileResult, model: Any) -> tuple[dict[str, Child], list[tuple[ast.Span, Child]]]:
         """The compiled child of each `uses` step (E400, E401, E408), and the `uses` sites in step order."""

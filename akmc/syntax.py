@@ -51,6 +51,9 @@ _GROUPS = [
 _BLOCK_KEYWORDS = {"PARAMS", "OUTPUTS", "LIMITS", "DEFAULTS", "ENV", "GATE", "MAP", "ROUTE"}
 
 
+_COMMENTS: list[Token] = []  # filled by the lexer while one file parses (see parse)
+
+
 @lru_cache(maxsize=1)
 def parser() -> Lark:
     """The LALR parser, built once per process (its analysis is cached on disk by Lark).
@@ -65,12 +68,15 @@ def parser() -> Lark:
         propagate_positions=True,
         maybe_placeholders=True,
         cache=True,
+        lexer_callbacks={"COMMENT": _COMMENTS.append},
     )
 
 
-def parse(text: str, report: Report) -> ast.Workflow | None:
-    """Parse one file. Returns None after reporting the file's one syntax error."""
+def parse(text: str, report: Report, comments: list[tuple[str, ast.Span]] | None = None) -> ast.Workflow | None:
+    """Parse one file. Returns None after reporting the file's one syntax error.
+    `comments` receives every `#` comment (text and span) when the file parses."""
     _BUILDER.reset(text, report)
+    _COMMENTS.clear()
     try:
         workflow: ast.Workflow = _BUILDER.transform(parser().parse(text))
     except UnexpectedInput as error:
@@ -85,6 +91,9 @@ def parse(text: str, report: Report) -> ast.Workflow | None:
         return None
     finally:
         _BUILDER.reset("", Report(""))
+    if comments is not None:
+        comments.extend((token.value, _tspan(token)) for token in _COMMENTS)
+    _COMMENTS.clear()
     return workflow
 
 

@@ -117,4 +117,4 @@ def test_explain_unknown_code() -> None:
 def test_version_and_help() -> None:
     assert run_cli("--version").stdout.startswith("akmc ")
     help_text = run_cli("check", "--help").stdout
-    assert "Example: akmc check" in help_text and "--format" in help_text
+    assert "examples:\n  akmc check" in help_text and "--format" in help_text

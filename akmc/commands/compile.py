@@ -8,7 +8,7 @@ from typing import Any
 
 from akmc import exitcodes
 from akmc.compiler import FileResult, Session
-from akmc.diagnostics import Diagnostic
+from akmc.diagnostics import ERROR, Diagnostic
 from akmc.workspace import SourceError, discover, display_path, find_root
 
 
@@ -47,6 +47,11 @@ def report_diagnostics(results: list[FileResult]) -> None:
     if diagnostics:
         sources = {r.display: r.text for r in results if r.text is not None}
         sys.stderr.write(text.render(diagnostics, sources, len(results)))
+    for result in results:
+        visible = any(d.severity == ERROR for d in result.report.diagnostics)
+        if result.plan is None and result.workflow is not None and result.silenced and not visible:
+            print(f"akmc: error: {result.display} has errors silenced by `# akmc: ignore` comments; "
+                  "a workflow with errors has no plan (see them with `akmc check --no-ignore`)", file=sys.stderr)  # fmt: skip
 
 
 def run(source: Path, *, output: Path | None, out_dir: Path | None, check: bool, root: Path | None) -> int:

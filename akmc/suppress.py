@@ -1,0 +1,79 @@
+"""Inline suppressions: `# akmc: ignore[CODE,…]` on a line, `# akmc: ignore-file[CODE,…]` for a file.
+
+Precise by construction: a suppression names codes, never message text, and a line suppression
+covers only diagnostics whose primary span starts on its own line. A suppression (or one code in
+it) that silences nothing is reported as W704, so stale ignores do not pile up."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from akmc import ast
+from akmc.diagnostics import CATALOG, Diagnostic, Report
+
+_DIRECTIVE = re.compile(r"#\s*akmc:\s*(ignore-file|ignore)\s*\[([^\]]*)\]")
+
+
+@dataclass(slots=True)
+class Suppression:
+    whole_file: bool
+    line: int
+    span: ast.Span
+    codes: list[str]
+    used: set[str] = field(default_factory=set)
+
+
+def directives(comments: list[tuple[str, ast.Span]]) -> list[Suppression]:
+    """The suppressions among a file's comments (text and span of each `#` comment)."""
+    found = []
+    for text, span in comments:
+        match = _DIRECTIVE.search(text)
+        if match is None:
+            continue
+        codes = [c.strip() for c in match.group(2).split(",") if c.strip()]
+        start = span.start + match.start()
+        where = ast.Span(span.line, span.column + match.start(), span.line, span.column + match.end(), start,
+                         start + match.end() - match.start())  # fmt: skip
+        found.append(Suppression(match.group(1) == "ignore-file", span.line, where, codes))
+    return found
+
+
+def apply(report: Report, suppressions: list[Suppression]) -> None:
+    """Remove the diagnostics the suppressions silence from `report`, then add W704 for each
+    suppression code that silenced nothing (or is not a code at all)."""
+    kept: list[Diagnostic] = []
+    for diagnostic in report.diagnostics:
+        silencer = _silencer(diagnostic, suppressions)
+        if silencer is None:
+            kept.append(diagnostic)
+        else:
+            silencer.used.add(diagnostic.code)
+    report.diagnostics[:] = kept
+    quiet = any(s.whole_file and "W704" in s.codes for s in suppressions)
+    for suppression in suppressions:
+        unused = [c for c in suppression.codes if c not in suppression.used]
+        unknown = [c for c in unused if c not in CATALOG]
+        idle = [c for c in unused if c in CATALOG]
+        kind = "ignore-file" if suppression.whole_file else "ignore"
+        found = []
+        if unknown:
+            found.append((f"`# akmc: {kind}[…]` names {', '.join(f'`{c}`' for c in unknown)}, which is not a "
+                          "diagnostic code", "codes look like E203 or W700; `akmc explain CODE` describes each"))  # fmt: skip
+        if idle and suppression.whole_file:
+            found.append((f"`# akmc: ignore-file[{', '.join(idle)}]` silences nothing: this file has no such diagnostic",
+                          "remove the code from the suppression"))  # fmt: skip
+        elif idle:
+            found.append((f"`# akmc: ignore[{', '.join(idle)}]` silences nothing on line {suppression.line}",
+                          "remove the suppression, or move it to the line the diagnostic points at"))  # fmt: skip
+        if not quiet:
+            report.diagnostics += [Diagnostic("W704", m, report.file, suppression.span, h) for m, h in found]
+
+
+def _silencer(diagnostic: Diagnostic, suppressions: list[Suppression]) -> Suppression | None:
+    for suppression in suppressions:
+        if diagnostic.code not in suppression.codes:
+            continue
+        if suppression.whole_file or suppression.line == diagnostic.span.line:
+            return suppression
+    return None

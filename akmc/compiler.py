@@ -6,6 +6,7 @@ before their parents, so a tree that composes the same child many times (a diamo
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,9 @@ class FileResult:
     compiled: bool = False
     comments: list[tuple[str, ast.Span]] = field(default_factory=list, repr=False)
     silenced: int = 0  # diagnostics removed by `# akmc: ignore` comments
+    # What the result depends on, for the result cache: root-relative path → sha256 (None: absent).
+    # None when the result depends on more than files (a did-you-mean over the workspace, a cycle).
+    deps: dict[str, str | None] | None = None
 
 
 def check_file(path: Path, display: str, root: Path | None = None) -> FileResult:
@@ -78,31 +82,33 @@ class Session:
             self._checked[node] = None
         return result
 
-    def dependents(self, paths: list[Path]) -> list[Path]:
-        """Every workflow in the workspace that composes one of `paths` (checked files), directly or
-        transitively: the parents a child edit can break. Candidates come from a textual scan and are
-        confirmed by parsing them, so a `uses` inside a prompt or a comment never adds a file."""
+    def dependents(
+        self, root: Path, paths: list[Path], known: Callable[[Path], list[Path] | None] | None = None
+    ) -> list[Path]:
+        """Every workflow under `root` that composes one of `paths`, directly or transitively: the
+        parents a child edit can break. Candidates come from a textual scan and are confirmed by their
+        real `uses` edges — from `known` (the result cache) when it has them, else by parsing — so a
+        `uses` inside a prompt or a comment never adds a file."""
         from akmc import compose
 
+        changed = {p.resolve() for p in paths}
+        edges: dict[Path, list[Path]] = {}
+        for candidate in compose.dependents(root, paths):
+            key = candidate.resolve()
+            found = known(candidate) if known is not None else None
+            if found is None:
+                parsed = self._parse(candidate, root.resolve(), display_path(candidate))
+                found = [c for c, _ in parsed.edges.values() if c is not None]
+            edges[key] = [c.resolve() for c in found]
         confirmed: dict[Path, None] = {}
-        by_root: dict[Path, list[Path]] = {}
-        for path in paths:
-            result = self._files.get(path.resolve())
-            if result is not None:
-                by_root.setdefault(result.root, []).append(path)
-        for root, given in by_root.items():
-            changed = {p.resolve() for p in given}
-            parsed = [self._parse(c, root, display_path(c)) for c in compose.dependents(root, given)]
-            grew = True
-            while grew:
-                grew = False
-                for candidate in parsed:
-                    if candidate.path in changed or candidate.unreadable is not None:
-                        continue
-                    if any(c is not None and c.resolve() in changed for c, _ in candidate.edges.values()):
-                        changed.add(candidate.path)
-                        confirmed[candidate.path] = None
-                        grew = True
+        grew = True
+        while grew:
+            grew = False
+            for candidate, children in edges.items():
+                if candidate not in changed and any(c in changed for c in children):
+                    changed.add(candidate)
+                    confirmed[candidate] = None
+                    grew = True
         return list(confirmed)
 
     # -- reading and ordering ----------------------------------------------------------------------
@@ -188,6 +194,7 @@ class Session:
         result.compiled = True
         if result.workflow is None or result.unreadable is not None:
             result.child = _summary(result, None, None)
+            result.deps = result.child.deps = _own(result)
             return
         from akm_run.plan import canonical_bytes, sha256_of
         from akmc import compose
@@ -200,14 +207,17 @@ class Session:
         model = resolve(result.workflow, report)
         children, sites = self._link(result, model)
         typed = typecheck(model, report, children)
-        plan = lower(model, typed, ref=ref, source=result.data, root=result.root, report=report, reads=ReadSet(),
+        reads = ReadSet()
+        plan = lower(model, typed, ref=ref, source=result.data, root=result.root, report=report, reads=reads,
                      children=children)  # fmt: skip
+        result.deps = self._deps(result, reads, children)
         chain, embedded = compose.bounds(report, ref, sites)
         data = canonical_bytes(plan)
         compose.plan_size(report, plan, len(data), _keyword(result.workflow.span))
         if not report.has_errors:
             result.plan = plan
         result.child = _summary(result, model, typed)
+        result.child.deps = result.deps
         if result.plan is not None:
             result.child.plan, result.child.plan_hash, result.child.size = plan, sha256_of(data), len(data)
             result.child.embedded, result.child.chain = embedded, chain
@@ -220,6 +230,17 @@ class Session:
             found = directives(result.comments)
             apply(report, found)
             result.silenced = before - len([d for d in report.diagnostics if d.code != "W704"])
+
+    def _deps(self, result: FileResult, reads: Any, children: dict[str, Child]) -> dict[str, str | None] | None:
+        own = _own(result)
+        if own is None or any(d.code in ("E400", "E401") for d in result.report.diagnostics):
+            return None
+        deps = {**own, **reads.probed}
+        for child in children.values():
+            if child.deps is None:
+                return None
+            deps.update(child.deps)
+        return deps
 
     def _link(self, result: FileResult, model: Any) -> tuple[dict[str, Child], list[tuple[ast.Span, Child]]]:
         """The compiled child of each `uses` step (E400, E401, E408), and the `uses` sites in step order."""
@@ -265,6 +286,17 @@ def _summary(result: FileResult, model: Any, typed: Any) -> Child:
         child.params = {n: (typed.params[n], p.default is None) for n, p in model.params.items()}
         child.outputs = dict(typed.outputs)
     return child
+
+
+def _own(result: FileResult) -> dict[str, str | None] | None:
+    """The file's own source as a dependency (None when it lies outside the root)."""
+    import hashlib
+
+    try:
+        relative = result.path.relative_to(result.root).as_posix()
+    except ValueError:
+        return None
+    return {relative: "sha256:" + hashlib.sha256(result.data).hexdigest()}
 
 
 def _keyword(span: ast.Span) -> ast.Span:

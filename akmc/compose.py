@@ -34,6 +34,7 @@ class Child:
     chain: tuple[str, ...] = ()  # its deepest composition chain, itself first
     first_error: Diagnostic | None = None
     reads: dict[str, str] = field(default_factory=dict)  # its sourceReadSet
+    deps: dict[str, str | None] | None = None  # what its result depends on (see compiler.FileResult.deps)
 
     @property
     def output_type(self) -> t.Type:

@@ -24,10 +24,18 @@ class ReadSet:
     """Every workspace file a compile read, by root-relative path → `sha256:…`."""
 
     files: dict[str, str] = field(default_factory=dict)
+    probed: dict[str, str | None] = field(default_factory=dict)  # every path looked at: its hash, or None if absent
 
     def add(self, path: str, data: bytes) -> str:
-        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        digest = self.probe(path, data)
         self.files[path] = digest
+        return digest
+
+    def probe(self, path: str, data: bytes | None) -> str:
+        """Record a path the compile depended on without reading it into the plan (the result cache
+        re-checks these)."""
+        digest = "sha256:" + hashlib.sha256(data).hexdigest() if data is not None else ""
+        self.probed[path] = digest or None
         return digest
 
     def entries(self) -> list[dict[str, str]]:
@@ -57,6 +65,7 @@ def freeze(root: Path, raw: str, span: ast.Span, what: str, report: Report, read
         report.add("E500", span, what=what, path=raw)
         return None
     if not resolved.is_file():
+        reads.probe(pure.as_posix(), None)
         report.add("E500", span, what=what, path=raw)
         return None
     try:
@@ -65,6 +74,7 @@ def freeze(root: Path, raw: str, span: ast.Span, what: str, report: Report, read
     except OSError as error:
         report.add("E500", span, what=what, path=f"{raw}` ({error.strerror})`")
         return None
+    reads.probe(pure.as_posix(), data)
     if len(data) > MAX_SCRIPT_BYTES:
         report.add("E502", span, message=f"{what} `{raw}` exceeds {MAX_SCRIPT_BYTES // 1024} KiB")
         return None

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 from akmc import exitcodes
+from akmc.cache import Cache, Cached
 from akmc.compiler import FileResult, Session
 from akmc.config import CheckConfig, ConfigError, code_problem, load
 from akmc.diagnostics import ERROR, Diagnostic
@@ -39,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--exclude", action="append", metavar="GLOB", help="skip matching workflows")
     parser.add_argument("--no-ignore", action="store_true", help="disregard `# akmc: ignore` comments")
     parser.add_argument("--no-cache", action="store_true", help="neither read nor write .akmc-cache/")
+    parser.add_argument("-j", "--jobs", type=int, help="worker processes for large trees (default: the CPU count)")
     parser.add_argument("-q", "--quiet", action="store_true", help="print diagnostics only, no summary line")
     return parser
 
@@ -65,31 +68,33 @@ def main(argv: list[str]) -> int:
     for name in ("strict", "select", "ignore", "include", "exclude"):
         if getattr(args, name) is not None:  # the command line wins
             setattr(config, name, getattr(args, name))
-    return run(args.paths, root=args.root, config=config, output_format=args.output_format, quiet=args.quiet,
-               suppressions=not args.no_ignore, cache=not args.no_cache)  # fmt: skip
+    return run(args.paths, root=root, config=config, output_format=args.output_format, quiet=args.quiet,
+               suppressions=not args.no_ignore, cache=not args.no_cache, jobs=args.jobs)  # fmt: skip
 
 
 def run(
     paths: list[Path],
     *,
-    root: Path | None = None,
+    root: Path,
     config: CheckConfig | None = None,
     output_format: str = "text",
     quiet: bool = False,
     suppressions: bool = True,
     cache: bool = True,
+    jobs: int | None = None,
 ) -> int:
+    """Check `paths` (and their children and parents) in the workspace at `root`; print; exit code."""
     config = config or CheckConfig()
-    session = Session(root, suppressions=suppressions)
-    files = _selected(session, paths or [Path(".")], config)
-    failed = not _check_all(session, files)
+    root = root.resolve()
+    checker = _Checker(root, suppressions, Cache(root, suppressions) if cache else None, jobs)
+    files = _selected(root, paths or [Path(".")], config)
+    failed = not checker.check(files)
     # A child edit can break the workflows that compose it: check those parents too.
-    parents = [p for p in session.dependents(files) if _wanted(session, p, config)]
-    failed = not _check_all(session, parents) or failed
-    results = [r for r in session.results if _wanted(session, r.path, config)]
-    diagnostics = sorted(
-        (d for r in results for d in r.report.diagnostics if config.reports(d.code)), key=Diagnostic.sort_key
-    )
+    parents = [p for p in checker.session.dependents(root, files, checker.known_uses) if _wanted(root, p, config)]
+    failed = not checker.check(parents) or failed
+    checker.save()
+    results = [r for r in checker.results.values() if _wanted(root, r.path, config)]
+    diagnostics = sorted((d for r in results for d in r.diagnostics if config.reports(d.code)), key=Diagnostic.sort_key)
     _emit(diagnostics, results, output_format, quiet)
     if failed:
         return exitcodes.USAGE
@@ -98,20 +103,118 @@ def run(
     return exitcodes.OK
 
 
-def _selected(session: Session, paths: list[Path], config: CheckConfig) -> list[Path]:
+class _Checker:
+    """Checks files through the result cache, compiling the misses (in parallel when there are many)."""
+
+    def __init__(self, root: Path, suppressions: bool, cache: Cache | None, jobs: int | None) -> None:
+        self.root, self.suppressions, self.cache = root, suppressions, cache
+        self.jobs = jobs if jobs is not None else min(os.cpu_count() or 1, 8)
+        self.session = Session(root, suppressions=suppressions)
+        self.results: dict[Path, Cached] = {}
+        self.fresh: list[Cached] = []
+
+    def known_uses(self, path: Path) -> list[Path] | None:
+        """A workflow's direct children from a trusted cache entry (None: unknown, parse it)."""
+        found = self.results.get(path.resolve()) or self._restore_one(path)
+        return None if found is None else [self.root / u for u in found.uses]
+
+    def check(self, files: list[Path]) -> bool:
+        misses = [p for p in files if p.resolve() not in self.results and not self._restore(p)]
+        if len(misses) >= PARALLEL_THRESHOLD and self.jobs > 1:
+            return self._parallel(misses)
+        ok = _check_all(self.session, misses)
+        for result in self.session.results:
+            if result.path not in self.results:
+                self._add(_record(result, self.root))
+        return ok
+
+    def _add(self, record: Cached) -> None:
+        self.results[record.path] = record
+        if record.deps is not None:
+            self.fresh.append(record)
+
+    def _restore_one(self, path: Path) -> Cached | None:
+        if self.cache is None:
+            return None
+        relative = self.cache.relative(path)
+        return self.cache.load(relative) if relative is not None else None
+
+    def _restore(self, path: Path) -> bool:
+        """Take a file and every child it composes from the cache, or nothing."""
+        found = self._restore_one(path)
+        if found is None or self.cache is None:
+            return False
+        children = [self.cache.load(c) for c in found.children]
+        if any(c is None for c in children):
+            return False
+        for record in [found, *children]:
+            assert record is not None
+            self.results.setdefault(record.path, record)
+        return True
+
+    def _parallel(self, misses: list[Path]) -> bool:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        from akmc import syntax
+
+        syntax.parser()  # built once here, inherited by every forked worker
+        chunks = [misses[i :: self.jobs] for i in range(self.jobs)]
+        ok = True
+        context = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(max_workers=self.jobs, mp_context=context) as pool:
+            for chunk_ok, records in pool.map(_work, [(self.root, self.suppressions, c) for c in chunks if c]):
+                ok = ok and chunk_ok
+                for record in records:
+                    if record.path not in self.results:
+                        self._add(record)
+        return ok
+
+    def save(self) -> None:
+        if self.cache is None:
+            return
+        for record in self.fresh:
+            relative = self.cache.relative(record.path)
+            if relative is not None and record.deps is not None:
+                self.cache.store(relative, record.deps, record.diagnostics, record.uses)
+
+
+PARALLEL_THRESHOLD = 24  # below this, starting worker processes costs more than it saves
+
+
+def _work(job: tuple[Path, bool, list[Path]]) -> tuple[bool, list[Cached]]:
+    """A worker process: check a share of the files in a session of its own."""
+    root, suppressions, files = job
+    session = Session(root, suppressions=suppressions)
+    ok = _check_all(session, files)
+    return ok, [_record(r, root) for r in session.results]
+
+
+def _record(result: FileResult, root: Path) -> Cached:
+    uses = []
+    for child, _ in result.edges.values():
+        if child is not None:
+            try:
+                uses.append(child.resolve().relative_to(root).as_posix())
+            except ValueError:
+                continue
+    return Cached(result.path, result.display, result.text, list(result.report.diagnostics), uses=uses,
+                  deps=result.deps)  # fmt: skip
+
+
+def _selected(root: Path, paths: list[Path], config: CheckConfig) -> list[Path]:
     chosen = []
     for path in discover(paths):
-        if _wanted(session, path, config):
+        if _wanted(root, path, config):
             chosen.append(path)
         elif any(path == p for p in paths):
             print(f"akmc: note: {display_path(path)} is excluded by the [check] configuration", file=sys.stderr)
     return chosen
 
 
-def _wanted(session: Session, path: Path, config: CheckConfig) -> bool:
+def _wanted(root: Path, path: Path, config: CheckConfig) -> bool:
     if not config.include and not config.exclude:
         return True
-    root = session.root or find_root(path.parent)
     try:
         relative = path.resolve().relative_to(root).as_posix()
     except ValueError:
@@ -137,7 +240,7 @@ def _check_all(session: Session, files: list[Path]) -> bool:
     return ok
 
 
-def _emit(diagnostics: list[Diagnostic], results: list[FileResult], output_format: str, quiet: bool) -> None:
+def _emit(diagnostics: list[Diagnostic], results: list[Cached], output_format: str, quiet: bool) -> None:
     if output_format == "json":
         from akmc.render import json as renderer
 

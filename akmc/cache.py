@@ -1,0 +1,146 @@
+"""The result cache of `akmc check` under `<root>/.akmc-cache/`.
+
+An entry holds one file's diagnostics and the hash of every workspace file its result depends on:
+its source, the scripts and prompts it reads, every child it composes (transitively) and the files
+those read, and the paths it found absent. An entry is used only when its key (the compiler's
+fingerprint, the file, the suppression setting) matches and every one of those hashes still does;
+anything else — stale, corrupt, from another compiler — is ignored and rewritten. Entries are
+written to a temporary file and renamed, so concurrent `akmc` processes never see half an entry."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from akmc import __version__, ast
+from akmc.diagnostics import CATALOG, Diagnostic, Related
+from akmc.workspace import display_path
+
+DIRECTORY = ".akmc-cache"
+FORMAT = 1
+
+
+@lru_cache(maxsize=1)
+def fingerprint() -> str:
+    """The compiler's version and the hash of its own code, grammar and catalog: a rebuilt compiler
+    never trusts results of another."""
+    package = Path(__file__).resolve().parent
+    digest = hashlib.sha256(f"akmc {__version__}\0".encode())
+    for path in sorted([*package.rglob("*.py"), *package.parent.glob("grammar/*.lark"), *package.rglob("*.lark")]):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+@dataclass(slots=True)
+class Cached:
+    """One checked file as `akmc check` reports and caches it (restored, or fresh from a compile)."""
+
+    path: Path
+    display: str
+    text: str | None
+    diagnostics: list[Diagnostic]
+    children: list[str] = field(default_factory=list)  # root-relative sources it composes, transitively
+    uses: list[str] = field(default_factory=list)  # root-relative sources it composes directly
+    deps: dict[str, str | None] | None = None  # set on a fresh result that may be cached
+
+
+class Cache:
+    def __init__(self, root: Path, suppressions: bool) -> None:
+        self.root = root.resolve()
+        self.directory = self.root / DIRECTORY / f"v{FORMAT}"
+        self.suppressions = suppressions
+        self._hashes: dict[str, str | None] = {}
+        self._bytes: dict[str, bytes] = {}
+
+    def relative(self, path: Path) -> str | None:
+        try:
+            return path.resolve().relative_to(self.root).as_posix()
+        except ValueError:
+            return None
+
+    def _entry_path(self, relative: str) -> Path:
+        name = hashlib.sha256(f"{fingerprint()}\0{relative}\0{self.suppressions}".encode()).hexdigest()[:40]
+        return self.directory / f"{name}.json"
+
+    def _hash(self, relative: str) -> str | None:
+        if relative not in self._hashes:
+            try:
+                data = (self.root / relative).read_bytes()
+            except OSError:
+                self._hashes[relative] = None
+            else:
+                self._bytes[relative] = data
+                self._hashes[relative] = "sha256:" + hashlib.sha256(data).hexdigest()
+        return self._hashes[relative]
+
+    def load(self, relative: str) -> Cached | None:
+        """The cached result of a file, or None when there is none that can be trusted."""
+        try:
+            entry = json.loads(self._entry_path(relative).read_text(encoding="utf-8"))
+            if entry["key"] != [FORMAT, fingerprint(), relative, self.suppressions]:
+                return None
+            deps: dict[str, str | None] = entry["deps"]
+            if any(self._hash(path) != digest for path, digest in deps.items()):
+                return None
+            diagnostics = [self._diagnostic(d) for d in entry["diagnostics"]]
+            children, uses = list(entry["children"]), list(entry["uses"])
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError):
+            return None  # missing, corrupt or from another version: never trusted
+        data = self._bytes.get(relative)
+        text = data.decode("utf-8", "replace").removeprefix("\ufeff") if data is not None else None
+        path = self.root / relative
+        return Cached(path, display_path(path), text, diagnostics, children, uses)
+
+    def store(self, relative: str, deps: dict[str, str | None], diagnostics: list[Diagnostic], uses: list[str]) -> None:
+        """Write one file's entry (atomically); failures to write are ignored: the cache is an optimisation."""
+        own = deps.get(relative)
+        children = sorted(p for p in deps if p.endswith(".akm") and p != relative and deps[p] is not None)
+        entry = {
+            "key": [FORMAT, fingerprint(), relative, self.suppressions],
+            "deps": deps,
+            "diagnostics": [self._encode(d) for d in diagnostics],
+            "children": children,
+            "uses": sorted(uses),
+            "sha256": own,
+        }
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            handle, temporary = tempfile.mkstemp(dir=self.directory, prefix=".entry-", suffix=".tmp")
+            with os.fdopen(handle, "w", encoding="utf-8") as out:
+                json.dump(entry, out, separators=(",", ":"))
+            os.replace(temporary, self._entry_path(relative))
+        except OSError:
+            return
+
+    def _encode(self, diagnostic: Diagnostic) -> dict[str, Any]:
+        return {
+            "code": diagnostic.code,
+            "message": diagnostic.message,
+            "file": self._rel_of_display(diagnostic.file),
+            "span": _span_list(diagnostic.span),
+            "help": diagnostic.help,
+            "related": [[self._rel_of_display(r.file), _span_list(r.span), r.message] for r in diagnostic.related],
+        }
+
+    def _diagnostic(self, data: dict[str, Any]) -> Diagnostic:
+        if data["code"] not in CATALOG:
+            raise ValueError(data["code"])
+        related = tuple(Related(self._display(f), ast.Span(*s), m) for f, s, m in data["related"])
+        return Diagnostic(data["code"], data["message"], self._display(data["file"]), ast.Span(*data["span"]),
+                          data["help"], related)  # fmt: skip
+
+    def _rel_of_display(self, display: str) -> str:
+        return self.relative(Path(display)) or display
+
+    def _display(self, relative: str) -> str:
+        return display_path(self.root / relative)
+
+
+def _span_list(span: ast.Span) -> list[int]:
+    return [span.line, span.column, span.end_line, span.end_column, span.start, span.end]

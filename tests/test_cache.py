@@ -1,0 +1,116 @@
+"""The result cache of `akmc check` and parallel checking: same answers, less work, never stale."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, run_cli
+
+NESTED = REPO / "golden" / "compose" / "nested"
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    shutil.copytree(NESTED, tmp_path / "ws")
+    return tmp_path / "ws"
+
+
+def _check(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return run_cli("check", "--format", "json", *args, cwd=root)
+
+
+def _imports(root: Path, *args: str) -> str:
+    """The modules `akmc check` imported (python -X importtime), to see whether it parsed anything."""
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "akmc", "check", *args], cwd=root, capture_output=True, text=True
+    )
+    return result.stderr
+
+
+def test_a_warm_check_does_not_parse(tree: Path) -> None:
+    assert "lark" in _imports(tree)  # cold: parses every file
+    assert (tree / ".akmc-cache").is_dir()
+    assert "lark" not in _imports(tree)  # warm: every result comes from the cache
+    assert "lark" not in _imports(tree, "workflows/build.akm")  # parents confirmed from the cache too
+
+
+def test_editing_a_child_invalidates_its_parents(tree: Path) -> None:
+    assert json.loads(_check(tree).stdout) == []
+    build = tree / "workflows" / "build.akm"
+    build.write_text(build.read_text().replace("artifact: {", "binary: {"))
+    codes = sorted((d["file"], d["code"]) for d in json.loads(_check(tree).stdout))
+    assert codes == [("workflows/release.akm", "E408"), ("workflows/stage.akm", "E407")]
+    build.write_text(build.read_text().replace("binary: {", "artifact: {"))
+    assert json.loads(_check(tree).stdout) == []
+
+
+def test_scripts_and_absent_files_are_dependencies(tmp_path: Path) -> None:
+    (tmp_path / "akm.toml").write_text("")
+    (tmp_path / "w.akm").write_text('workflow "w" {\n  step s {\n    script "run.sh"\n  }\n}\n')
+    assert [d["code"] for d in json.loads(_check(tmp_path).stdout)] == ["E500"]
+    (tmp_path / "run.sh").write_text("echo no shebang\n")
+    assert [d["code"] for d in json.loads(_check(tmp_path).stdout)] == ["E502"]
+    (tmp_path / "run.sh").write_text("#!/bin/sh\necho\n")
+    assert json.loads(_check(tmp_path).stdout) == []
+
+
+def test_corrupt_and_foreign_entries_are_ignored(tree: Path) -> None:
+    expected = _check(tree).stdout
+    entries = sorted((tree / ".akmc-cache" / "v1").glob("*.json"))
+    assert len(entries) == 3
+    entries[0].write_text("{not json")
+    foreign = json.loads(entries[1].read_text())
+    foreign["key"][1] = "another-compiler"
+    foreign["diagnostics"] = [{"code": "E203", "message": "stale", "file": "x", "span": [1, 1, 1, 2, 0, 1], "help": None,
+                               "related": []}]  # fmt: skip
+    entries[1].write_text(json.dumps(foreign))
+    assert _check(tree).stdout == expected
+    assert json.loads(entries[0].read_text())["key"][0] == 1  # rewritten
+
+
+def test_no_cache_neither_reads_nor_writes(tree: Path) -> None:
+    assert _check(tree, "--no-cache").returncode == 0
+    assert not (tree / ".akmc-cache").exists()
+
+
+def test_suppressions_are_part_of_the_key(tree: Path) -> None:
+    build = tree / "workflows" / "build.akm"
+    build.write_text(
+        "# akmc: ignore-file[W700]\n" + build.read_text().replace("inputs = [params.version, params.target]", "")
+    )
+    assert json.loads(_check(tree).stdout) == []
+    assert [d["code"] for d in json.loads(_check(tree, "--no-ignore").stdout)] == ["W700", "W700"]
+    assert json.loads(_check(tree).stdout) == []
+
+
+def test_two_processes_share_the_cache_safely(tree: Path) -> None:
+    command = [sys.executable, "-m", "akmc", "check", "--format", "json"]
+    for _ in range(5):
+        processes = [subprocess.Popen(command, cwd=tree, stdout=subprocess.PIPE, text=True) for _ in range(2)]
+        outputs = [p.communicate(timeout=60)[0] for p in processes]
+        assert all(json.loads(o) == [] for o in outputs)
+    for entry in (tree / ".akmc-cache" / "v1").iterdir():
+        json.loads(entry.read_text())  # only whole entries, never a half-written one
+
+
+def test_parallel_checking_gives_the_same_answer(tmp_path: Path) -> None:
+    (tmp_path / "akm.toml").write_text("")
+    (tmp_path / "workflows").mkdir()
+    for i in range(40):
+        body = (
+            f'  step s {{\n    shell "true"\n    inputs = [steps.t{i % 3}.output]\n  }}\n'
+            if i % 5 == 0
+            else '  step s {\n    shell "true"\n  }\n'
+        )
+        uses = f'  step c {{\n    uses "workflows/w{i + 1}"\n  }}\n' if i % 7 == 0 and i < 39 else ""
+        (tmp_path / "workflows" / f"w{i}.akm").write_text(f'workflow "w{i}" {{\n{body}{uses}}}\n')
+    serial = run_cli("check", "--no-cache", "--jobs", "1", cwd=tmp_path)
+    parallel = run_cli("check", "--no-cache", "--jobs", "2", cwd=tmp_path)
+    assert serial.returncode == parallel.returncode == 1
+    assert serial.stdout == parallel.stdout and "(40 files checked)" in parallel.stdout

@@ -5,20 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Union
 
-
-@dataclass(frozen=True, slots=True)
-class Span:
-    """A source range. Lines and columns are 1-based; `end_column` is exclusive.
-
-    `start` and `end` are 0-based character offsets into the decoded text.
-    """
-
-    line: int
-    column: int
-    end_line: int
-    end_column: int
-    start: int
-    end: int
+from akmc.spans import Span as Span  # re-exported: every node carries one
 
 
 @dataclass(slots=True)

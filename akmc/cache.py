@@ -12,14 +12,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from akmc import __version__, ast
+from akmc import __version__
 from akmc.diagnostics import CATALOG, Diagnostic, Related
+from akmc.spans import Span
 from akmc.workspace import display_path
 
 DIRECTORY = ".akmc-cache"
@@ -59,10 +59,9 @@ class Cache:
         self._bytes: dict[str, bytes] = {}
 
     def relative(self, path: Path) -> str | None:
-        try:
-            return path.resolve().relative_to(self.root).as_posix()
-        except ValueError:
-            return None
+        """`path` relative to the root (lexically: the cache never follows a symlink to name a file)."""
+        relative = os.path.relpath(os.path.abspath(path), self.root)
+        return None if relative.startswith("..") else Path(relative).as_posix()
 
     def _entry_path(self, relative: str) -> Path:
         name = hashlib.sha256(f"{fingerprint()}\0{relative}\0{self.suppressions}".encode()).hexdigest()[:40]
@@ -109,6 +108,8 @@ class Cache:
             "uses": sorted(uses),
             "sha256": own,
         }
+        import tempfile
+
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             handle, temporary = tempfile.mkstemp(dir=self.directory, prefix=".entry-", suffix=".tmp")
@@ -131,8 +132,8 @@ class Cache:
     def _diagnostic(self, data: dict[str, Any]) -> Diagnostic:
         if data["code"] not in CATALOG:
             raise ValueError(data["code"])
-        related = tuple(Related(self._display(f), ast.Span(*s), m) for f, s, m in data["related"])
-        return Diagnostic(data["code"], data["message"], self._display(data["file"]), ast.Span(*data["span"]),
+        related = tuple(Related(self._display(f), Span(*s), m) for f, s, m in data["related"])
+        return Diagnostic(data["code"], data["message"], self._display(data["file"]), Span(*data["span"]),
                           data["help"], related)  # fmt: skip
 
     def _rel_of_display(self, display: str) -> str:
@@ -142,5 +143,50 @@ class Cache:
         return display_path(self.root / relative)
 
 
-def _span_list(span: ast.Span) -> list[int]:
+class UsesIndex:
+    """The `uses` refs of every workflow in the workspace, keyed by file size and modification time,
+    so that finding the parents of a file reads only the workflows that changed since the last check."""
+
+    def __init__(self, root: Path) -> None:
+        self.path = root.resolve() / DIRECTORY / f"v{FORMAT}" / "uses-index.json"
+        self.root = str(root.resolve())
+        try:
+            loaded = json.loads(self.path.read_text(encoding="utf-8"))
+            self.entries: dict[str, list[Any]] = loaded if isinstance(loaded, dict) else {}
+        except (OSError, ValueError):
+            self.entries = {}
+        self.changed = False
+
+    def refs(self, entry: os.DirEntry[str]) -> list[str]:
+        from akmc.workspace import uses_refs
+
+        try:
+            stat = entry.stat()
+        except OSError:
+            return []
+        stamp = [stat.st_mtime_ns, stat.st_size]
+        known = self.entries.get(entry.path)
+        if isinstance(known, list) and len(known) == 3 and known[:2] == stamp and isinstance(known[2], list):
+            return [str(r) for r in known[2]]
+        found = uses_refs(Path(entry.path))
+        self.entries[entry.path] = [*stamp, found]
+        self.changed = True
+        return found
+
+    def save(self) -> None:
+        if not self.changed:
+            return
+        import tempfile
+
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            handle, temporary = tempfile.mkstemp(dir=self.path.parent, prefix=".index-", suffix=".tmp")
+            with os.fdopen(handle, "w", encoding="utf-8") as out:
+                json.dump(self.entries, out, separators=(",", ":"))
+            os.replace(temporary, self.path)
+        except OSError:
+            return
+
+
+def _span_list(span: Span) -> list[int]:
     return [span.line, span.column, span.end_line, span.end_column, span.start, span.end]

@@ -6,7 +6,6 @@ before their parents, so a tree that composes the same child many times (a diamo
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -82,34 +81,10 @@ class Session:
             self._checked[node] = None
         return result
 
-    def dependents(
-        self, root: Path, paths: list[Path], known: Callable[[Path], list[Path] | None] | None = None
-    ) -> list[Path]:
-        """Every workflow under `root` that composes one of `paths`, directly or transitively: the
-        parents a child edit can break. Candidates come from a textual scan and are confirmed by their
-        real `uses` edges — from `known` (the result cache) when it has them, else by parsing — so a
-        `uses` inside a prompt or a comment never adds a file."""
-        from akmc import compose
-
-        changed = {p.resolve() for p in paths}
-        edges: dict[Path, list[Path]] = {}
-        for candidate in compose.dependents(root, paths):
-            key = candidate.resolve()
-            found = known(candidate) if known is not None else None
-            if found is None:
-                parsed = self._parse(candidate, root.resolve(), display_path(candidate))
-                found = [c for c, _ in parsed.edges.values() if c is not None]
-            edges[key] = [c.resolve() for c in found]
-        confirmed: dict[Path, None] = {}
-        grew = True
-        while grew:
-            grew = False
-            for candidate, children in edges.items():
-                if candidate not in changed and any(c in changed for c in children):
-                    changed.add(candidate)
-                    confirmed[candidate] = None
-                    grew = True
-        return list(confirmed)
+    def uses_of(self, path: Path, root: Path) -> list[Path]:
+        """The files a workflow composes directly (its `uses` refs that resolve), from a parse."""
+        parsed = self._parse(path, root.resolve(), display_path(path))
+        return [child for child, _ in parsed.edges.values() if child is not None]
 
     # -- reading and ordering ----------------------------------------------------------------------
 

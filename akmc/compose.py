@@ -6,7 +6,6 @@ child compiled for one parent is the same plan every other parent embeds and `ak
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -162,34 +161,3 @@ def plan_size(report: Report, plan: dict[str, Any], size: int, span: ast.Span) -
         message=f"the plan is {size} bytes of canonical JSON; the limit is {MAX_PLAN_BYTES} bytes (4 MiB){where}",
         help="every `script` and `file(...)` is frozen into the plan once per use: share one step instead of copying",
     )  # fmt: skip
-
-
-USES_PATTERN = re.compile(rb'\buses\s+"([^"\\\n]*)"')
-
-
-def dependents(root: Path, paths: list[Path]) -> list[Path]:
-    """Every workflow under `root` that may compose one of `paths`, directly or transitively.
-
-    A fast textual scan; the compiler confirms each candidate's real `uses` edges."""
-    resolved_root = root.resolve()
-    wanted = {r for p in paths if (r := ref_of(p, resolved_root)) is not None}
-    if not wanted:
-        return []
-    composers: dict[str, set[Path]] = {}
-    for path in discover([root]):
-        try:
-            data = path.read_bytes()
-        except OSError:
-            continue
-        for match in USES_PATTERN.finditer(data):
-            composers.setdefault(match.group(1).decode("utf-8", "replace"), set()).add(path)
-    found: dict[Path, None] = {}
-    queue = list(wanted)
-    while queue:
-        for parent in sorted(composers.get(queue.pop(), ())):
-            ref = ref_of(parent, resolved_root)
-            if parent not in found and ref is not None:
-                found[parent] = None
-                queue.append(ref)
-    given = {p.resolve() for p in paths}
-    return [p for p in found if p.resolve() not in given]

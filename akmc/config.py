@@ -48,8 +48,6 @@ class CheckConfig:
 
 def load(root: Path) -> CheckConfig:
     """The `[check]` configuration of the workspace at `root` (defaults when there is no akm.toml)."""
-    import tomllib
-
     path = root / FILE_NAME
     try:
         text = path.read_text(encoding="utf-8")
@@ -57,6 +55,10 @@ def load(root: Path) -> CheckConfig:
         return CheckConfig()
     except (OSError, UnicodeDecodeError) as error:
         raise ConfigError(path, 1, 1, f"cannot read it: {error}") from None
+    if not text.strip():
+        return CheckConfig()  # the common marker file: no need to load a TOML parser
+    import tomllib
+
     try:
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:

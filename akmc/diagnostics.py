@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from akmc.ast import Span
+from akmc.spans import Span
 
 ERROR = "error"
 WARNING = "warning"

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from akmc.ast import Span
+from akmc.spans import Span
 
 MAX_SOURCE_BYTES = 1024 * 1024
 SUFFIX = ".akm"
@@ -44,11 +46,9 @@ def ref_of(path: Path, root: Path) -> str | None:
 
 def display_path(path: Path) -> str:
     """How diagnostics name a file: relative to the current directory when below it."""
-    try:
-        # abspath, not resolve: a symlinked file keeps the name it was given
-        return Path(os.path.abspath(path)).relative_to(Path.cwd().resolve()).as_posix()
-    except ValueError:
-        return path.as_posix()
+    # abspath, not resolve: a symlinked file keeps the name it was given
+    relative = os.path.relpath(os.path.abspath(path), os.getcwd())
+    return path.as_posix() if relative.startswith("..") else Path(relative).as_posix()
 
 
 def discover(paths: list[Path]) -> list[Path]:
@@ -56,16 +56,36 @@ def discover(paths: list[Path]) -> list[Path]:
     found: dict[Path, None] = {}
     for path in paths:
         if path.is_dir():
-            for directory, subdirs, files in os.walk(path):
-                subdirs[:] = sorted(d for d in subdirs if d not in _SKIP_DIRS)
-                for name in sorted(files):
-                    if name.endswith(SUFFIX):
-                        candidate = Path(directory) / name
-                        if candidate.is_file():
-                            found.setdefault(candidate, None)
+            for entry in _walk(path):
+                found.setdefault(Path(entry.path), None)
         else:
             found.setdefault(path, None)
     return list(found)
+
+
+def _walk(directory: Path) -> list[os.DirEntry[str]]:
+    """The `*.akm` files below `directory` in sorted order (scandir: no stat for most entries)."""
+    out: list[os.DirEntry[str]] = []
+    pending = [str(directory)]
+    while pending:
+        current = pending.pop()
+        try:
+            with os.scandir(current) as scan:
+                entries = sorted(scan, key=lambda e: e.name)
+        except OSError:
+            continue
+        subdirs = []
+        for entry in entries:
+            try:
+                if entry.is_dir():
+                    if entry.name not in _SKIP_DIRS:
+                        subdirs.append(entry.path)
+                elif entry.name.endswith(SUFFIX) and entry.is_file():
+                    out.append(entry)
+            except OSError:
+                continue
+        pending.extend(reversed(subdirs))
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,3 +119,65 @@ def decode_source(data: bytes) -> tuple[str | None, str | None]:
     if text.startswith("\ufeff"):
         text = text[1:]
     return text, None
+
+
+# -- who composes whom ------------------------------------------------------------------
+
+
+USES_PATTERN = re.compile(rb'\buses\s+"([^"\\\n]*)"')
+
+
+def uses_refs(path: Path) -> list[str]:
+    """The refs a workflow's text names after `uses` (a textual scan: may include a prompt's words)."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return []
+    return [m.group(1).decode("utf-8", "replace") for m in USES_PATTERN.finditer(data)]
+
+
+def composer_candidates(
+    root: Path, paths: list[Path], refs: Callable[[os.DirEntry[str]], list[str]] | None = None
+) -> list[Path]:
+    """Every workflow under `root` that may compose one of `paths`, directly or transitively.
+
+    A fast textual scan (`refs` may answer from an index instead of reading each file); the caller
+    confirms each candidate's real `uses` edges."""
+    resolved_root = root.resolve()
+    wanted = {r for p in paths if (r := ref_of(p, resolved_root)) is not None}
+    if not wanted:
+        return []
+    everything = _walk(root)
+    given = {os.path.abspath(p) for p in paths}
+    if all(os.path.abspath(e.path) in given for e in everything):
+        return []  # every workflow is being checked already
+    composers: dict[str, set[Path]] = {}
+    for entry in everything:
+        for ref in refs(entry) if refs is not None else uses_refs(Path(entry.path)):
+            composers.setdefault(ref, set()).add(Path(entry.path))
+    found: dict[Path, None] = {}
+    queue = list(wanted)
+    while queue:
+        for parent in sorted(composers.get(queue.pop(), ())):
+            relative = os.path.relpath(os.path.abspath(parent), resolved_root)
+            if parent not in found and not relative.startswith(".."):
+                found[parent] = None
+                queue.append(Path(relative).as_posix().removesuffix(SUFFIX))
+    return [p for p in found if os.path.abspath(p) not in given]
+
+
+def parents(paths: list[Path], candidates: list[Path], uses: Callable[[Path], list[Path]]) -> list[Path]:
+    """The candidates that really compose one of `paths`, directly or transitively, by their `uses`
+    edges (`uses(candidate)` lists the files a candidate composes)."""
+    changed = {os.path.abspath(p) for p in paths}
+    edges = {os.path.abspath(c): [os.path.abspath(u) for u in uses(c)] for c in candidates}
+    confirmed: dict[str, Path] = {}
+    grew = True
+    while grew:
+        grew = False
+        for candidate, path in zip(edges, candidates, strict=True):
+            if candidate not in changed and any(u in changed for u in edges[candidate]):
+                changed.add(candidate)
+                confirmed[candidate] = path
+                grew = True
+    return list(confirmed.values())

@@ -5,14 +5,18 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from akmc import exitcodes
-from akmc.cache import Cache, Cached
-from akmc.compiler import FileResult, Session
+from akmc.cache import Cache, Cached, UsesIndex
 from akmc.config import CheckConfig, ConfigError, code_problem, load
 from akmc.diagnostics import ERROR, Diagnostic
-from akmc.workspace import SourceError, discover, display_path, find_root
+from akmc.workspace import SourceError, composer_candidates, discover, display_path, find_root, parents
+
+if TYPE_CHECKING:  # the compiler loads only when something must be compiled: a warm check never does
+    from akmc.compiler import FileResult, Session
 
 FORMATS = ("text", "json", "github", "sarif")
 EPILOG = """examples:
@@ -90,7 +94,7 @@ def run(
     files = _selected(root, paths or [Path(".")], config)
     failed = not checker.check(files)
     # A child edit can break the workflows that compose it: check those parents too.
-    parents = [p for p in checker.session.dependents(root, files, checker.known_uses) if _wanted(root, p, config)]
+    parents = [p for p in checker.dependents(files) if _wanted(root, p, config)]
     failed = not checker.check(parents) or failed
     checker.save()
     results = [r for r in checker.results.values() if _wanted(root, r.path, config)]
@@ -109,27 +113,44 @@ class _Checker:
     def __init__(self, root: Path, suppressions: bool, cache: Cache | None, jobs: int | None) -> None:
         self.root, self.suppressions, self.cache = root, suppressions, cache
         self.jobs = jobs if jobs is not None else min(os.cpu_count() or 1, 8)
-        self.session = Session(root, suppressions=suppressions)
         self.results: dict[Path, Cached] = {}
         self.fresh: list[Cached] = []
 
-    def known_uses(self, path: Path) -> list[Path] | None:
-        """A workflow's direct children from a trusted cache entry (None: unknown, parse it)."""
-        found = self.results.get(path.resolve()) or self._restore_one(path)
-        return None if found is None else [self.root / u for u in found.uses]
+    @cached_property
+    def session(self) -> Session:
+        from akmc.compiler import Session
+
+        return Session(self.root, suppressions=self.suppressions)
+
+    def dependents(self, files: list[Path]) -> list[Path]:
+        """The workflows that compose `files`, directly or transitively: candidates from a textual
+        scan, confirmed by their real edges — from the cache where it has them, else by parsing."""
+        index = UsesIndex(self.root) if self.cache is not None else None
+        candidates = composer_candidates(self.root, files, index.refs if index is not None else None)
+        if index is not None:
+            index.save()
+        return parents(files, candidates, self._uses) if candidates else []
+
+    def _uses(self, path: Path) -> list[Path]:
+        found = self.results.get(_key(path)) or self._restore_one(path)
+        if found is not None:
+            return [self.root / u for u in found.uses]
+        return self.session.uses_of(path, self.root)
 
     def check(self, files: list[Path]) -> bool:
-        misses = [p for p in files if p.resolve() not in self.results and not self._restore(p)]
+        misses = [p for p in files if _key(p) not in self.results and not self._restore(p)]
+        if not misses:
+            return True
         if len(misses) >= PARALLEL_THRESHOLD and self.jobs > 1:
             return self._parallel(misses)
         ok = _check_all(self.session, misses)
         for result in self.session.results:
-            if result.path not in self.results:
+            if _key(result.path) not in self.results:
                 self._add(_record(result, self.root))
         return ok
 
     def _add(self, record: Cached) -> None:
-        self.results[record.path] = record
+        self.results[_key(record.path)] = record
         if record.deps is not None:
             self.fresh.append(record)
 
@@ -149,7 +170,7 @@ class _Checker:
             return False
         for record in [found, *children]:
             assert record is not None
-            self.results.setdefault(record.path, record)
+            self.results.setdefault(_key(record.path), record)
         return True
 
     def _parallel(self, misses: list[Path]) -> bool:
@@ -166,7 +187,7 @@ class _Checker:
             for chunk_ok, records in pool.map(_work, [(self.root, self.suppressions, c) for c in chunks if c]):
                 ok = ok and chunk_ok
                 for record in records:
-                    if record.path not in self.results:
+                    if _key(record.path) not in self.results:
                         self._add(record)
         return ok
 
@@ -182,8 +203,15 @@ class _Checker:
 PARALLEL_THRESHOLD = 24  # below this, starting worker processes costs more than it saves
 
 
+def _key(path: Path) -> Path:
+    """One file, however it was named (lexically: cheap, and the cache names files the same way)."""
+    return Path(os.path.abspath(path))
+
+
 def _work(job: tuple[Path, bool, list[Path]]) -> tuple[bool, list[Cached]]:
     """A worker process: check a share of the files in a session of its own."""
+    from akmc.compiler import Session
+
     root, suppressions, files = job
     session = Session(root, suppressions=suppressions)
     ok = _check_all(session, files)

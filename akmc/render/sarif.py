@@ -9,8 +9,8 @@ from typing import Any
 from urllib.parse import quote
 
 from akmc import DOCS_URL, __version__
-from akmc.ast import Span
 from akmc.diagnostics import CATALOG, ERROR, Diagnostic
+from akmc.spans import Span
 
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
 _MEANING = re.compile(r"## What it means\n\n(.*?)\n\n##", re.S)

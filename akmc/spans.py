@@ -1,0 +1,22 @@
+"""Source positions: the one type diagnostics, the workspace and the syntax tree share.
+
+A module of its own so that reporting cached results never imports the syntax tree."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """A source range. Lines and columns are 1-based; `end_column` is exclusive.
+
+    `start` and `end` are 0-based character offsets into the decoded text.
+    """
+
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    start: int
+    end: int

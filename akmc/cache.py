@@ -20,7 +20,6 @@ from typing import Any
 from akmc import __version__
 from akmc.diagnostics import CATALOG, Diagnostic, Related
 from akmc.spans import Span
-from akmc.workspace import display_path
 
 DIRECTORY = ".akmc-cache"
 FORMAT = 1
@@ -53,15 +52,18 @@ class Cached:
 class Cache:
     def __init__(self, root: Path, suppressions: bool) -> None:
         self.root = root.resolve()
+        self._root = str(self.root)
+        self._cwd = os.getcwd()  # diagnostics name files relative to it (see workspace.display_path)
         self.directory = self.root / DIRECTORY / f"v{FORMAT}"
         self.suppressions = suppressions
         self._hashes: dict[str, str | None] = {}
         self._bytes: dict[str, bytes] = {}
+        self._loaded: dict[str, Cached | None] = {}
 
-    def relative(self, path: Path) -> str | None:
+    def relative(self, path: Path | str) -> str | None:
         """`path` relative to the root (lexically: the cache never follows a symlink to name a file)."""
-        relative = os.path.relpath(os.path.abspath(path), self.root)
-        return None if relative.startswith("..") else Path(relative).as_posix()
+        relative = os.path.relpath(os.path.abspath(path), self._root)
+        return None if relative.startswith("..") else relative.replace(os.sep, "/")
 
     def _entry_path(self, relative: str) -> Path:
         name = hashlib.sha256(f"{fingerprint()}\0{relative}\0{self.suppressions}".encode()).hexdigest()[:40]
@@ -70,7 +72,8 @@ class Cache:
     def _hash(self, relative: str) -> str | None:
         if relative not in self._hashes:
             try:
-                data = (self.root / relative).read_bytes()
+                with open(os.path.join(self._root, relative), "rb") as handle:
+                    data = handle.read()
             except OSError:
                 self._hashes[relative] = None
             else:
@@ -80,6 +83,11 @@ class Cache:
 
     def load(self, relative: str) -> Cached | None:
         """The cached result of a file, or None when there is none that can be trusted."""
+        if relative not in self._loaded:
+            self._loaded[relative] = self._load(relative)
+        return self._loaded[relative]
+
+    def _load(self, relative: str) -> Cached | None:
         try:
             entry = json.loads(self._entry_path(relative).read_text(encoding="utf-8"))
             if entry["key"] != [FORMAT, fingerprint(), relative, self.suppressions]:
@@ -93,8 +101,7 @@ class Cache:
             return None  # missing, corrupt or from another version: never trusted
         data = self._bytes.get(relative)
         text = data.decode("utf-8", "replace").removeprefix("\ufeff") if data is not None else None
-        path = self.root / relative
-        return Cached(path, display_path(path), text, diagnostics, children, uses)
+        return Cached(Path(self._root, relative), self._display(relative), text, diagnostics, children, uses)
 
     def store(self, relative: str, deps: dict[str, str | None], diagnostics: list[Diagnostic], uses: list[str]) -> None:
         """Write one file's entry (atomically); failures to write are ignored: the cache is an optimisation."""
@@ -140,7 +147,8 @@ class Cache:
         return self.relative(Path(display)) or display
 
     def _display(self, relative: str) -> str:
-        return display_path(self.root / relative)
+        shown = os.path.relpath(os.path.join(self._root, relative), self._cwd)
+        return os.path.join(self._root, relative) if shown.startswith("..") else shown.replace(os.sep, "/")
 
 
 class UsesIndex:

@@ -143,14 +143,14 @@ def composer_candidates(
 
     A fast textual scan (`refs` may answer from an index instead of reading each file); the caller
     confirms each candidate's real `uses` edges."""
-    resolved_root = root.resolve()
-    wanted = {r for p in paths if (r := ref_of(p, resolved_root)) is not None}
-    if not wanted:
-        return []
     everything = _walk(root)
     given = {os.path.abspath(p) for p in paths}
     if all(os.path.abspath(e.path) in given for e in everything):
         return []  # every workflow is being checked already
+    resolved_root = root.resolve()
+    wanted = {r for p in paths if (r := ref_of(p, resolved_root)) is not None}
+    if not wanted:
+        return []
     composers: dict[str, set[Path]] = {}
     for entry in everything:
         for ref in refs(entry) if refs is not None else uses_refs(Path(entry.path)):

@@ -113,7 +113,7 @@ class _Checker:
     def __init__(self, root: Path, suppressions: bool, cache: Cache | None, jobs: int | None) -> None:
         self.root, self.suppressions, self.cache = root, suppressions, cache
         self.jobs = jobs if jobs is not None else min(os.cpu_count() or 1, 8)
-        self.results: dict[Path, Cached] = {}
+        self.results: dict[str, Cached] = {}
         self.fresh: list[Cached] = []
 
     @cached_property
@@ -203,9 +203,9 @@ class _Checker:
 PARALLEL_THRESHOLD = 24  # below this, starting worker processes costs more than it saves
 
 
-def _key(path: Path) -> Path:
+def _key(path: Path) -> str:
     """One file, however it was named (lexically: cheap, and the cache names files the same way)."""
-    return Path(os.path.abspath(path))
+    return os.path.abspath(path)
 
 
 def _work(job: tuple[Path, bool, list[Path]]) -> tuple[bool, list[Cached]]:

@@ -24,6 +24,7 @@ EXAMPLES = {
     "approve": "akm-run approve 20261130T101500-3fa9c2d1 signoff --by alice --note 'notes checked'",
     "abandon": "akm-run abandon 20261130T101500-3fa9c2d1",
     "verify": "akm-run verify plans/workflows/release.plan.json --expect-hash sha256:…",
+    "completion": "akm-run completion bash > /etc/bash_completion.d/akm-run",
 }
 
 
@@ -66,7 +67,48 @@ def build_parser() -> argparse.ArgumentParser:
     verify = command("verify", "Verify a plan file as `run` does; exit 0 or 4.")
     verify.add_argument("plan", type=Path)
     verify.add_argument("--expect-hash")
+    completion = commands.add_parser(
+        "completion", help="Print a shell completion script.", description="Print a shell completion script.",
+        epilog=f"Example: {EXAMPLES['completion']}",
+    )  # fmt: skip
+    completion.add_argument("shell", choices=("bash", "zsh", "fish"))
     return parser
+
+
+def completion_script(shell: str) -> str:
+    """A completion script for `akm-run`, generated from the parser itself."""
+    parser = build_parser()
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    options = {
+        name: sorted(o for a in sub._actions for o in a.option_strings if o.startswith("--"))
+        for name, sub in subparsers.choices.items()
+    }
+    if shell == "fish":
+        lines = [f'complete -c akm-run -n "__fish_use_subcommand" -f -a "{" ".join(options)}"']
+        for name, flags in options.items():
+            lines += [f'complete -c akm-run -n "__fish_seen_subcommand_from {name}" -l {f[2:]}' for f in flags]
+        return "\n".join(lines) + "\n"
+    cases = "\n".join(f'    {name}) opts="{" ".join(flags)}" ;;' for name, flags in options.items())
+    script = f"""_akm_run() {{
+  local cur="${{COMP_WORDS[COMP_CWORD]}}" opts=""
+  if [ "$COMP_CWORD" -eq 1 ]; then
+    COMPREPLY=( $(compgen -W "{" ".join(options)} --help --version" -- "$cur") )
+    return
+  fi
+  case "${{COMP_WORDS[1]}}" in
+{cases}
+  esac
+  if [[ "$cur" == -* ]]; then
+    COMPREPLY=( $(compgen -W "$opts" -- "$cur") )
+  else
+    COMPREPLY=( $(compgen -f -- "$cur") )
+  fi
+}}
+complete -o filenames -F _akm_run akm-run
+"""
+    if shell == "zsh":
+        script = "autoload -U +X bashcompinit && bashcompinit\n" + script
+    return script
 
 
 def main(argv: list[str] | None = None) -> int:

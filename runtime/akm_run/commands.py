@@ -245,6 +245,13 @@ def verify(args: argparse.Namespace) -> int:
     return exitcodes.COMPLETED
 
 
+def completion(args: argparse.Namespace) -> int:
+    from akm_run.cli import completion_script
+
+    sys.stdout.write(completion_script(args.shell))
+    return exitcodes.COMPLETED
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "run": run,
     "status": status,
@@ -253,4 +260,5 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "approve": approve,
     "abandon": abandon,
     "verify": verify,
+    "completion": completion,
 }

@@ -50,6 +50,7 @@ def pre_commit_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _user_repo(root: Path, hook_repo: tuple[Path, str]) -> Path:
+    """A git repository with a child, its parent, their plans and a pre-commit config, all staged."""
     path, rev = hook_repo
     root.mkdir()
     _git(root, "init", "-q")
@@ -63,6 +64,8 @@ def _user_repo(root: Path, hook_repo: tuple[Path, str]) -> Path:
         f"repos:\n  - repo: {path}\n    rev: {rev}\n    hooks:\n      - id: akmc-check\n"
         "      - id: akmc-plans-up-to-date\n"
     )
+    _compile_plans(root)
+    _git(root, "add", "-A")
     return root
 
 
@@ -89,8 +92,6 @@ def test_hooks_pass_fail_on_a_broken_workflow_and_on_a_broken_parent(
     tmp_path: Path, hook_repo: tuple[Path, str], pre_commit_home: Path
 ) -> None:
     root = _user_repo(tmp_path / "user", hook_repo)
-    _compile_plans(root)
-    _git(root, "add", "-A")
     clean = _pre_commit(root, pre_commit_home, "--all-files")
     assert clean.returncode == 0, clean.stdout + clean.stderr
     _git(root, "commit", "-qm", "workflows and plans")
@@ -122,8 +123,6 @@ def test_plans_up_to_date_hook_lists_stale_plans(
     tmp_path: Path, hook_repo: tuple[Path, str], pre_commit_home: Path
 ) -> None:
     root = _user_repo(tmp_path / "user", hook_repo)
-    _compile_plans(root)
-    _git(root, "add", "-A")
     _git(root, "commit", "-qm", "plans")
     (root / "workflows" / "child.akm").write_text(CHILD.replace("echo done", "echo finished"))
     _git(root, "add", "workflows/child.akm")

@@ -11,17 +11,9 @@ from akmc import exitcodes
 
 def load_verified(path: Path, expect_hash: str | None = None) -> tuple[dict[str, object] | None, str]:
     """(plan, "") when the file verifies, else (None, the refusal naming the JSON path)."""
-    from akm_run.plan import MAX_FILE_BYTES, PlanError, verify_file
+    from akm_run.plan import read_file
 
-    try:
-        with path.open("rb") as handle:
-            data = handle.read(MAX_FILE_BYTES + 1)
-    except OSError as error:
-        return None, f"cannot read {path}: {error.strerror or error}"
-    try:
-        return verify_file(data, expect_hash), ""
-    except PlanError as error:
-        return None, str(error)
+    return read_file(path, expect_hash)
 
 
 def run(path: Path) -> int:

@@ -16,7 +16,7 @@ from akm_run.engine import Engine, Options, stored_plan
 from akm_run.identity import new_run_id
 from akm_run.locks import LockHeld, RunLock
 from akm_run.params import ParamsError, collect
-from akm_run.plan import MAX_FILE_BYTES, PlanError, plan_hash, verify_file
+from akm_run.plan import PlanError, plan_hash, read_file
 from akm_run.store import RunRow, Store
 
 EXIT_OF = {"completed": exitcodes.COMPLETED, "failed": exitcodes.FAILED, "blocked": exitcodes.BLOCKED,
@@ -26,18 +26,6 @@ EXIT_OF = {"completed": exitcodes.COMPLETED, "failed": exitcodes.FAILED, "blocke
 def _fail(message: str, code: int) -> int:
     print(f"akm-run: {message}", file=sys.stderr)
     return code
-
-
-def _read_plan(path: Path, expect_hash: str | None) -> tuple[dict[str, Any] | None, str]:
-    try:
-        with path.open("rb") as handle:
-            data = handle.read(MAX_FILE_BYTES + 1)
-    except OSError as error:
-        return None, f"cannot read {path}: {error.strerror or error}"
-    try:
-        return verify_file(data, expect_hash), ""
-    except PlanError as error:
-        return None, str(error)
 
 
 def _existing(store_dir: Path, run_id: str) -> tuple[Store | None, RunRow | None]:
@@ -60,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
         return _fail("--max-concurrency must be at least 1", exitcodes.USAGE)
     path = Path(args.target)
     if path.exists():
-        plan, refusal = _read_plan(path, args.expect_hash)
+        plan, refusal = read_file(path, args.expect_hash)
         if plan is None:  # refused before anything is written or started
             return _fail(f"refused {path}: {refusal}", exitcodes.REFUSED)
         try:
@@ -238,7 +226,7 @@ def abandon(args: argparse.Namespace) -> int:
 
 
 def verify(args: argparse.Namespace) -> int:
-    plan, refusal = _read_plan(args.plan, args.expect_hash)
+    plan, refusal = read_file(args.plan, args.expect_hash)
     if plan is None:
         return _fail(f"refused {args.plan}: {refusal}", exitcodes.REFUSED)
     print(f"verified {args.plan}: {plan_hash(plan)}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -484,3 +485,16 @@ def verify_file(data: bytes, expect_hash: str | None = None) -> dict[str, Any]:
     if expect_hash is not None and expect_hash != actual:
         raise PlanError("planHash", f"is {actual}, but {expect_hash} was expected (--expect-hash)")
     return plan
+
+
+def read_file(path: str | os.PathLike[str], expect_hash: str | None = None) -> tuple[dict[str, Any] | None, str]:
+    """Read and verify a plan file: (plan, "") when it verifies, else (None, why it is refused)."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_FILE_BYTES + 1)
+    except OSError as error:
+        return None, f"cannot read {os.fspath(path)}: {error.strerror or error}"
+    try:
+        return verify_file(data, expect_hash), ""
+    except PlanError as error:
+        return None, str(error)

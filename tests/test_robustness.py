@@ -70,3 +70,67 @@ def test_every_truncation(length: int) -> None:
     codes = _check(SEED[:length])
     if length < len(SEED.rstrip()):
         assert codes and codes[0] in {"E100", "E101"}
+
+
+# -- the other inputs a user writes: akm.toml, --param values, suppression comments, cache entries --
+
+TOML_PIECES = ["[check]\n", "[other]\n", "strict = ", "true\n", '"x"\n', "select = ", "ignore = ", '["W700"]\n',
+               '["E9"]\n', "include = ", "exclude = ", '["../x"]\n', "[1, 2]\n", "= =\n", '"""\n', "\xff", "#c\n"]  # fmt: skip
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(TOML_PIECES), max_size=8), st.text(max_size=30))
+def test_any_akm_toml_loads_or_is_a_positioned_config_error(pieces: list[str], noise: str) -> None:
+    from akmc.config import ConfigError, load
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "akm.toml").write_text("".join(pieces) + noise, encoding="utf-8", errors="surrogatepass")
+        try:
+            load(root)
+        except ConfigError as error:
+            assert str(error).startswith(f"{root / 'akm.toml'}:")
+
+
+SCHEMAS = st.sampled_from(
+    [{"type": "string"}, {"type": "integer"}, {"type": "number"}, {"type": "boolean"}, {"enum": ["a", "b"]},
+     {"type": "array", "items": {"type": "string"}}, {"anyOf": [{"type": "integer"}, {"type": "null"}]}, {}]
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(SCHEMAS, st.text(max_size=20))
+def test_any_param_value_parses_or_is_a_params_error(schema: dict, raw: str) -> None:  # type: ignore[type-arg]
+    from akm_run.params import ParamsError, collect
+
+    try:
+        params = collect({"p": {"schema": schema}}, [f"p={raw}"], None)
+    except ParamsError:
+        return
+    assert set(params) == {"p"}
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.text(alphabet="#akmc:ignore-file[]E2030W7, \n", max_size=60))
+def test_any_suppression_comment_is_handled(comment: str) -> None:
+    source = 'workflow "w" {\n  step a {\n    shell "x"\n    inputs = [steps.b.output]\n  }\n}\n'
+    _check((source + "# " + comment.replace("\n", " ") + "\n").encode())
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+                    max_leaves=12))  # fmt: skip
+def test_any_cache_entry_is_used_or_ignored_never_trusted_blindly(entry: object) -> None:
+    import json
+
+    from akmc.cache import Cache
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "w.akm").write_text("x")
+        cache = Cache(root, True)
+        path = cache._entry_path("w.akm")
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps(entry))
+        assert cache.load("w.akm") is None  # a random document never carries this compiler's key

@@ -121,8 +121,8 @@ def execute(
     environ: Mapping[str, str] | None = None,
     scratch: Path | None = None,
 ) -> Outcome:
-    """Run one attempt of a shell, script or agent target to its outcome. Its context, script,
-    stdout and stderr files live in `scratch` (private, 0700) and are removed afterwards."""
+    """Run one attempt of a shell, script or agent target to its outcome. Its context and script
+    files live in `scratch` (private, 0700) and are removed afterwards; stdout and stderr are pipes."""
     environ = os.environ if environ is None else environ
     try:
         env, secrets = environment(unit, environ)
@@ -133,7 +133,7 @@ def execute(
         with tempfile.TemporaryDirectory(prefix="akm-unit-") as private:
             return execute(unit, abort, on_spawn, environ, Path(private))
     prefix = scratch / f"{unit.context['dispatchId']}.{unit.context['attempt']}.{threading.get_ident()}"
-    files = {name: Path(f"{prefix}.{name}") for name in ("context.json", "script", "stdin", "stdout", "stderr")}
+    files = {name: Path(f"{prefix}.{name}") for name in ("context.json", "script", "stdin")}
     try:
         _private(files["context.json"], json.dumps(unit.context, ensure_ascii=False, sort_keys=True), 0o600)
         env["AKM_CONTEXT"] = str(files["context.json"])
@@ -144,7 +144,7 @@ def execute(
         if stdin_text is not None:
             stdin_path = files["stdin"]
             _private(stdin_path, stdin_text, 0o600)
-        outcome = _run(argv, unit, env, stdin_path, files["stdout"], files["stderr"], abort, on_spawn)
+        outcome = _run(argv, unit, env, stdin_path, abort, on_spawn)
     finally:
         for path in files.values():
             path.unlink(missing_ok=True)
@@ -179,38 +179,39 @@ def _run(
     unit: Unit,
     env: dict[str, str],
     stdin_path: Path,
-    stdout_path: Path,
-    stderr_path: Path,
     abort: threading.Event,
     on_spawn: Callable[[int], None],
 ) -> Outcome:
     import subprocess
 
-    with stdin_path.open("rb") as stdin, stdout_path.open("wb") as stdout, stderr_path.open("wb") as stderr:
+    with stdin_path.open("rb") as stdin:
         try:
             process = subprocess.Popen(
-                argv, cwd=unit.workdir, env=env, stdin=stdin, stdout=stdout, stderr=stderr, start_new_session=True
-            )
+                argv, cwd=unit.workdir, env=env, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                start_new_session=True,
+            )  # fmt: skip
         except OSError as error:
             return Outcome(
                 "failed", reason="spawn_error", message=f"cannot start {_what(unit)}: {error.strerror or error}"
             )
-        on_spawn(process.pid)
-        deadline = None if unit.timeout_ms is None else time.monotonic() + unit.timeout_ms / 1000
-        ended = None
-        with _Exit(process.pid) as exited:
-            while True:
-                if exited.wait(_slice(deadline)) and process.poll() is not None:
-                    break
-                if abort.is_set():
-                    ended = "aborted"
-                elif deadline is not None and time.monotonic() >= deadline:
-                    ended = "timeout"
-                if ended:
-                    stop_group(process.pid)
-                    process.wait()
-                    break
-    tail = _tail(stderr_path)
+    on_spawn(process.pid)
+    deadline = None if unit.timeout_ms is None else time.monotonic() + unit.timeout_ms / 1000
+    streams = _Streams(process)
+    ended = None
+    try:
+        while not streams.collect(_slice(deadline)):
+            if abort.is_set():
+                ended = "aborted"
+            elif deadline is not None and time.monotonic() >= deadline:
+                ended = "timeout"
+            if ended:
+                stop_group(process.pid)
+                process.wait()
+                streams.drain()
+                break
+    finally:
+        streams.close()
+    tail = streams.stderr.decode("utf-8", "replace") or None
     if ended == "aborted":
         return Outcome("aborted", reason="aborted", message="the drive was aborted", stderr_tail=tail)
     if ended == "timeout":
@@ -223,38 +224,77 @@ def _run(
         status = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
         message = f"{_what(unit)} failed with {status}" + (f": {last[0][:200]}" if last[0] else "")
         # stdout of a failed unit is kept as text: a gate check's stdout is the feedback of its loop
-        return Outcome("failed", output=_text(stdout_path), reason="exit", message=message, exit_code=code,
-                       stderr_tail=tail)  # fmt: skip
-    return _result(stdout_path, unit, tail)
+        text = bytes(streams.stdout[:STDERR_TAIL_BYTES]).decode("utf-8", "replace")
+        return Outcome("failed", output=text[:-1] if text.endswith("\n") else text, reason="exit", message=message,
+                       exit_code=code, stderr_tail=tail)  # fmt: skip
+    return _result(streams, unit, tail)
 
 
-class _Exit:
-    """Wakes as soon as a process exits: a pidfd where the platform has one, else short polls."""
+class _Streams:
+    """Reads a unit's stdout (up to the output limit, counting the rest) and the tail of its stderr
+    while waiting for it to exit; wakes on output, on exit (a pidfd where there is one) or after a
+    slice. It stops at the unit's exit: a background process that keeps the pipes open cannot hold it."""
 
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
-        self.fd: int | None = None
-
-    def __enter__(self) -> _Exit:
+    def __init__(self, process: Any) -> None:
+        self.process = process
+        self.stdout = bytearray()
+        self.stdout_size = 0
+        self.stderr = bytearray()
+        self.open = {process.stdout.fileno(): "stdout", process.stderr.fileno(): "stderr"}
         try:
-            self.fd = os.pidfd_open(self.pid)
+            self.exit_fd: int | None = os.pidfd_open(process.pid)
         except (AttributeError, OSError):
-            self.fd = None
-        return self
+            self.exit_fd = None
 
-    def wait(self, seconds: float) -> bool:
-        """True when the process may have exited (the caller confirms with poll())."""
-        if self.fd is None:
-            time.sleep(min(seconds, 0.005))
-            return True
+    def collect(self, seconds: float) -> bool:
+        """Read what arrives within `seconds`; True once the process has exited (output drained)."""
         import select
 
-        ready, _, _ = select.select([self.fd], [], [], seconds)
-        return bool(ready)
+        watch = list(self.open) + ([self.exit_fd] if self.exit_fd is not None else [])
+        if self.exit_fd is None:
+            seconds = min(seconds, 0.005)  # no exit notification: poll
+        if watch:
+            ready, _, _ = select.select(watch, [], [], seconds)
+        else:
+            ready = []
+            time.sleep(seconds)
+        for fd in ready:
+            if fd != self.exit_fd:
+                self._read(fd)
+        if self.process.poll() is None:
+            return False
+        self.drain()
+        return True
 
-    def __exit__(self, *exc: object) -> None:
-        if self.fd is not None:
-            os.close(self.fd)
+    def drain(self) -> None:
+        """Read what is already written, without waiting for an end of file."""
+        import select
+
+        while self.open:
+            ready, _, _ = select.select(list(self.open), [], [], 0)
+            if not ready:
+                return
+            for fd in ready:
+                self._read(fd)
+
+    def _read(self, fd: int) -> None:
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            del self.open[fd]
+        elif self.open[fd] == "stdout":
+            self.stdout_size += len(chunk)
+            room = MAX_OUTPUT_BYTES + 1 - len(self.stdout)
+            if room > 0:
+                self.stdout += chunk[:room]
+        else:
+            self.stderr += chunk
+            del self.stderr[:-STDERR_TAIL_BYTES]
+
+    def close(self) -> None:
+        self.process.stdout.close()
+        self.process.stderr.close()
+        if self.exit_fd is not None:
+            os.close(self.exit_fd)
 
 
 def _slice(deadline: float | None) -> float:
@@ -295,28 +335,12 @@ def stop_leftover(pid: int | None, host: str | None) -> None:
     stop_group(pid)
 
 
-def _tail(path: Path) -> str | None:
-    size = path.stat().st_size
-    if size == 0:
-        return None
-    with path.open("rb") as handle:
-        handle.seek(max(0, size - STDERR_TAIL_BYTES))
-        return handle.read().decode("utf-8", "replace")
-
-
-def _text(path: Path) -> str:
-    with path.open("rb") as handle:
-        text = handle.read(STDERR_TAIL_BYTES).decode("utf-8", "replace")
-    return text[:-1] if text.endswith("\n") else text
-
-
-def _result(stdout_path: Path, unit: Unit, tail: str | None) -> Outcome:
-    size = stdout_path.stat().st_size
-    if size > MAX_OUTPUT_BYTES:
+def _result(streams: _Streams, unit: Unit, tail: str | None) -> Outcome:
+    if streams.stdout_size > MAX_OUTPUT_BYTES:
         return Outcome("failed", reason="output_too_large",
-                       message=f"{_what(unit)} wrote {size} bytes to stdout; the limit is {MAX_OUTPUT_BYTES}",
+                       message=f"{_what(unit)} wrote {streams.stdout_size} bytes to stdout; the limit is {MAX_OUTPUT_BYTES}",
                        stderr_tail=tail)  # fmt: skip
-    text = stdout_path.read_bytes().decode("utf-8", "replace")
+    text = bytes(streams.stdout).decode("utf-8", "replace")
     try:
         value: Any = json.loads(text)
         parsed = True

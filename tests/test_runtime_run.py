@@ -410,3 +410,23 @@ def test_state_database_is_wal_with_migrations_recorded(runtime: Runtime) -> Non
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert db.execute("SELECT COUNT(*) FROM migrations").fetchone()[0] >= 1
     assert stat.S_ISDIR(os.stat(runtime.state / "locks").st_mode)
+
+
+def test_an_approval_in_a_map_approves_every_item(runtime: Runtime) -> None:
+    source = _wf(
+        '  step ok {\n    map params.items {\n      approval "Ship this one?"\n    }\n  }\n'
+        '  step after {\n    shell "cat"\n    inputs = [steps.ok.output[1].by]\n  }\n',
+        head='  params { items: list[string] = ["a", "b"] }\n',
+    )
+    code, document = runtime.run_json(runtime.compile("wf.akm", source))
+    assert code == 3
+    assert runtime.akm("approve", document["runId"], "ok", "--by", "kim").returncode == 0
+    code, document = runtime.run_json(document["runId"])
+    assert code == 0, document
+    assert runtime.store().step(document["runId"], "after").output["inputs"] == {"steps.ok.output[1].by": "kim"}
+
+
+def test_a_missing_workdir_is_a_usage_error(runtime: Runtime) -> None:
+    plan = runtime.compile("wf.akm", _wf('  step a {\n    shell "true"\n  }\n'))
+    result = runtime.akm("run", plan, "--workdir", "nowhere")
+    assert result.returncode == 2 and "not a directory" in result.stderr and not runtime.state.exists()

@@ -12,7 +12,7 @@ from typing import Any
 
 from akm_run import exitcodes, report
 from akm_run.cli import emit, on_signals, parse_duration, state_dir
-from akm_run.engine import Engine, Options, stored_plan
+from akm_run.engine import Engine, Options, resolve, stored_plan
 from akm_run.identity import new_run_id
 from akm_run.locks import LockHeld, RunLock
 from akm_run.params import ParamsError, collect
@@ -46,6 +46,8 @@ def run(args: argparse.Namespace) -> int:
         return _fail(str(error), exitcodes.USAGE)
     if args.max_concurrency < 1:
         return _fail("--max-concurrency must be at least 1", exitcodes.USAGE)
+    if not args.workdir.is_dir():
+        return _fail(f"--workdir {args.workdir} is not a directory", exitcodes.USAGE)
     path = Path(args.target)
     if path.exists():
         plan, refusal = read_file(path, args.expect_hash)
@@ -197,9 +199,14 @@ def approve(args: argparse.Namespace) -> int:
         if current is None or current.status != "blocked":
             state = current.status if current else "unknown"
             return _fail(f"step {args.step_id} of run {row.id} is {state}, not waiting for approval", exitcodes.USAGE)
-        output: dict[str, Any] = {"approved": True, "by": by}
+        approval: dict[str, Any] = {"approved": True, "by": by}
         if args.note:
-            output["note"] = args.note
+            approval["note"] = args.note
+        output: Any = approval
+        if step["kind"] == "map":  # one approval per item, like any map step's output
+            rows = {s.step_id: s for s in store.steps(row.id)}
+            ok, items = resolve(step["over"], row.params, rows)
+            output = [approval] * len(items) if ok and isinstance(items, list) else [approval]
         with store.transaction():
             store.set_step(row.id, args.step_id, "completed", output=output, notes=None)
             store.event(row.id, "step.approved", args.step_id, by=by)

@@ -12,7 +12,6 @@ start-up and plan verification, paid once per run, are not spread over the units
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -61,9 +60,11 @@ def main() -> None:
         (root / "akm.toml").write_text("")
 
         def map_plan(count: int, width: int) -> Path:
-            items = json.dumps(list(range(count)))
-            return _plan(root, f"map-{count}-{width}", f'workflow "map" {{\n  params {{ items: list[int] = {items} }}\n'
-                         f'  limits {{ concurrency = {width} }}\n  step fan {{\n    map params.items {{\n'
+            # the items come from a step, as they usually do, so that no unit carries the whole list
+            make = f"python3 -c 'import json; print(json.dumps(list(range({count}))))'"
+            return _plan(root, f"map-{count}-{width}", f'workflow "map" {{\n  limits {{ concurrency = {width} }}\n'
+                         f'  step items {{\n    shell "{make}"\n  }}\n'
+                         f'  step fan {{\n    map steps.items.output {{\n'
                          f'      concurrency = {width}\n      shell "true"\n    }}\n  }}\n}}\n')  # fmt: skip
 
         def spine_plan(count: int) -> Path:

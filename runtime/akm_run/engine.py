@@ -67,14 +67,16 @@ class Step:
     reason: str | None = None
     message: str | None = None
     notes: str | None = None
+    recorded: bool = False  # its completion is already journaled (with its one unit's)
 
 
 @dataclass(slots=True)
 class UnitEnd:
-    status: str  # completed | failed | not_dispatched
+    status: str  # completed | failed | blocked | not_dispatched
     output: Any = None
     reason: str | None = None
     message: str | None = None
+    recorded: bool = False  # the step's completion was journaled with the unit's
 
 
 @dataclass
@@ -158,6 +160,8 @@ class _Drive:
         self.rows = {row.step_id: row for row in self.store.steps(run.id)}
         self.in_flight = 0
         self._flight = threading.Lock()
+        self.starting: tuple[str, int] | None = None  # the step the spine reached, not yet journaled
+        self.last = False  # whether it is the last step (completed together with the outputs)
 
     # -- the spine ---------------------------------------------------------------------------------
 
@@ -200,20 +204,28 @@ class _Drive:
             if row.status == "blocked":
                 return self._blocked(step["stepId"], row.notes or "")
             self._check_abort()
-            self.store.start_step(self.run_id, step["stepId"], index)
+            # Recorded with the step's first write (usually its first unit's dispatch): one commit fewer.
+            self.starting = (step["stepId"], index)
+            self.last = index == len(steps) - 1
             self._progress()
             ended = self._step(step, row)
             if ended.status == "completed":
-                if index == len(steps) - 1:
+                if self.last:
                     last_completion = (step["stepId"], ended.output)  # completed with the outputs, below
                     break
-                self._complete_step(step, ended.output)
+                if not ended.recorded:
+                    self._complete_step(step, ended.output)
             elif ended.status == "blocked":
                 blocked: dict[str, Any] = {"reason": ended.reason} if ended.reason else {}
-                self.store.set_step(self.run_id, step["stepId"], "blocked", notes=ended.notes, **blocked)
+                with self.store.transaction(durable=False):
+                    self._record_start()
+                    self.store.set_step(self.run_id, step["stepId"], "blocked", notes=ended.notes, **blocked)
                 return self._blocked(step["stepId"], ended.notes or "")
             else:
-                self.store.set_step(self.run_id, step["stepId"], "failed", reason=ended.reason, message=ended.message)
+                with self.store.transaction(durable=False):
+                    self._record_start()
+                    self.store.set_step(self.run_id, step["stepId"], "failed", reason=ended.reason,
+                                        message=ended.message)  # fmt: skip
                 self.rows[step["stepId"]].status = "failed"
                 if step["onError"] != "continue":
                     failure = {"stepId": step["stepId"], "reason": ended.reason, "message": ended.message}
@@ -230,8 +242,15 @@ class _Drive:
             done = sum(1 for r in self.rows.values() if r.status in ("completed", "skipped", "failed"))
             self.options.progress(done, len(self.rows), self.in_flight)
 
+    def _record_start(self) -> None:
+        """Journal that the spine reached the current step (inside the caller's transaction)."""
+        starting, self.starting = self.starting, None
+        if starting is not None:
+            self.store.start_step(self.run_id, *starting)
+
     def _complete_step(self, step: dict[str, Any], output: Any) -> None:
         with self.store.transaction(durable=False):
+            self._record_start()
             self.store.set_step(self.run_id, step["stepId"], "completed", output=output)
             if step["kind"] == "route":
                 self._skip_unselected(step, output)
@@ -350,11 +369,12 @@ class _Drive:
                 return self._unresolved(
                     step, identity.journal_id(identity.unit_id(step["stepId"]), loop), None, missing
                 )
+            solo = "gate" not in step and not self.last  # its output is its one unit's: complete both at once
             end = self._unit(step, step["target"], identity.unit_id(step["stepId"]), loop, None, None, inputs,
-                             feedback, schema=step.get("outputSchema"))  # fmt: skip
+                             feedback, schema=step.get("outputSchema"), completes=solo)  # fmt: skip
             if end.status == "blocked":
                 return Step("blocked", reason=end.reason, notes=end.message)
-            return Step(end.status, end.output, end.reason, end.message)
+            return Step(end.status, end.output, end.reason, end.message, recorded=end.recorded)
         ok, items = resolve(step["over"], self.params, self.rows)
         if missing or not ok or not isinstance(items, list):
             problem = missing or [f"{step['over']} is not a list" if ok else f"{step['over']} did not resolve"]
@@ -435,6 +455,7 @@ class _Drive:
         *,
         schema: dict[str, Any] | None,
         gate_output: Any = None,
+        completes: bool = False,
     ) -> UnitEnd:
         """One unit to its end: reuse a completed journal row, else dispatch, retrying as the step says."""
         journal = identity.journal_id(unit, loop)
@@ -457,8 +478,10 @@ class _Drive:
         while True:
             self._check_abort()
             dispatch = identity.dispatch_id(self.run_id, journal, failed_before)
-            attempt = self.store.begin_attempt(self.run_id, journal, step["stepId"], index, digest, dispatch,
-                                               new_unit=new_unit, max_units=self.plan["limits"].get("maxUnits"))  # fmt: skip
+            with self.store.transaction(durable=False):
+                self._record_start()
+                attempt = self.store.begin_attempt(self.run_id, journal, step["stepId"], index, digest, dispatch,
+                                                   new_unit=new_unit, max_units=self.plan["limits"].get("maxUnits"))  # fmt: skip
             new_unit = False
             if not attempt:
                 message = f"the run has dispatched its limit of {self.plan['limits']['maxUnits']} units (max_units)"
@@ -499,9 +522,15 @@ class _Drive:
                                           stderr_tail=outcome.stderr_tail)  # fmt: skip
                 raise Aborted
             if outcome.status == "completed":
-                self.store.finish_attempt(self.run_id, journal, step["stepId"], attempt, "completed",
-                                          stderr_tail=outcome.stderr_tail, output=outcome.output)  # fmt: skip
-                return UnitEnd("completed", outcome.output)
+                with self.store.transaction(durable=False):
+                    self.store.finish_attempt(self.run_id, journal, step["stepId"], attempt, "completed",
+                                              stderr_tail=outcome.stderr_tail, output=outcome.output)  # fmt: skip
+                    if completes:
+                        self.store.set_step(self.run_id, step["stepId"], "completed", output=outcome.output)
+                if completes:
+                    row = self.rows[step["stepId"]]
+                    row.status, row.output_json = "completed", dumps(outcome.output)
+                return UnitEnd("completed", outcome.output, recorded=completes)
             again = retry is not None and outcome.reason in retry["on"] and retries < retry["max"]
             self.store.finish_attempt(self.run_id, journal, step["stepId"], attempt, "failed", reason=outcome.reason,
                                       message=outcome.message, exit_code=outcome.exit_code,

@@ -130,23 +130,27 @@ def execute(
     except UnitFailure as failure:
         return Outcome("failed", reason=failure.reason, message=failure.message)
     if scratch is None:
-        with tempfile.TemporaryDirectory(prefix="akm-unit-") as private:
-            return execute(unit, abort, on_spawn, environ, Path(private))
+        with tempfile.TemporaryDirectory(prefix="akm-unit-") as directory:
+            return execute(unit, abort, on_spawn, environ, Path(directory))
     prefix = scratch / f"{unit.context['dispatchId']}.{unit.context['attempt']}.{threading.get_ident()}"
-    files = {name: Path(f"{prefix}.{name}") for name in ("context.json", "script", "stdin")}
+    created: list[Path] = []
+
+    def write(name: str, text: str, mode: int) -> Path:
+        path = Path(f"{prefix}.{name}")
+        created.append(path)
+        _private(path, text, mode)
+        return path
+
     try:
-        _private(files["context.json"], json.dumps(unit.context, ensure_ascii=False, sort_keys=True), 0o600)
-        env["AKM_CONTEXT"] = str(files["context.json"])
+        stdin_path = write("context.json", json.dumps(unit.context, ensure_ascii=False, sort_keys=True), 0o600)
+        env["AKM_CONTEXT"] = str(stdin_path)
         if argv[0] == "<script>":
-            _private(files["script"], unit.target["text"], 0o700)
-            argv = [str(files["script"])]
-        stdin_path = files["context.json"]
+            argv = [str(write("script", unit.target["text"], 0o700))]
         if stdin_text is not None:
-            stdin_path = files["stdin"]
-            _private(stdin_path, stdin_text, 0o600)
+            stdin_path = write("stdin", stdin_text, 0o600)
         outcome = _run(argv, unit, env, stdin_path, abort, on_spawn)
     finally:
-        for path in files.values():
+        for path in created:
             path.unlink(missing_ok=True)
     return _redacted(outcome, secrets)
 

@@ -8,8 +8,8 @@ import textwrap
 from functools import lru_cache
 from typing import Any, TypeVar
 
-from lark import Lark, Token, v_args
-from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken, VisitError
+from lark import Lark, Token
+from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 from lark.visitors import Transformer_NonRecursive
 
 from akmc import ast
@@ -83,11 +83,9 @@ def parse(text: str, report: Report, comments: list[tuple[str, ast.Span]] | None
         del report.diagnostics[:]
         _report_syntax_error(text, error, report)
         return None
-    except VisitError as error:
-        if not isinstance(error.orig_exc, _TooDeep):
-            raise
+    except _TooDeep as too_deep:
         del report.diagnostics[:]
-        report.add("E100", error.orig_exc.span, message=f"values and types nest deeper than {MAX_NESTING} levels")
+        report.add("E100", too_deep.span, message=f"values and types nest deeper than {MAX_NESTING} levels")
         return None
     finally:
         _BUILDER.reset("", Report(""))
@@ -304,13 +302,26 @@ def dedent_block(raw: str) -> str:
     return textwrap.dedent(body.rstrip())
 
 
-@v_args(meta=True)
 class _Builder(Transformer_NonRecursive[Token, Any]):
-    """Builds AST nodes at each LALR reduction; `reset` points it at the next file."""
+    """Builds AST nodes bottom-up from the parse tree; `reset` points it at the next file.
+
+    Each rule method takes `(meta, children)`. They are called directly (see `_call_userfunc`)
+    rather than through `v_args(meta=True)`, whose wrapper is rebuilt on every call and cost
+    about 2.8 ms of a 108-line file; an error raised by a rule method propagates unwrapped."""
+
+    __visit_tokens__ = False  # no terminal callbacks: tokens pass through untouched
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__(visit_tokens=False)
+        self._rules: dict[str, Any] = {}
         self.reset("", Report(""))
+
+    def _call_userfunc(self, tree: Any, new_children: list[Any] | None = None) -> Any:
+        children = new_children if new_children is not None else tree.children
+        rule = self._rules.get(tree.data)
+        if rule is None:  # every grammar rule that survives into the tree has a method here
+            rule = self._rules[tree.data] = getattr(self, tree.data)
+        return rule(tree.meta, children)
 
     def reset(self, text: str, report: Report) -> None:
         self.text = text

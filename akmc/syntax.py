@@ -273,10 +273,16 @@ class _TooDeep(Exception):
         self.span = span
 
 
+_STRING = json.JSONDecoder(strict=False)  # one decoder: json.loads(strict=False) builds one per call
+
+
 def _str(text: str, token: Token, report: Report) -> str:
     """Decode a STRING token's JSON escapes, reporting a bad escape as E101."""
+    raw = str(token)
+    if "\\" not in raw:
+        return raw[1:-1]  # nothing to decode (the lexer guarantees the quotes)
     try:
-        value: str = json.loads(str(token), strict=False)
+        value: str = _STRING.decode(raw)
         return value
     except ValueError:
         raw = str(token)

@@ -180,11 +180,11 @@ class _Checker:
         from akmc import syntax
 
         syntax.parser()  # built once here, inherited by every forked worker
-        chunks = [misses[i :: self.jobs] for i in range(self.jobs)]
+        chunks = _shares(self.root, misses, self.jobs)
         ok = True
         context = multiprocessing.get_context("fork")
         with ProcessPoolExecutor(max_workers=self.jobs, mp_context=context) as pool:
-            for chunk_ok, records in pool.map(_work, [(self.root, self.suppressions, c) for c in chunks if c]):
+            for chunk_ok, records in pool.map(_work, [(self.root, self.suppressions, c) for c in chunks]):
                 ok = ok and chunk_ok
                 for record in records:
                     if _key(record.path) not in self.results:
@@ -206,6 +206,34 @@ PARALLEL_THRESHOLD = 24  # below this, starting worker processes costs more than
 def _key(path: Path) -> str:
     """One file, however it was named (lexically: cheap, and the cache names files the same way)."""
     return os.path.abspath(path)
+
+
+def _shares(root: Path, files: list[Path], jobs: int) -> list[list[Path]]:
+    """Split files between workers keeping each composition tree in one share (a worker compiles a
+    file's children anyway; splitting a tree would compile them twice), largest trees first."""
+    from akmc.workspace import uses_refs
+
+    index = {_key(p): i for i, p in enumerate(files)}
+    parent = list(range(len(files)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for i, path in enumerate(files):
+        for ref in uses_refs(path):
+            j = index.get(_key(root / f"{ref}.akm"))
+            if j is not None:
+                parent[find(i)] = find(j)
+    groups: dict[int, list[Path]] = {}
+    for i, path in enumerate(files):
+        groups.setdefault(find(i), []).append(path)
+    shares: list[list[Path]] = [[] for _ in range(jobs)]
+    for group in sorted(groups.values(), key=len, reverse=True):
+        min(shares, key=len).extend(group)
+    return [share for share in shares if share]
 
 
 def _work(job: tuple[Path, bool, list[Path]]) -> tuple[bool, list[Cached]]:

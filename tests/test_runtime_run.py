@@ -430,3 +430,13 @@ def test_a_missing_workdir_is_a_usage_error(runtime: Runtime) -> None:
     plan = runtime.compile("wf.akm", _wf('  step a {\n    shell "true"\n  }\n'))
     result = runtime.akm("run", plan, "--workdir", "nowhere")
     assert result.returncode == 2 and "not a directory" in result.stderr and not runtime.state.exists()
+
+
+def test_a_corrupt_state_database_is_a_clear_error(runtime: Runtime) -> None:
+    runtime.state.mkdir()
+    (runtime.state / "state.db").write_text("not a database")
+    for args in (["list"], ["status", "r1"]):
+        result = runtime.akm(*args)
+        assert result.returncode == 2 and "state.db cannot be used" in result.stderr
+        assert "Traceback" not in result.stderr
+    assert (runtime.state / "state.db").read_text() == "not a database"  # nothing overwritten

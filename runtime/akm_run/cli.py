@@ -117,12 +117,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return exitcodes.USAGE
+    import sqlite3
+
     from akm_run import commands
 
     try:
         code: int = commands.COMMANDS[args.command](args)
     except BrokenPipeError:
         return exitcodes.FAILED
+    except sqlite3.DatabaseError as error:
+        where = state_dir(args) / "state.db" if hasattr(args, "state_dir") else "the state database"
+        print(f"akm-run: error: {where} cannot be used: {error}", file=sys.stderr)
+        return exitcodes.USAGE
     except Exception as error:  # noqa: BLE001 - no traceback reaches a user
         print(f"akm-run: internal error: {type(error).__name__}: {error}", file=sys.stderr)
         return exitcodes.USAGE

@@ -119,13 +119,3 @@ class RunLock:
     def __exit__(self, *exc: object) -> None:
         self.release()
 
-
-def holder_of(state_dir: Path, run_id: str) -> dict[str, Any] | None:
-    """The live holder of a run's lock, if any (for `abandon` and `status`)."""
-    lock = RunLock(state_dir, run_id)
-    holder = lock._holder()
-    if holder is None:
-        return None
-    if holder.get("host") == socket.gethostname() and not pid_alive(int(holder.get("pid", 0))):
-        return None
-    return holder

@@ -326,6 +326,8 @@ def test_gate_blocks_after_max_loops_and_resume_reopens(runtime: Runtime) -> Non
     assert code == 3 and document["blocked"]["stepId"] == "draft"
     assert "> xxx" in document["blocked"]["notes"] and "akm-run resume" in document["blocked"]["notes"]
     run_id = document["runId"]
+    status = json.loads(runtime.akm("status", run_id, "--format", "json").stdout)
+    assert status["steps"][0]["failureReason"] == "gate_rejected"
     assert runtime.akm("run", run_id).returncode == 3  # the engine never resumes a blocked run by itself
     (runtime.root / "limit").write_text("3")
     assert runtime.akm("resume", run_id).returncode == 0

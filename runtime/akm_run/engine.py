@@ -357,7 +357,7 @@ class _Drive:
                     f"Last feedback:\n{quoted}\n"
                     f"Resume with `akm-run resume {self.run_id}`, then `akm-run run {self.run_id}`."
                 )
-                return Step("blocked", notes=notes)
+                return Step("blocked", reason="gate_rejected", notes=notes)
             iteration, loops = iteration + 1, loops + 1
             self.store.set_step(self.run_id, step["stepId"], "running", event=False, gate_iteration=iteration,
                                 gate_loops=loops, gate_feedback=feedback)  # fmt: skip

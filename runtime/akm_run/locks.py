@@ -118,4 +118,3 @@ class RunLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
-

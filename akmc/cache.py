@@ -12,10 +12,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from akmc import __version__
 from akmc.diagnostics import CATALOG, Diagnostic, Related
@@ -36,16 +35,15 @@ def fingerprint() -> str:
     return digest.hexdigest()
 
 
-@dataclass(slots=True)
-class Cached:
+class Cached(NamedTuple):
     """One checked file as `akmc check` reports and caches it (restored, or fresh from a compile)."""
 
     path: Path
     display: str
     text: str | None
     diagnostics: list[Diagnostic]
-    children: list[str] = field(default_factory=list)  # root-relative sources it composes, transitively
-    uses: list[str] = field(default_factory=list)  # root-relative sources it composes directly
+    children: tuple[str, ...] = ()  # root-relative sources it composes, transitively
+    uses: tuple[str, ...] = ()  # root-relative sources it composes directly
     deps: dict[str, str | None] | None = None  # set on a fresh result that may be cached
 
 
@@ -96,14 +94,16 @@ class Cache:
             if any(self._hash(path) != digest for path, digest in deps.items()):
                 return None
             diagnostics = [self._diagnostic(d) for d in entry["diagnostics"]]
-            children, uses = list(entry["children"]), list(entry["uses"])
+            children, uses = tuple(map(str, entry["children"])), tuple(map(str, entry["uses"]))
         except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError):
             return None  # missing, corrupt or from another version: never trusted
         data = self._bytes.get(relative)
         text = data.decode("utf-8", "replace").removeprefix("\ufeff") if data is not None else None
         return Cached(Path(self._root, relative), self._display(relative), text, diagnostics, children, uses)
 
-    def store(self, relative: str, deps: dict[str, str | None], diagnostics: list[Diagnostic], uses: list[str]) -> None:
+    def store(
+        self, relative: str, deps: dict[str, str | None], diagnostics: list[Diagnostic], uses: tuple[str, ...]
+    ) -> None:
         """Write one file's entry (atomically); failures to write are ignored: the cache is an optimisation."""
         own = deps.get(relative)
         children = sorted(p for p in deps if p.endswith(".akm") and p != relative and deps[p] is not None)

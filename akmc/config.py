@@ -5,7 +5,6 @@ The command line wins over the file: each option given replaces the file's value
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,13 +24,15 @@ class ConfigError(Exception):
         super().__init__(f"{path}:{line}:{column}: error: {message}")
 
 
-@dataclass(slots=True)
 class CheckConfig:
-    strict: bool = False
-    select: list[str] = field(default_factory=list)  # empty: every code
-    ignore: list[str] = field(default_factory=list)
-    include: list[str] = field(default_factory=list)  # empty: every *.akm
-    exclude: list[str] = field(default_factory=list)
+    """The `[check]` settings (a plain class: the warm check path does not load `dataclasses`)."""
+
+    def __init__(self) -> None:
+        self.strict = False
+        self.select: list[str] = []  # empty: every code
+        self.ignore: list[str] = []
+        self.include: list[str] = []  # empty: every *.akm
+        self.exclude: list[str] = []
 
     def reports(self, code: str) -> bool:
         """Whether a diagnostic with this code is reported (a code or a prefix such as `W` or `E4`)."""

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from akmc.spans import Span
 
@@ -11,8 +10,7 @@ ERROR = "error"
 WARNING = "warning"
 
 
-@dataclass(frozen=True, slots=True)
-class Code:
+class Code(NamedTuple):
     """One catalog entry. The code never changes meaning once released."""
 
     code: str
@@ -74,15 +72,13 @@ CATALOG: dict[str, Code] = _entries(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Related:
+class Related(NamedTuple):
     file: str
     span: Span
     message: str
 
 
-@dataclass(frozen=True, slots=True)
-class Diagnostic:
+class Diagnostic(NamedTuple):
     code: str
     message: str
     file: str
@@ -98,12 +94,14 @@ class Diagnostic:
         return (self.file, self.span.line, self.span.column, self.code)
 
 
-@dataclass(slots=True)
 class Report:
     """The diagnostics of one file, in the order checkers found them."""
 
-    file: str
-    diagnostics: list[Diagnostic] = field(default_factory=list)
+    __slots__ = ("diagnostics", "file")
+
+    def __init__(self, file: str, diagnostics: list[Diagnostic] | None = None) -> None:
+        self.file = file
+        self.diagnostics: list[Diagnostic] = diagnostics if diagnostics is not None else []
 
     def add(
         self,

@@ -1,14 +1,15 @@
 """Source positions: the one type diagnostics, the workspace and the syntax tree share.
 
-A module of its own so that reporting cached results never imports the syntax tree."""
+A module of its own so that reporting cached results never imports the syntax tree. The value
+types of the reporting path are NamedTuples: `dataclasses` (with `inspect`) would add about 15 ms
+to every warm `akmc check`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class Span:
+class Span(NamedTuple):
     """A source range. Lines and columns are 1-based; `end_column` is exclusive.
 
     `start` and `end` are 0-based character offsets into the decoded text.

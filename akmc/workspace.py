@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from akmc.spans import Span
@@ -86,14 +85,6 @@ def _walk(directory: Path) -> list[os.DirEntry[str]]:
                 continue
         pending.extend(reversed(subdirs))
     return out
-
-
-@dataclass(frozen=True, slots=True)
-class Source:
-    """A decoded source file with its raw bytes (for hashing)."""
-
-    text: str
-    data: bytes
 
 
 def read_bytes(path: Path, limit: int, name: str | None = None) -> bytes:

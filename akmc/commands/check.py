@@ -254,7 +254,7 @@ def _record(result: FileResult, root: Path) -> Cached:
                 uses.append(child.resolve().relative_to(root).as_posix())
             except ValueError:
                 continue
-    return Cached(result.path, result.display, result.text, list(result.report.diagnostics), uses=uses,
+    return Cached(result.path, result.display, result.text, list(result.report.diagnostics), uses=tuple(uses),
                   deps=result.deps)  # fmt: skip
 
 

@@ -442,3 +442,32 @@ def test_a_corrupt_state_database_is_a_clear_error(runtime: Runtime) -> None:
         assert result.returncode == 2 and "state.db cannot be used" in result.stderr
         assert "Traceback" not in result.stderr
     assert (runtime.state / "state.db").read_text() == "not a database"  # nothing overwritten
+
+
+def test_progress_is_drawn_only_on_a_terminal(runtime: Runtime) -> None:
+    """On a terminal (a real pseudo-terminal here) a one-line progress display is drawn on stderr."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    plan = runtime.compile("wf.akm", _wf('  step a {\n    shell "true"\n  }\n  step b {\n    shell "true"\n  }\n'))
+    leader, follower = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "akm_run", "run", str(plan)], cwd=runtime.root, env=runtime.env(),
+        stdin=subprocess.DEVNULL, stdout=follower, stderr=follower,
+    )  # fmt: skip
+    os.close(follower)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        seen += chunk
+    assert process.wait(timeout=60) == 0
+    os.close(leader)
+    text = seen.decode()
+    assert "steps 0/2 done" in text and "steps 1/2 done" in text and "completed" in text

@@ -328,7 +328,12 @@ def test_gate_blocks_after_max_loops_and_resume_reopens(runtime: Runtime) -> Non
     run_id = document["runId"]
     status = json.loads(runtime.akm("status", run_id, "--format", "json").stdout)
     assert status["steps"][0]["failureReason"] == "gate_rejected"
-    assert runtime.akm("run", run_id).returncode == 3  # the engine never resumes a blocked run by itself
+    code, again = runtime.run_json(run_id)  # the engine never resumes a blocked run by itself
+    assert (
+        code == 3
+        and again["blocked"]["stepId"] == "draft"
+        and again["blocked"]["notes"] == document["blocked"]["notes"]
+    )
     (runtime.root / "limit").write_text("3")
     assert runtime.akm("resume", run_id).returncode == 0
     code, document = runtime.run_json(run_id)

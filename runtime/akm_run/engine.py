@@ -95,7 +95,7 @@ class Engine:
                 raise KeyError(run_id)
             plan = stored_plan(run)
             if run.status != "active":
-                return settled(run)
+                return settled(run, self.store)
             self._reclaim(run_id)
             return _Drive(self, run, plan).run()
 
@@ -120,11 +120,12 @@ def stored_plan(run: RunRow) -> dict[str, Any]:
     return verified
 
 
-def settled(run: RunRow) -> Result:
+def settled(run: RunRow, store: Store) -> Result:
     """The result of a run that is not active: nothing is dispatched."""
     result = Result(run.id, run.status, failure=run.failure, exported=run.exported)
     if run.status == "blocked":
-        result.blocked = {"notes": run.notes or ""}
+        step = next((s.step_id for s in store.steps(run.id) if s.status == "blocked"), None)
+        result.blocked = {"stepId": step, "notes": run.notes or ""}
     return result
 
 

@@ -74,6 +74,7 @@ def test_crash_after_a_side_effect_before_its_journal_write(runtime: Runtime) ->
     steps = "".join(f'  step {s} {{\n    script "scripts/crash.sh"\n  }}\n' for s in ("a", "b", "c"))
     plan = runtime.compile("wf.akm", f'workflow "spine" {{\n{steps}}}\n')
     run_id = _crash_run(runtime, plan, "b:solo")
+    assert [p.name for p in (runtime.state / "scratch").iterdir()] != []  # left behind by the crash
     before = _completed_units(runtime, run_id)
     assert before == ["a:solo"]
     _resume(runtime, run_id)
@@ -85,6 +86,7 @@ def test_crash_after_a_side_effect_before_its_journal_write(runtime: Runtime) ->
     dispatches = [line.split()[1] for line in (runtime.root / "log").read_text().splitlines() if line.startswith("b:")]
     assert len(set(dispatches)) == 1
     assert not (runtime.state / "locks" / f"{run_id}.lock").exists()
+    assert not list((runtime.state / "scratch").iterdir())  # the dead driver's unit files are gone too
 
 
 def test_crash_in_the_middle_of_a_map(runtime: Runtime) -> None:

@@ -168,7 +168,7 @@ class _Drive:
 
     def run(self) -> Result:
         timer = self._deadline()
-        self.scratch = units.scratch_directory()
+        self.scratch = units.scratch_directory(self.options.state_dir, self.run_id)
         try:
             return self._spine()
         except Aborted:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import tempfile
@@ -109,9 +110,22 @@ def redact(value: Any, secrets: list[str]) -> Any:
     return value
 
 
-def scratch_directory() -> Path:
-    """A private (0700) directory for the files of the units of one drive."""
-    return Path(tempfile.mkdtemp(prefix="akm-run-"))
+def scratch_directory(state_dir: Path, run_id: str) -> Path:
+    """A private (0700) directory for the unit files of one drive: `<state-dir>/scratch/<run>.<pid>`.
+    Directories that drivers of this run left behind when they died (same host) are removed first:
+    their context files may hold params a unit was given."""
+    from akm_run.locks import pid_alive
+
+    base = state_dir / "scratch"
+    base.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for stale in base.glob(f"{run_id}.*"):
+        pid = stale.name.rsplit(".", 1)[-1]
+        if pid.isdigit() and not pid_alive(int(pid)):
+            shutil.rmtree(stale, ignore_errors=True)
+    directory = base / f"{run_id}.{os.getpid()}"
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(mode=0o700)
+    return directory
 
 
 def execute(

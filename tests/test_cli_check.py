@@ -118,3 +118,18 @@ def test_version_and_help() -> None:
     assert run_cli("--version").stdout.startswith("akmc ")
     help_text = run_cli("check", "--help").stdout
     assert "examples:\n  akmc check" in help_text and "--format" in help_text
+
+
+def test_each_file_belongs_to_its_own_workspace(tmp_path: Path) -> None:
+    """Two akm.toml workspaces below one directory: refs resolve, and configuration applies, per workspace."""
+    child = 'workflow "c" {\n  params {\n    unused: bool = false\n  }\n  step s {\n    shell "true"\n  }\n}\n'
+    parent = 'workflow "p" {\n  step c {\n    uses "workflows/c"\n  }\n}\n'
+    for name, toml in (("a", '[check]\nignore = ["W700"]\n'), ("b", "")):
+        (tmp_path / name / "workflows").mkdir(parents=True)
+        (tmp_path / name / "akm.toml").write_text(toml)
+        (tmp_path / name / "workflows" / "c.akm").write_text(child)
+        (tmp_path / name / "workflows" / "p.akm").write_text(parent)
+    result = run_cli("check", "--format", "json", ".", cwd=tmp_path)
+    found = [(d["file"], d["code"]) for d in json.loads(result.stdout)]
+    assert found == [("b/workflows/c.akm", "W700")], result.stderr
+    assert "(4 files checked)" in run_cli("check", ".", cwd=tmp_path).stdout

@@ -7,7 +7,7 @@ import os
 import sys
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from akmc import exitcodes
 from akmc.cache import Cache, Cached, UsesIndex
@@ -61,48 +61,65 @@ def _codes(text: str) -> list[str]:
 def main(argv: list[str]) -> int:
     """Parse `akmc check` arguments and run it; argparse's usage errors exit 2."""
     args = build_parser().parse_args(argv)
-    start = args.root or (args.paths[0] if args.paths and args.paths[0].is_dir() else
-                          (args.paths[0].parent if args.paths else Path(".")))  # fmt: skip
-    root = find_root(start if start.exists() else Path("."), args.root)
-    try:
-        config = load(root)
-    except ConfigError as error:
-        print(f"akmc: {error}", file=sys.stderr)
-        return exitcodes.USAGE
-    for name in ("strict", "select", "ignore", "include", "exclude"):
-        if getattr(args, name) is not None:  # the command line wins
-            setattr(config, name, getattr(args, name))
-    return run(args.paths, root=root, config=config, output_format=args.output_format, quiet=args.quiet,
-               suppressions=not args.no_ignore, cache=not args.no_cache, jobs=args.jobs)  # fmt: skip
+    overrides = {name: getattr(args, name) for name in ("strict", "select", "ignore", "include", "exclude")}
+    return run(args.paths, root=args.root, overrides={k: v for k, v in overrides.items() if v is not None},
+               output_format=args.output_format, quiet=args.quiet, suppressions=not args.no_ignore,
+               cache=not args.no_cache, jobs=args.jobs)  # fmt: skip
 
 
 def run(
     paths: list[Path],
     *,
-    root: Path,
-    config: CheckConfig | None = None,
+    root: Path | None = None,
+    overrides: dict[str, Any] | None = None,
     output_format: str = "text",
     quiet: bool = False,
     suppressions: bool = True,
     cache: bool = True,
     jobs: int | None = None,
 ) -> int:
-    """Check `paths` (and their children and parents) in the workspace at `root`; print; exit code."""
-    config = config or CheckConfig()
-    root = root.resolve()
-    checker = _Checker(root, suppressions, Cache(root, suppressions) if cache else None, jobs)
-    files = _selected(root, paths or [Path(".")], config)
-    failed = not checker.check(files)
-    # A child edit can break the workflows that compose it: check those parents too.
-    parents = [p for p in checker.dependents(files) if _wanted(root, p, config)]
-    failed = not checker.check(parents) or failed
-    checker.save()
-    results = [r for r in checker.results.values() if _wanted(root, r.path, config)]
-    diagnostics = sorted((d for r in results for d in r.diagnostics if config.reports(d.code)), key=Diagnostic.sort_key)
+    """Check `paths` and their children and parents; print; return the exit code.
+
+    Each file belongs to the workspace of its nearest `akm.toml` (or `--root`): refs resolve, the
+    configuration applies and the cache lives there. The command line wins over each akm.toml."""
+    named = paths or [Path(".")]
+    workspaces: dict[Path, list[Path]] = {}
+    roots: dict[Path, Path] = {}  # directory → workspace root, found once per directory
+    for path in discover(named):
+        directory = path.parent
+        if directory not in roots:
+            roots[directory] = find_root(directory, root)
+        workspaces.setdefault(roots[directory], []).append(path)
+    if not workspaces:
+        workspaces[find_root(Path("."), root)] = []
+    results: list[Cached] = []
+    diagnostics: list[Diagnostic] = []
+    failed = strict_findings = False
+    for workspace, files in workspaces.items():
+        try:
+            config = load(workspace)
+        except ConfigError as error:
+            print(f"akmc: {error}", file=sys.stderr)
+            return exitcodes.USAGE
+        for name, value in (overrides or {}).items():  # the command line wins
+            setattr(config, name, value)
+        checker = _Checker(workspace, suppressions, Cache(workspace, suppressions) if cache else None, jobs)
+        chosen = _selected(workspace, files, named, config)
+        failed = not checker.check(chosen) or failed
+        # A child edit can break the workflows that compose it: check those parents too.
+        parents = [p for p in checker.dependents(chosen) if _wanted(workspace, p, config)]
+        failed = not checker.check(parents) or failed
+        checker.save()
+        mine = [r for r in checker.results.values() if _wanted(workspace, r.path, config)]
+        found = [d for r in mine for d in r.diagnostics if config.reports(d.code)]
+        strict_findings = strict_findings or (config.strict and bool(found))
+        results += mine
+        diagnostics += found
+    diagnostics.sort(key=Diagnostic.sort_key)
     _emit(diagnostics, results, output_format, quiet)
     if failed:
         return exitcodes.USAGE
-    if any(d.severity == ERROR or config.strict for d in diagnostics):
+    if strict_findings or any(d.severity == ERROR for d in diagnostics):
         return exitcodes.FINDINGS
     return exitcodes.OK
 
@@ -258,12 +275,12 @@ def _record(result: FileResult, root: Path) -> Cached:
                   deps=result.deps)  # fmt: skip
 
 
-def _selected(root: Path, paths: list[Path], config: CheckConfig) -> list[Path]:
+def _selected(root: Path, files: list[Path], named: list[Path], config: CheckConfig) -> list[Path]:
     chosen = []
-    for path in discover(paths):
+    for path in files:
         if _wanted(root, path, config):
             chosen.append(path)
-        elif any(path == p for p in paths):
+        elif any(path == p for p in named):
             print(f"akmc: note: {display_path(path)} is excluded by the [check] configuration", file=sys.stderr)
     return chosen
 

@@ -149,3 +149,26 @@ def test_git_textconv_shows_plan_changes(edited: tuple[Path, Path]) -> None:
     assert run_cli("compile", "workflows/release.akm", "-o", "release.plan.json", cwd=repo).returncode == 0
     shown = git("diff", "release.plan.json")
     assert "-  7. signoff" in shown and "notify" in shown and '"timeoutMs"' not in shown
+
+
+def test_every_pair_of_golden_plans_diffs_cleanly() -> None:
+    """Any two verified plans diff without error, in both formats; equal exactly when the hashes are."""
+    from akm_run.plan import plan_hash
+    from akmc.render import diff as renderer
+    from conftest import REPO
+
+    plans = []
+    for root in [REPO / "golden" / "corpus", LANGUAGE_EXAMPLE, *sorted((REPO / "golden" / "compose").iterdir())]:
+        session = Session(root)
+        for path in sorted((root / "workflows").glob("*.akm")):
+            result = session.check(path)
+            if result.plan is not None:
+                plans.append(result.plan)
+    assert len(plans) > 20
+    for old in plans:
+        for new in plans:
+            result = diff(old, new)
+            assert result.equal == (plan_hash(old) == plan_hash(new))
+            assert result.equal == (result.changes == [])
+            renderer.render(result)
+            json.dumps(result.to_json())

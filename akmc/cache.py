@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 from akmc import __version__
 from akmc.diagnostics import CATALOG, Diagnostic, Related
 from akmc.spans import Span
+from akmc.workspace import display_path
 
 DIRECTORY = ".akmc-cache"
 FORMAT = 1
@@ -51,7 +52,6 @@ class Cache:
     def __init__(self, root: Path, suppressions: bool) -> None:
         self.root = root.resolve()
         self._root = str(self.root)
-        self._cwd = os.getcwd()  # diagnostics name files relative to it (see workspace.display_path)
         self.directory = self.root / DIRECTORY / f"v{FORMAT}"
         self.suppressions = suppressions
         self._hashes: dict[str, str | None] = {}
@@ -147,8 +147,7 @@ class Cache:
         return self.relative(Path(display)) or display
 
     def _display(self, relative: str) -> str:
-        shown = os.path.relpath(os.path.join(self._root, relative), self._cwd)
-        return os.path.join(self._root, relative) if shown.startswith("..") else shown.replace(os.sep, "/")
+        return display_path(os.path.join(self._root, relative))
 
 
 class UsesIndex:

@@ -13,6 +13,7 @@ from typing import Any
 from akmc import ast
 from akmc.compose import Child
 from akmc.diagnostics import ERROR, Report
+from akmc.spans import keyword
 from akmc.workspace import (
     FILE_START,
     MAX_SOURCE_BYTES,
@@ -188,7 +189,7 @@ class Session:
         result.deps = self._deps(result, reads, children)
         chain, embedded = compose.bounds(report, ref, sites)
         data = canonical_bytes(plan)
-        compose.plan_size(report, plan, len(data), _keyword(result.workflow.span))
+        compose.plan_size(report, plan, len(data), keyword(result.workflow.span, "workflow"))
         if not report.has_errors:
             result.plan = plan
         result.child = _summary(result, model, typed)
@@ -272,8 +273,3 @@ def _own(result: FileResult) -> dict[str, str | None] | None:
     except ValueError:
         return None
     return {relative: "sha256:" + hashlib.sha256(result.data).hexdigest()}
-
-
-def _keyword(span: ast.Span) -> ast.Span:
-    """The `workflow` keyword: where whole-plan diagnostics point."""
-    return ast.Span(span.line, span.column, span.line, span.column + len("workflow"), span.start, span.start + 8)

@@ -7,6 +7,7 @@ from typing import Any
 
 from akmc import ast
 from akmc.diagnostics import Report, did_you_mean, position
+from akmc.spans import keyword
 
 MAX_STEPS, MAX_PARAMS, MAX_OUTPUTS = 256, 64, 64
 MAX_TIMEOUT_MS = 24 * 3600 * 1000
@@ -316,16 +317,16 @@ def _step(model: Model, step: ast.Step, index: int, report: Report) -> StepModel
         if isinstance(item, ast.Target):
             work.append((f"`{item.kind}` target", item, item.keyword_span))
         elif isinstance(item, ast.MapBlock):
-            work.append(("`map`", item, _keyword(item.span, "map")))
+            work.append(("`map`", item, keyword(item.span, "map")))
         elif isinstance(item, ast.RouteBlock):
-            work.append(("`route`", item, _keyword(item.span, "route")))
+            work.append(("`route`", item, keyword(item.span, "route")))
         elif isinstance(item, ast.Setting):
             settings.append(item)
         elif isinstance(item, ast.Env):
             _env(item, sm.env, report)
         elif isinstance(item, ast.Inputs):
             if inputs_seen is not None:
-                report.add("E202", _keyword(item.span, "inputs"), message=f"step `{sm.id}` has two `inputs` lists")
+                report.add("E202", keyword(item.span, "inputs"), message=f"step `{sm.id}` has two `inputs` lists")
                 continue
             inputs_seen = item
             sm.inputs = item.refs
@@ -333,7 +334,7 @@ def _step(model: Model, step: ast.Step, index: int, report: Report) -> StepModel
             outputs.append(item)
         elif isinstance(item, ast.Gate):
             if gate_seen is not None:
-                report.add("E202", _keyword(item.span, "gate"), message=f"step `{sm.id}` has two `gate` blocks")
+                report.add("E202", keyword(item.span, "gate"), message=f"step `{sm.id}` has two `gate` blocks")
                 continue
             gate_seen = item
             _gate(sm, item, report)
@@ -349,12 +350,12 @@ def _step(model: Model, step: ast.Step, index: int, report: Report) -> StepModel
             )  # fmt: skip
         _work(sm, first, report)
     for extra in outputs[1:]:
-        report.add("E202", _keyword(extra.span, "output"), message=f"step `{sm.id}` declares `output:` twice")
+        report.add("E202", keyword(extra.span, "output"), message=f"step `{sm.id}` declares `output:` twice")
     if outputs:
         sm.output = outputs[0].type
         if sm.target is not None and sm.target.kind == "uses":
             report.add(
-                "E202", _keyword(outputs[0].span, "output"),
+                "E202", keyword(outputs[0].span, "output"),
                 message=f"step `{sm.id}` composes a child workflow; its output type comes from the child",
                 help="remove `output:`; declare outputs in the child's `outputs` block",
             )  # fmt: skip
@@ -363,14 +364,10 @@ def _step(model: Model, step: ast.Step, index: int, report: Report) -> StepModel
     sm.retry = values.get("retry", model.default_retry)
     sm.on_error = values.get("on_error", model.default_on_error) or "fail"
     if gate_seen is not None and sm.kind == "route":
-        report.add("E207", _keyword(gate_seen.span, "gate"), message="a `route` step cannot have a `gate`")
+        report.add("E207", keyword(gate_seen.span, "gate"), message="a `route` step cannot have a `gate`")
     for reference in sm.inputs:
         model.references.append((reference, index))
     return sm
-
-
-def _keyword(span: ast.Span, word: str) -> ast.Span:
-    return ast.Span(span.line, span.column, span.line, span.column + len(word), span.start, span.start + len(word))
 
 
 def _work(sm: StepModel, item: Any, report: Report) -> None:
@@ -381,7 +378,7 @@ def _work(sm: StepModel, item: Any, report: Report) -> None:
         sm.kind, sm.map = "map", item
         targets = [t for t in item.items if isinstance(t, ast.Target)]
         if len(targets) != 1:
-            span = targets[1].keyword_span if targets else _keyword(item.span, "map")
+            span = targets[1].keyword_span if targets else keyword(item.span, "map")
             report.add("E206", span, message=f"a `map` block holds exactly one target; this one holds {len(targets)}")
         sm.target = targets[0] if targets else None
         if sm.target is not None:
@@ -399,7 +396,7 @@ def _gate(sm: StepModel, gate: ast.Gate, report: Report) -> None:
     sm.has_gate = True
     checks = [c for c in gate.items if isinstance(c, ast.GateCheck)]
     if not checks:
-        report.add("E206", _keyword(gate.span, "gate"), message="a `gate` needs a `check` target")
+        report.add("E206", keyword(gate.span, "gate"), message="a `gate` needs a `check` target")
     for extra in checks[1:]:
         report.add("E202", extra.span, message="a `gate` has exactly one `check`")
     if checks:

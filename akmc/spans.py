@@ -21,3 +21,8 @@ class Span(NamedTuple):
     end_column: int
     start: int
     end: int
+
+
+def keyword(span: Span, word: str) -> Span:
+    """The span of the keyword `word` that starts `span` (where a diagnostic about a block points)."""
+    return Span(span.line, span.column, span.line, span.column + len(word), span.start, span.start + len(word))

@@ -10,6 +10,7 @@ from akmc import types as t
 from akmc.compose import Child
 from akmc.diagnostics import Report, did_you_mean
 from akmc.resolve import Model, StepModel
+from akmc.spans import keyword
 
 
 @dataclass(slots=True)
@@ -210,16 +211,12 @@ def _route(sm: StepModel, model: Model, typed: Typed, report: Report, used: set[
         if missing:
             report.add(
                 "W701",
-                _keyword(sm.route.span),
+                keyword(sm.route.span, "route"),
                 message=f"route on `{sm.route.subject.text}` does not cover "
                 + ", ".join(t.describe(m) for m in missing)
                 + " and has no `_` case",
                 help="add the missing cases or a `_ -> step` default",
             )
-
-
-def _keyword(span: ast.Span) -> ast.Span:
-    return ast.Span(span.line, span.column, span.line, span.column + 5, span.start, span.start + 5)
 
 
 def _skippable_reads(model: Model, report: Report) -> None:

@@ -43,11 +43,12 @@ def ref_of(path: Path, root: Path) -> str | None:
     return text[: -len(SUFFIX)] if text.endswith(SUFFIX) else text
 
 
-def display_path(path: Path) -> str:
+def display_path(path: Path | str) -> str:
     """How diagnostics name a file: relative to the current directory when below it."""
     # abspath, not resolve: a symlinked file keeps the name it was given
     relative = os.path.relpath(os.path.abspath(path), os.getcwd())
-    return path.as_posix() if relative.startswith("..") else Path(relative).as_posix()
+    shown = os.fspath(path) if relative.startswith("..") else relative
+    return shown.replace(os.sep, "/")
 
 
 def discover(paths: list[Path]) -> list[Path]:

@@ -155,7 +155,7 @@ class _Drive:
 
     def __init__(self, engine: Engine, run: RunRow, plan: dict[str, Any]) -> None:
         self.engine, self.store, self.options = engine, engine.store, engine.options
-        self.run_row, self.plan = run, plan
+        self.plan = plan
         self.run_id = run.id
         self.params = run.params
         self.rows = {row.step_id: row for row in self.store.steps(run.id)}

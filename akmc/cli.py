@@ -120,15 +120,46 @@ def diff(
     raise typer.Exit(command.run(old, new, output_format=output_format, root=root))
 
 
+SignatureOption = Annotated[
+    Optional[Path], typer.Option("--signature", help="The plan's signature file (default: PLAN.sig).")
+]
+
+
 @app.command()
-def verify(plan_file: Annotated[Path, typer.Argument(help="A plan file.")]) -> None:
+def verify(
+    plan_file: Annotated[Path, typer.Argument(help="A plan file.")],
+    allowed_signers: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--allowed-signers", help="Also require a valid signature by a signer this file (git's format) allows."
+        ),
+    ] = None,
+    signature: SignatureOption = None,
+) -> None:
     """Verify a plan file as the runtime does; exit 0 or 4.
 
-    Example: akmc verify plans/workflows/release.plan.json
+    Example: akmc verify plans/workflows/release.plan.json --allowed-signers allowed_signers
     """
     from akmc.commands import verify as command
 
-    raise typer.Exit(command.run(plan_file))
+    raise typer.Exit(command.run(plan_file, allowed_signers, signature))
+
+
+@app.command()
+def sign(
+    plans: Annotated[list[Path], typer.Argument(help="Plan files (each verified first).")],
+    key: Annotated[
+        Path, typer.Option("--key", help="The SSH private key, or a public key whose private half is in ssh-agent.")
+    ],
+    signature: SignatureOption = None,
+) -> None:
+    """Sign plan files: an SSH signature (namespace akm-plan) over each file's exact bytes, in PLAN.sig.
+
+    Example: akmc sign plans/workflows/*.plan.json --key ~/.ssh/ci_ed25519
+    """
+    from akmc.commands import sign as command
+
+    raise typer.Exit(command.run(plans, key, signature))
 
 
 @app.command("hash")

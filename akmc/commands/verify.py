@@ -16,14 +16,24 @@ def load_verified(path: Path, expect_hash: str | None = None) -> tuple[dict[str,
     return read_file(path, expect_hash)
 
 
-def run(path: Path) -> int:
-    from akm_run.plan import plan_hash
+def run(path: Path, signers: Path | None = None, signature: Path | None = None) -> int:
+    """Verify a plan file as `akm-run verify` does; with `signers`, its signature too."""
+    from akm_run.plan import PlanError
+    from akm_run.signing import SignatureRefused, SigningUnavailable
+    from akm_run.trust import admit
 
-    plan, refusal = load_verified(path)
-    if plan is None:
-        print(f"akmc: refused {path}: {refusal}", file=sys.stderr)
+    if signature is not None and signers is None:
+        print("akmc: --signature needs --allowed-signers", file=sys.stderr)
+        return exitcodes.USAGE
+    try:
+        admitted = admit(path, signers=signers, signature=signature)
+    except (PlanError, SignatureRefused) as error:
+        print(f"akmc: refused {path}: {error}", file=sys.stderr)
         return exitcodes.REFUSED
-    print(f"verified {path}: {plan_hash(plan)}")
+    except SigningUnavailable as error:
+        print(f"akmc: cannot check the signature of {path}: {error}", file=sys.stderr)
+        return exitcodes.USAGE
+    print(admitted.summary(path))
     return exitcodes.OK
 
 

@@ -23,7 +23,7 @@ EXAMPLES = {
     "resume": "akm-run resume 20261130T101500-3fa9c2d1",
     "approve": "akm-run approve 20261130T101500-3fa9c2d1 signoff --by alice --note 'notes checked'",
     "abandon": "akm-run abandon 20261130T101500-3fa9c2d1",
-    "verify": "akm-run verify plans/workflows/release.plan.json --expect-hash sha256:…",
+    "verify": "akm-run verify plans/workflows/release.plan.json --allowed-signers /etc/akm/allowed_signers",
     "completion": "akm-run completion bash > /etc/bash_completion.d/akm-run",
 }
 
@@ -43,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--param", action="append", default=[], metavar="K=V", help="a param, parsed by its type")
     run.add_argument("--params-file", type=Path, help="a JSON object of params (--param wins)")
     run.add_argument("--expect-hash", help="refuse unless the plan hash is exactly this")
+    signed(run)
     run.add_argument("--workdir", type=Path, default=Path("."), help="the units' working directory (default: .)")
     run.add_argument("--agent-cmd", help="the agent command (default: $AKM_AGENT_CMD)")
     run.add_argument("--max-concurrency", type=int, default=16, help="cap on units in flight (default 16)")
@@ -66,13 +67,26 @@ def build_parser() -> argparse.ArgumentParser:
     abandon.add_argument("run_id", metavar="RUN")
     verify = command("verify", "Verify a plan file as `run` does; exit 0 or 4.")
     verify.add_argument("plan", type=Path)
-    verify.add_argument("--expect-hash")
+    verify.add_argument("--expect-hash", help="refuse unless the plan hash is exactly this")
+    signed(verify)
+    for sub in (resume, approve):
+        sub.add_argument("--allowed-signers", type=Path, metavar="FILE", help=SIGNERS_HELP)
     completion = commands.add_parser(
         "completion", help="Print a shell completion script.", description="Print a shell completion script.",
         epilog=f"Example: {EXAMPLES['completion']}",
     )  # fmt: skip
     completion.add_argument("shell", choices=("bash", "zsh", "fish"))
     return parser
+
+
+SIGNERS_HELP = "require a valid signature by a signer this file (git's allowed_signers format) allows " \
+    "(default: $AKM_RUN_ALLOWED_SIGNERS; unset: signatures are not required)"  # fmt: skip
+
+
+def signed(sub: argparse.ArgumentParser) -> None:
+    """The signature options of the commands that read a plan file."""
+    sub.add_argument("--allowed-signers", type=Path, metavar="FILE", help=SIGNERS_HELP)
+    sub.add_argument("--signature", type=Path, metavar="FILE", help="the plan's signature (default: PLAN.sig)")
 
 
 def completion_script(shell: str) -> str:

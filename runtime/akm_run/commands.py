@@ -16,8 +16,10 @@ from akm_run.engine import Engine, Options, resolve, stored_plan
 from akm_run.identity import new_run_id
 from akm_run.locks import LockHeld, RunLock
 from akm_run.params import ParamsError, collect
-from akm_run.plan import PlanError, plan_hash, read_file
+from akm_run.plan import PlanError, plan_hash
+from akm_run.signing import SignatureRefused, SigningUnavailable
 from akm_run.store import RunRow, Store
+from akm_run.trust import Admitted, admit, allowed_signers, recheck
 
 EXIT_OF = {"completed": exitcodes.COMPLETED, "failed": exitcodes.FAILED, "blocked": exitcodes.BLOCKED,
            "aborted": exitcodes.INTERRUPTED}  # fmt: skip
@@ -49,21 +51,24 @@ def run(args: argparse.Namespace) -> int:
     if not args.workdir.is_dir():
         return _fail(f"--workdir {args.workdir} is not a directory", exitcodes.USAGE)
     path = Path(args.target)
+    signers = allowed_signers(args.allowed_signers)
+    if args.signature is not None and signers is None:
+        return _fail("--signature needs --allowed-signers (or $AKM_RUN_ALLOWED_SIGNERS)", exitcodes.USAGE)
     if path.exists():
-        plan, refusal = read_file(path, args.expect_hash)
-        if plan is None:  # refused before anything is written or started
-            return _fail(f"refused {path}: {refusal}", exitcodes.REFUSED)
+        admitted = _admit(path, args.expect_hash, signers, args.signature)
+        if not isinstance(admitted, Admitted):  # refused before anything is written or started
+            return admitted
+        plan = admitted.plan
         try:
             params = collect(plan.get("params", {}), args.param, args.params_file)
         except ParamsError as error:
             return _fail(f"bad params: {error}", exitcodes.USAGE)
         store = Store(directory)
-        run_id = store.publish_run(new_run_id(), plan, plan_hash(plan), params)
+        run_id = store.publish_run(new_run_id(), plan, plan_hash(plan), params, signature=admitted.signature)
     else:
-        if args.param or args.params_file:
-            return _fail(
-                "params are fixed when a run is published; drive an existing run without them", exitcodes.USAGE
-            )
+        if args.param or args.params_file or args.signature:
+            return _fail("params and the signature are fixed when a run is published; "
+                         "drive an existing run without them", exitcodes.USAGE)  # fmt: skip
         store_or_none, row = _existing(directory, args.target)
         if store_or_none is None or row is None:
             return _fail(f"no plan file and no run named {args.target!r} (state dir {directory})", exitcodes.USAGE)
@@ -71,9 +76,33 @@ def run(args: argparse.Namespace) -> int:
         if args.expect_hash and row.plan_hash != args.expect_hash:
             return _fail(f"refused run {run_id}: its plan hash is {row.plan_hash}, not {args.expect_hash}",
                          exitcodes.REFUSED)  # fmt: skip
+        refused = _recheck(store, row, signers)
+        if refused is not None:
+            return refused
     options = Options(directory, args.workdir, args.agent_cmd, args.max_concurrency, timeout_ms,
                       progress=_progress_display())  # fmt: skip
     return drive(store, run_id, options, args.format)
+
+
+def _admit(path: Path, expect_hash: str | None, signers: Path | None, signature: Path | None) -> Admitted | int:
+    """The admitted plan file, or the exit code after saying why it was refused."""
+    try:
+        return admit(path, expect_hash, signers, signature)
+    except (PlanError, SignatureRefused) as error:
+        return _fail(f"refused {path}: {error}", exitcodes.REFUSED)
+    except SigningUnavailable as error:
+        return _fail(f"cannot check the signature of {path}: {error}", exitcodes.USAGE)
+
+
+def _recheck(store: Store, row: RunRow, signers: Path | None) -> int | None:
+    """None when the stored run may be driven again, else the exit code after saying why not."""
+    try:
+        recheck(store, row, signers)
+    except (PlanError, SignatureRefused) as error:
+        return _fail(f"refused run {row.id}: {error}", exitcodes.REFUSED)
+    except SigningUnavailable as error:
+        return _fail(f"cannot check the signature of run {row.id}: {error}", exitcodes.USAGE)
+    return None
 
 
 def drive(store: Store, run_id: str, options: Options, fmt: str) -> int:
@@ -143,15 +172,17 @@ def list_runs(args: argparse.Namespace) -> int:
 # -- resume, approve, abandon --------------------------------------------------------------------------
 
 
-def _locked(args: argparse.Namespace, action: Callable[[Store, RunRow], int]) -> int:
-    """Run a state change on an existing run while holding its lock (never beside a live driver)."""
+def _locked(args: argparse.Namespace, action: Callable[[Store, RunRow], int], *, trusted: bool = True) -> int:
+    """Run a state change on an existing run while holding its lock (never beside a live driver);
+    a `trusted` change (one that lets the run go on) first re-checks the run's plan and signature."""
     directory = state_dir(args)
     store, row = _existing(directory, args.run_id)
     if store is None or row is None:
         return _fail(f"no run named {args.run_id!r}", exitcodes.USAGE)
     try:
         with RunLock(directory, row.id):
-            return action(store, row)
+            refused = _recheck(store, row, allowed_signers(args.allowed_signers)) if trusted else None
+            return refused if refused is not None else action(store, row)
     except LockHeld as held:
         return _fail(f"{held}; it cannot be changed while it is being driven", exitcodes.LOCKED)
     except PlanError as error:
@@ -229,14 +260,17 @@ def abandon(args: argparse.Namespace) -> int:
         print(f"abandoned run {row.id}")
         return exitcodes.COMPLETED
 
-    return _locked(args, give_up)
+    return _locked(args, give_up, trusted=False)  # stopping a run needs no trust in its plan
 
 
 def verify(args: argparse.Namespace) -> int:
-    plan, refusal = read_file(args.plan, args.expect_hash)
-    if plan is None:
-        return _fail(f"refused {args.plan}: {refusal}", exitcodes.REFUSED)
-    print(f"verified {args.plan}: {plan_hash(plan)}")
+    signers = allowed_signers(args.allowed_signers)
+    if args.signature is not None and signers is None:
+        return _fail("--signature needs --allowed-signers (or $AKM_RUN_ALLOWED_SIGNERS)", exitcodes.USAGE)
+    admitted = _admit(args.plan, args.expect_hash, signers, args.signature)
+    if not isinstance(admitted, Admitted):
+        return admitted
+    print(admitted.summary(args.plan))
     return exitcodes.COMPLETED
 
 

@@ -487,14 +487,19 @@ def verify_file(data: bytes, expect_hash: str | None = None) -> dict[str, Any]:
     return plan
 
 
+def read_bytes(path: str | os.PathLike[str]) -> bytes:
+    """A plan file's bytes, read once (everything that verifies or signs them uses this copy);
+    at most one byte past the size limit, so verify_file refuses a huge file. Raises PlanError."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(MAX_FILE_BYTES + 1)
+    except OSError as error:
+        raise PlanError("file", f"cannot read {os.fspath(path)}: {error.strerror or error}") from None
+
+
 def read_file(path: str | os.PathLike[str], expect_hash: str | None = None) -> tuple[dict[str, Any] | None, str]:
     """Read and verify a plan file: (plan, "") when it verifies, else (None, why it is refused)."""
     try:
-        with open(path, "rb") as handle:
-            data = handle.read(MAX_FILE_BYTES + 1)
-    except OSError as error:
-        return None, f"cannot read {os.fspath(path)}: {error.strerror or error}"
-    try:
-        return verify_file(data, expect_hash), ""
+        return verify_file(read_bytes(path), expect_hash), ""
     except PlanError as error:
         return None, str(error)

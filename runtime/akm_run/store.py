@@ -15,6 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from akm_run.signing import Signer
+from akm_run.trust import Signature
+
 DB_NAME = "state.db"
 BUSY_TIMEOUT_MS = 10_000
 
@@ -103,6 +106,18 @@ MIGRATIONS: tuple[str, ...] = (
         BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
     CREATE TRIGGER events_append_only_delete BEFORE DELETE ON events
         BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
+    """,
+    # Signed runs (signing.md): the signed file's exact bytes and the signature, so every re-drive
+    # re-checks them; the allowed signers file they were checked against, read again by re-drives.
+    """
+    CREATE TABLE signatures (
+        run_id TEXT PRIMARY KEY REFERENCES runs(id),
+        plan_file BLOB NOT NULL,
+        signature BLOB NOT NULL,
+        principal TEXT NOT NULL,
+        fingerprint TEXT NOT NULL,
+        allowed_signers TEXT NOT NULL
+    );
     """,
 )
 
@@ -325,11 +340,15 @@ class Store:
         parent_run_id: str | None = None,
         parent_unit_id: str | None = None,
         invocation_key: str | None = None,
+        signature: Signature | None = None,
     ) -> str:
-        """Create a run and its step rows; with an invocation key, return the existing run instead
-        when one was already published under it (the UNIQUE index arbitrates racing publishers)."""
+        """Create a run and its step rows (and its signature, in the same transaction); with an
+        invocation key, return the existing run instead when one was already published under it
+        (the UNIQUE index arbitrates racing publishers)."""
         try:
-            return self._publish(run_id, plan, plan_hash, params, parent_run_id, parent_unit_id, invocation_key)
+            return self._publish(
+                run_id, plan, plan_hash, params, parent_run_id, parent_unit_id, invocation_key, signature
+            )
         except sqlite3.IntegrityError:
             if invocation_key is None:
                 raise
@@ -345,6 +364,7 @@ class Store:
         parent_run_id: str | None,
         parent_unit_id: str | None,
         invocation_key: str | None,
+        signature: Signature | None,
     ) -> str:
         now = time.time()
         with self.transaction():
@@ -364,8 +384,27 @@ class Store:
                     "INSERT INTO steps (run_id, step_id, idx, status, updated_at) VALUES (?, ?, ?, 'pending', ?)",
                     (run_id, step["stepId"], step["index"], now),
                 )
-            self.event(run_id, "run.published", ref=plan["ref"], planHash=plan_hash, parentRunId=parent_run_id)
+            signed: dict[str, Any] = {}
+            if signature is not None:
+                self._execute(
+                    "INSERT INTO signatures (run_id, plan_file, signature, principal, fingerprint, allowed_signers) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    (run_id, signature.plan_file, signature.signature, signature.signer.principal,
+                     signature.signer.fingerprint, signature.allowed_signers),
+                )  # fmt: skip
+                signed["signedBy"] = signature.signer.document()
+            self.event(
+                run_id, "run.published", ref=plan["ref"], planHash=plan_hash, parentRunId=parent_run_id, **signed
+            )
         return run_id
+
+    def signature(self, run_id: str) -> Signature | None:
+        """The signature a run was published with (top-level runs only), or None."""
+        row = self._execute(
+            "SELECT plan_file, signature, principal, fingerprint, allowed_signers FROM signatures WHERE run_id = ?",
+            (run_id,),
+        ).fetchone()
+        return None if row is None else Signature(bytes(row[0]), bytes(row[1]), Signer(row[2], row[3]), row[4])
 
     def run(self, run_id: str) -> RunRow | None:
         row = self._execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,)).fetchone()

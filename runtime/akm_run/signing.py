@@ -1,0 +1,160 @@
+"""SSH signatures over a plan file's exact bytes (signing.md), made and checked by `ssh-keygen -Y`.
+
+OpenSSH does the cryptography; this module reads the inputs once (bounded, regular files), hands
+ssh-keygen private copies of exactly those bytes, and turns its answers into a reason a user can act on."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import os
+import shutil
+import stat
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+NAMESPACE = "akm-plan"
+SIGNERS_VARIABLE = "AKM_RUN_ALLOWED_SIGNERS"
+MAX_SIGNATURE_BYTES = 64 * 1024  # an ed25519 signature is ~300 bytes, an RSA-16384 one ~3 KiB
+MAX_SIGNERS_BYTES = 1024 * 1024
+SSH_KEYGEN_TIMEOUT_S = 60
+_BEGIN, _END = b"-----BEGIN SSH SIGNATURE-----", b"-----END SSH SIGNATURE-----"
+SETUP_HINT = "install OpenSSH 8.2 or later (Debian/Ubuntu: apt-get install openssh-client)"
+
+
+class SignatureRefused(Exception):
+    """The plan does not carry a valid signature by an allowed signer (exit 4). `reason` is one of
+    unsigned, bad_signature, wrong_namespace, unlisted_signer, not_allowed, signature_mismatch."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(f"{reason.replace('_', ' ')}: {message}")
+        self.reason = reason
+
+
+class SigningUnavailable(Exception):
+    """Signatures cannot be made or checked on this host: no ssh-keygen, an unreadable allowed
+    signers file or key (exit 2). Nothing about the plan was decided."""
+
+
+@dataclass(frozen=True, slots=True)
+class Signer:
+    principal: str
+    fingerprint: str
+
+    def document(self) -> dict[str, str]:
+        return {"principal": self.principal, "fingerprint": self.fingerprint}
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """What an SSH signature says about itself before it is checked."""
+
+    namespace: str
+    fingerprint: str  # SHA256:… of the signing public key, as ssh-keygen -l prints it
+
+
+def read_limited(path: str | os.PathLike[str], limit: int) -> bytes:
+    """A regular file's bytes, at most `limit` (symlinks are followed; FIFOs and devices are refused
+    without blocking). Raises OSError, or ValueError when the file is not regular or too large."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError("not a regular file")
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError(f"larger than {limit} bytes")
+    return data
+
+
+def parse(armored: bytes) -> Envelope:
+    """Decode an armored SSHSIG (PROTOCOL.sshsig) far enough to name its namespace and key."""
+    text = armored.strip()
+    if not (text.startswith(_BEGIN) and text.endswith(_END)):
+        raise SignatureRefused("bad_signature", "not an SSH signature (no BEGIN/END SSH SIGNATURE armor)")
+    try:
+        blob = base64.b64decode(b"".join(text[len(_BEGIN) : -len(_END)].split()), validate=True)
+    except (binascii.Error, ValueError):
+        raise SignatureRefused("bad_signature", "the SSH signature is not valid base64") from None
+    fields: list[bytes] = []
+    at = 10  # "SSHSIG" and the uint32 version
+    if blob[:6] != b"SSHSIG" or int.from_bytes(blob[6:10], "big") != 1:
+        raise SignatureRefused("bad_signature", "not an SSH signature (SSHSIG version 1)")
+    for _ in range(5):  # public key, namespace, reserved, hash algorithm, signature
+        size = int.from_bytes(blob[at : at + 4], "big")
+        if at + 4 > len(blob) or at + 4 + size > len(blob):
+            raise SignatureRefused("bad_signature", "the SSH signature is truncated")
+        fields.append(blob[at + 4 : at + 4 + size])
+        at += 4 + size
+    digest = base64.b64encode(hashlib.sha256(fields[0]).digest()).decode().rstrip("=")
+    return Envelope(fields[1].decode("utf-8", "replace"), f"SHA256:{digest}")
+
+
+def ssh_keygen() -> str:
+    """The ssh-keygen on PATH, or SigningUnavailable naming what to install."""
+    found = shutil.which("ssh-keygen")
+    if found is None:
+        raise SigningUnavailable(f"ssh-keygen, which makes and checks plan signatures, is not on PATH; {SETUP_HINT}")
+    return found
+
+
+def _keygen(*args: str, data: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    try:
+        return subprocess.run(
+            [ssh_keygen(), "-Y", *args], input=data or b"", capture_output=True, timeout=SSH_KEYGEN_TIMEOUT_S
+        )
+    except subprocess.TimeoutExpired:
+        raise SigningUnavailable(f"ssh-keygen -Y {args[0]} did not answer within {SSH_KEYGEN_TIMEOUT_S}s") from None
+    except OSError as error:
+        raise SigningUnavailable(f"cannot run ssh-keygen: {error}") from None
+
+
+def verify(data: bytes, signature: bytes, allowed_signers: bytes, signers_name: str = "the allowed signers") -> Signer:
+    """Check that `signature` is a valid `akm-plan` SSH signature over exactly `data` by a principal
+    that `allowed_signers` (git's format) allows to sign in this namespace. Raises SignatureRefused
+    (saying which check failed) or SigningUnavailable."""
+    envelope = parse(signature)
+    if envelope.namespace != NAMESPACE:
+        raise SignatureRefused(
+            "wrong_namespace", f"the signature is for namespace {envelope.namespace!r}, not {NAMESPACE!r}"
+        )
+    ssh_keygen()
+    with tempfile.TemporaryDirectory(prefix="akm-signature-") as private:  # 0700: ours alone
+        sig_file, signers_file = Path(private, "plan.sig"), Path(private, "allowed_signers")
+        sig_file.write_bytes(signature)
+        signers_file.write_bytes(allowed_signers)
+        found = _keygen("find-principals", "-s", str(sig_file), "-f", str(signers_file))
+        principals = (
+            [p for p in found.stdout.decode("utf-8", "replace").splitlines() if p] if not found.returncode else []
+        )
+        if not principals:
+            raise SignatureRefused(
+                "unlisted_signer", f"signed with key {envelope.fingerprint}, which {signers_name} does not list"
+            )
+        for principal in principals:
+            checked = _keygen("verify", "-f", str(signers_file), "-I", principal, "-n", NAMESPACE, "-s", str(sig_file),
+                              data=data)  # fmt: skip
+            if checked.returncode == 0:
+                return Signer(principal, envelope.fingerprint)
+        intact = _keygen("check-novalidate", "-n", NAMESPACE, "-s", str(sig_file), data=data).returncode == 0
+    who = f"{', '.join(principals)} ({envelope.fingerprint})"
+    if not intact:
+        raise SignatureRefused(
+            "signature_mismatch",
+            f"the signature by {who} does not match the plan file's bytes: the plan was changed after it was signed",
+        )
+    raise SignatureRefused(
+        "not_allowed", f"{who} is listed in {signers_name}, but not for namespace {NAMESPACE!r} at this time"
+    )
+
+
+def sign(data: bytes, key: Path) -> bytes:
+    """An armored `akm-plan` SSH signature over `data` made with `key` (a private key, or a public
+    key whose private half is in ssh-agent). Raises SigningUnavailable with ssh-keygen's reason."""
+    made = _keygen("sign", "-f", str(key), "-n", NAMESPACE, data=data)
+    if made.returncode != 0 or not made.stdout.startswith(_BEGIN):
+        reason = made.stderr.decode("utf-8", "replace").replace("Signing data on standard input", "").strip()
+        raise SigningUnavailable(f"ssh-keygen could not sign with {key}: {reason or f'exit {made.returncode}'}")
+    return made.stdout

@@ -1,0 +1,140 @@
+"""What may run: a plan file admitted by verification and, when signatures are required, by an
+allowed signer; and a stored run re-checked before it is driven, approved or resumed again.
+
+`recheck` needs only two reads from a store (`run(id)` and `signature(id)`), so every store
+implementation, and every host that starts or recovers a run, calls this same function."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from akm_run import signing
+from akm_run.plan import PlanError, plan_hash, read_bytes, verify_file
+from akm_run.signing import MAX_SIGNATURE_BYTES, MAX_SIGNERS_BYTES, SignatureRefused, Signer, SigningUnavailable
+
+
+@dataclass(frozen=True, slots=True)
+class Signature:
+    """A verified signature as a run records it: the signed file's bytes, the signature, who signed,
+    and the allowed signers file it was checked against (re-drives read that file again)."""
+
+    plan_file: bytes
+    signature: bytes
+    signer: Signer
+    allowed_signers: str
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    plan: dict[str, Any]
+    signature: Signature | None
+
+    def summary(self, path: Path) -> str:
+        """The line `verify` prints: the plan hash and, when signed, who signed it."""
+        signed = self.signature
+        by = f", signed by {signed.signer.principal} ({signed.signer.fingerprint})" if signed is not None else ""
+        return f"verified {path}: {plan_hash(self.plan)}{by}"
+
+
+class RunSource(Protocol):
+    """The reads `recheck` needs from a store."""
+
+    def run(self, run_id: str) -> Any: ...
+
+    def signature(self, run_id: str) -> Signature | None: ...
+
+
+def allowed_signers(given: Path | None) -> Path | None:
+    """`--allowed-signers`, else $AKM_RUN_ALLOWED_SIGNERS, else None (signatures not required)."""
+    if given is not None:
+        return given
+    value = os.environ.get(signing.SIGNERS_VARIABLE)
+    return Path(value) if value else None
+
+
+def signature_path(plan_path: Path, given: Path | None) -> Path:
+    return given if given is not None else plan_path.with_name(plan_path.name + ".sig")
+
+
+def _signers(path: Path) -> bytes:
+    try:
+        return signing.read_limited(path, MAX_SIGNERS_BYTES)
+    except (OSError, ValueError) as error:
+        why = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+        raise SigningUnavailable(f"cannot read the allowed signers file {path}: {why}") from None
+
+
+def _signature(path: Path) -> bytes:
+    try:
+        return signing.read_limited(path, MAX_SIGNATURE_BYTES)
+    except FileNotFoundError:
+        raise SignatureRefused("unsigned", f"no signature {path} (sign the plan with `akmc sign`)") from None
+    except (OSError, ValueError) as error:
+        why = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+        raise SignatureRefused("bad_signature", f"cannot read the signature {path}: {why}") from None
+
+
+def admit(
+    path: Path, expect_hash: str | None = None, signers: Path | None = None, signature: Path | None = None
+) -> Admitted:
+    """Read a plan file once and verify those bytes; with `signers`, also require a valid signature
+    over the same bytes by a signer that file allows. Raises PlanError, SignatureRefused or
+    SigningUnavailable; nothing is written."""
+    data = read_bytes(path)
+    plan = verify_file(data, expect_hash)
+    if signers is None:
+        return Admitted(plan, None)
+    signers_bytes = _signers(signers)
+    armored = _signature(signature_path(path, signature))
+    signer = signing.verify(data, armored, signers_bytes, str(signers))
+    return Admitted(plan, Signature(data, armored, signer, os.path.abspath(signers)))
+
+
+def recheck(store: RunSource, run: Any, signers: Path | None) -> Signer | None:
+    """Re-check a stored run before it is driven, approved or resumed. A child run is covered by its
+    top-level run's signature: each link's plan hash must be the one embedded in its parent's plan.
+    The allowed signers are `signers` when given, else the file the signature was checked against
+    when the run was published, read again now: a key removed from it drives nothing more.
+    Returns the signer, or None for an unsigned run when signatures are not required."""
+    top = run
+    while top.parent_run_id is not None:
+        parent = store.run(top.parent_run_id)
+        if parent is None:
+            raise PlanError("run", f"run {top.id} names a parent run {top.parent_run_id} that does not exist")
+        _embedded(parent, top)
+        top = parent
+    recorded = store.signature(top.id)
+    path = signers if signers is not None else Path(recorded.allowed_signers) if recorded is not None else None
+    if path is None:
+        return None
+    if recorded is None:
+        raise SignatureRefused("unsigned", f"run {top.id} was published without a signature")
+    signer = signing.verify(recorded.plan_file, recorded.signature, _signers(path), str(path))
+    signed_hash = plan_hash(verify_file(recorded.plan_file))
+    if signed_hash != top.plan_hash:
+        raise SignatureRefused("signature_mismatch", f"run {top.id} runs {top.plan_hash}, but {signed_hash} was signed")
+    return signer
+
+
+def signed_by(store: RunSource, run: Any) -> Signer | None:
+    """Who signed the plan a run executes, as recorded (a child run: its top-level run's signer)."""
+    while run is not None and run.parent_run_id is not None:
+        run = store.run(run.parent_run_id)
+    recorded = store.signature(run.id) if run is not None else None
+    return recorded.signer if recorded is not None else None
+
+
+def _embedded(parent: Any, child: Any) -> None:
+    """The child run's plan hash is the one its parent's plan embeds at the composing step."""
+    step_id = (child.parent_unit_id or "").split(":")[0]
+    plan = json.loads(parent.plan_json)
+    if plan_hash(plan) != parent.plan_hash:
+        raise PlanError("plan", f"run {parent.id}: stored plan hash does not match the run's {parent.plan_hash}")
+    target: dict[str, Any] = next((s.get("target", {}) for s in plan["steps"] if s["stepId"] == step_id), {})
+    if target.get("kind") != "child-workflow" or target.get("planHash") != child.plan_hash:
+        raise PlanError("plan", f"child run {child.id} runs {child.plan_hash}, which step {step_id!r} of "
+                                f"run {parent.id} does not embed")  # fmt: skip

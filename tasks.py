@@ -5,13 +5,15 @@
     python3 tasks.py test   # set up, then lint, type-check and run the whole test suite
 
 Only Python 3.11+ with pip and venv is needed; everything else is installed
-into .venv from the project's own pyproject files.
+into .venv from the project's own pyproject files, except OpenSSH's ssh-keygen
+(signed plans), which `test` installs with apt-get (openssh-client) when missing.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -45,6 +47,18 @@ def setup() -> None:
     STAMP.write_text(wanted)
 
 
+def system_tools() -> None:
+    """Tools the project runs that pip cannot install: ssh-keygen (OpenSSH), which makes and checks
+    plan signatures. Installed with apt-get when missing and possible, else named for the user."""
+    if shutil.which("ssh-keygen") is not None:
+        return
+    if shutil.which("apt-get") is not None and hasattr(os, "geteuid") and os.geteuid() == 0:
+        run("apt-get", "update", "-q")
+        run("apt-get", "install", "-y", "-q", "--no-install-recommends", "openssh-client")
+        return
+    print("tasks.py: ssh-keygen is missing; install OpenSSH 8.2+ (Debian/Ubuntu: openssh-client)", file=sys.stderr)
+
+
 def demo() -> int:
     setup()
     run(BIN / "akmc", "check", "examples/")
@@ -61,6 +75,7 @@ def demo() -> int:
 
 def test() -> int:
     setup()
+    system_tools()
     run(BIN / "ruff", "check", ".")
     run(BIN / "ruff", "format", "--check", ".")
     run(BIN / "mypy")

@@ -134,3 +134,42 @@ class Runtime:
 @pytest.fixture
 def runtime(tmp_path: Path) -> Runtime:
     return Runtime(tmp_path)
+
+
+class Keys:
+    """Real ed25519 keys made by ssh-keygen in a temp directory, an allowed signers file listing
+    the ones asked for, and signatures made the way `akmc sign` makes them."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        directory.mkdir(parents=True, exist_ok=True)
+
+    def key(self, name: str) -> Path:
+        private = self.directory / name
+        if not private.exists():
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", private], check=True)
+        return private
+
+    def allowed(self, *principals: str, options: str = "", name: str = "allowed_signers") -> Path:
+        """An allowed signers file: `<name>@example.com [options] <public key>` for each key named."""
+        lines = [f"{p}@example.com {options} {Path(f'{self.key(p)}.pub').read_text().strip()}" for p in principals]
+        path = self.directory / name
+        path.write_text("".join(line.replace("  ", " ") + "\n" for line in lines))
+        return path
+
+    def sign(self, plan: Path, name: str, namespace: str = "akm-plan") -> Path:
+        """Sign with ssh-keygen directly (any namespace); returns PLAN.sig."""
+        made = subprocess.run(["ssh-keygen", "-Y", "sign", "-f", self.key(name), "-n", namespace],
+                              input=plan.read_bytes(), capture_output=True, check=True)  # fmt: skip
+        signature = plan.with_name(plan.name + ".sig")
+        signature.write_bytes(made.stdout)
+        return signature
+
+    def fingerprint(self, name: str) -> str:
+        listed = subprocess.run(["ssh-keygen", "-l", "-f", self.key(name)], capture_output=True, text=True, check=True)
+        return listed.stdout.split()[1]
+
+
+@pytest.fixture
+def keys(tmp_path: Path) -> Keys:
+    return Keys(tmp_path / "keys")

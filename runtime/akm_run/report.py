@@ -8,6 +8,7 @@ from typing import Any
 
 from akm_run.engine import Result
 from akm_run.store import RunRow, Store
+from akm_run.trust import signed_by
 
 STEP_GLYPHS = {"completed": "✓", "failed": "✗", "blocked": "⚠", "running": "→", "pending": "·", "skipped": "↷"}
 RUN_GLYPHS = {"completed": "✓", "failed": "✗", "blocked": "⚠", "active": "→"}
@@ -75,6 +76,9 @@ def status_document(store: Store, run: RunRow) -> dict[str, Any]:
     }
     if run.parent_run_id is not None:
         summary["parentRunId"] = run.parent_run_id
+    signer = signed_by(store, run)
+    if signer is not None:
+        summary["signedBy"] = signer.document()
     if run.status == "completed":
         summary["exported"] = run.exported
     steps = []
@@ -125,6 +129,8 @@ def status_text(document: dict[str, Any]) -> str:
         f"status: {run['status']}   plan {run['planHash'][:19]}…   created {run['createdAt']}"
         + (f"   parent {run['parentRunId']}" if "parentRunId" in run else ""),
     ]
+    if "signedBy" in run:
+        lines.append(f"signed by {run['signedBy']['principal']} ({run['signedBy']['fingerprint']})")
     if "exported" in run:
         lines.append(f"exported: {_json(run['exported'])}")
     lines.append("steps:")

@@ -1,0 +1,66 @@
+"""akm_run.signing: what a signature says about itself, bounded reads, and ssh-keygen's answers
+turned into reasons (real keys, real ssh-keygen)."""
+
+from __future__ import annotations
+
+import base64
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from akm_run import signing
+from akm_run.signing import SignatureRefused, Signer
+from conftest import Keys
+
+ARMOR = b"-----BEGIN SSH SIGNATURE-----\n%s\n-----END SSH SIGNATURE-----\n"
+
+
+@given(st.binary(max_size=512))
+def test_any_bytes_parse_or_are_refused_as_a_bad_signature(data: bytes) -> None:
+    for candidate in (data, ARMOR % data, ARMOR % base64.b64encode(b"SSHSIG\x00\x00\x00\x01" + data)):
+        try:
+            signing.parse(candidate)
+        except SignatureRefused as refusal:
+            assert refusal.reason == "bad_signature"
+
+
+def test_parse_names_the_namespace_and_the_key_as_ssh_keygen_does(tmp_path: Path, keys: Keys) -> None:
+    plan = tmp_path / "plan"
+    plan.write_bytes(b"{}\n")
+    envelope = signing.parse(keys.sign(plan, "ci", namespace="file").read_bytes())
+    assert envelope.namespace == "file" and envelope.fingerprint == keys.fingerprint("ci")
+
+
+def test_verify_returns_the_principal_and_refuses_other_bytes(keys: Keys) -> None:
+    data = b'{"format": "akm-plan"}\n'
+    armored = signing.sign(data, keys.key("ci"))
+    allowed = keys.allowed("ci").read_bytes()
+    assert signing.verify(data, armored, allowed) == Signer("ci@example.com", keys.fingerprint("ci"))
+    with pytest.raises(SignatureRefused) as refusal:
+        signing.verify(data + b" ", armored, allowed)
+    assert refusal.value.reason == "signature_mismatch"
+    with pytest.raises(SignatureRefused) as refusal:
+        signing.verify(data, armored, b"")
+    assert refusal.value.reason == "unlisted_signer"
+
+
+def test_a_principal_list_in_one_line_names_the_first_principal(keys: Keys) -> None:
+    data = b"plan"
+    public = Path(f"{keys.key('ci')}.pub").read_text()
+    signer = signing.verify(data, signing.sign(data, keys.key("ci")), f"ci@example.com,ops@example.com {public}".encode())
+    assert signer.principal == "ci@example.com"
+
+
+def test_read_limited_refuses_large_and_special_files_without_blocking(tmp_path: Path) -> None:
+    big = tmp_path / "big"
+    big.write_bytes(b"x" * 11)
+    with pytest.raises(ValueError, match="larger than 10 bytes"):
+        signing.read_limited(big, 10)
+    os.mkfifo(tmp_path / "fifo")
+    with pytest.raises(ValueError, match="not a regular file"):
+        signing.read_limited(tmp_path / "fifo", 10)
+    (tmp_path / "link").symlink_to(big)
+    assert signing.read_limited(tmp_path / "link", 11) == b"x" * 11

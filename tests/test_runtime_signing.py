@@ -292,3 +292,21 @@ def test_akmc_sign_with_a_missing_key_is_a_clear_error(runtime: Runtime) -> None
     result = run_cli("sign", plan, "--key", runtime.root / "no-such-key")
     assert result.returncode == 2 and "could not sign" in result.stderr and "Traceback" not in result.stderr
     assert not plan.with_name(plan.name + ".sig").exists()
+
+
+def test_a_parent_drive_refuses_a_child_row_that_runs_another_plan(runtime: Runtime, keys: Keys) -> None:
+    """The parent's signature covers the child's plan hash; a re-published child row must match it."""
+    runtime.write({"workflows/child.akm": CHILD.replace('shell "touch child-ran"', 'approval "child ok?"')})
+    plan = runtime.compile("workflows/parent.akm", PARENT)
+    run_cli("sign", plan, "--key", keys.key("ci"))
+    _, document = runtime.run_json(plan, "--allowed-signers", keys.allowed("ci"))
+    [child] = runtime.store().child_runs(document["runId"])
+    with sqlite3.connect(runtime.state / "state.db") as db:
+        forged = json.loads(db.execute("SELECT plan_json FROM runs WHERE id = ?", (child.id,)).fetchone()[0])
+        forged["steps"][0]["target"] = {"kind": "shell", "command": "touch forged"}
+        db.execute("UPDATE runs SET plan_json = ?, plan_hash = ? WHERE id = ?",
+                   (json.dumps(forged), plan_hash(forged), child.id))  # fmt: skip
+    assert runtime.akm("resume", document["runId"]).returncode == 0  # the parent itself is intact
+    code, result = runtime.run_json(document["runId"])
+    assert code == 1 and "does not run the plan this step embeds" in json.dumps(result)
+    assert not (runtime.root / "forged").exists()

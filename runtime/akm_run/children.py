@@ -61,8 +61,13 @@ def drive_child(
                 parent_run_id=parent_run_id, parent_unit_id=unit, invocation_key=key,
             )  # fmt: skip
             engine.store.set_child_run(parent_run_id, unit, child_run_id)
+            published = engine.store.run(child_run_id)
         except Exception as error:  # noqa: BLE001 - the parent attempt must end honestly
             return _failed("child_workflow_publish_failed", f"cannot publish the child run: {error}"), None
+        if published is None or published.plan_hash != target["planHash"]:  # a row changed behind the journal
+            return _failed("child_workflow_publish_failed",
+                           f"child run {child_run_id} does not run the plan this step embeds "
+                           f"({target['planHash']})"), child_run_id  # fmt: skip
         fault("child-published")
         try:
             result = engine.drive(child_run_id)

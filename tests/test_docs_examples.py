@@ -43,3 +43,21 @@ def test_github_actions_workflow_runs_the_gate() -> None:
     assert "akmc compile workflows --out-dir plans --check" in commands and "akmc diff" in commands
     assert any(step.get("uses", "").startswith("github/codeql-action/upload-sarif") for step in steps)
     assert workflow["permissions"]["security-events"] == "write"
+
+
+def test_the_signing_workflow_signs_checked_plans_on_the_protected_branch_only() -> None:
+    workflow = yaml.safe_load(_block(CI, r"yaml file=\.github/workflows/akm-sign\.yml"))
+    assert workflow[True] == {"push": {"branches": ["main"]}}  # YAML reads the key `on` as true
+    commands = [step.get("run", "") for step in workflow["jobs"]["sign"]["steps"]]
+    check = next(i for i, c in enumerate(commands) if "akmc compile workflows --out-dir plans --check" in c)
+    sign = next(i for i, c in enumerate(commands) if "akmc sign plans/workflows/*.plan.json --key" in c)
+    verify = next(i for i, c in enumerate(commands) if "akmc verify" in c and "--allowed-signers" in c)
+    assert check < sign < verify
+
+
+def test_the_refusal_table_names_every_reason() -> None:
+    from akm_run.signing import REASONS
+
+    page = (REPO / "docs" / "runtime.md").read_text()
+    table = re.findall(r"^\| `([a-z ]+)` \|", page.split("message begins")[1].split("\n\n")[0], re.M)
+    assert table == [reason.replace("_", " ") for reason in REASONS]

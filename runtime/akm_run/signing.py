@@ -25,11 +25,15 @@ _BEGIN, _END = b"-----BEGIN SSH SIGNATURE-----", b"-----END SSH SIGNATURE-----"
 SETUP_HINT = "install OpenSSH 8.2 or later (Debian/Ubuntu: apt-get install openssh-client)"
 
 
+REASONS = ("unsigned", "bad_signature", "wrong_namespace", "unlisted_signer", "not_allowed", "signature_mismatch")
+
+
 class SignatureRefused(Exception):
-    """The plan does not carry a valid signature by an allowed signer (exit 4). `reason` is one of
-    unsigned, bad_signature, wrong_namespace, unlisted_signer, not_allowed, signature_mismatch."""
+    """The plan does not carry a valid signature by an allowed signer (exit 4); `reason` is one of
+    REASONS and begins the message."""
 
     def __init__(self, reason: str, message: str) -> None:
+        assert reason in REASONS, reason
         super().__init__(f"{reason.replace('_', ' ')}: {message}")
         self.reason = reason
 

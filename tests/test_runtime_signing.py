@@ -310,3 +310,22 @@ def test_a_parent_drive_refuses_a_child_row_that_runs_another_plan(runtime: Runt
     code, result = runtime.run_json(document["runId"])
     assert code == 1 and "does not run the plan this step embeds" in json.dumps(result)
     assert not (runtime.root / "forged").exists()
+
+
+def test_a_run_whose_parents_form_a_cycle_is_refused(runtime: Runtime, keys: Keys) -> None:
+    plan = signed(runtime, keys, WAIT)
+    _, document = runtime.run_json(plan, "--allowed-signers", keys.allowed("ci"))
+    with sqlite3.connect(runtime.state / "state.db") as db:
+        db.execute("UPDATE runs SET parent_run_id = id, parent_unit_id = 'wait:solo'")
+    result = runtime.akm("approve", document["runId"], "wait", timeout=30)
+    assert result.returncode == 4 and "refused run" in result.stderr
+
+
+def test_a_recorded_allowed_signers_file_that_is_gone_is_named(runtime: Runtime, keys: Keys) -> None:
+    plan = signed(runtime, keys, WAIT)
+    allowed = keys.allowed("ci")
+    _, document = runtime.run_json(plan, "--allowed-signers", allowed)
+    allowed.unlink()
+    result = runtime.akm("approve", document["runId"], "wait")
+    assert result.returncode == 2 and f"cannot read the allowed signers file {allowed}" in result.stderr
+    assert runtime.akm("approve", document["runId"], "wait", "--allowed-signers", keys.allowed("ci")).returncode == 0

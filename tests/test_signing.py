@@ -50,7 +50,9 @@ def test_verify_returns_the_principal_and_refuses_other_bytes(keys: Keys) -> Non
 def test_a_principal_list_in_one_line_names_the_first_principal(keys: Keys) -> None:
     data = b"plan"
     public = Path(f"{keys.key('ci')}.pub").read_text()
-    signer = signing.verify(data, signing.sign(data, keys.key("ci")), f"ci@example.com,ops@example.com {public}".encode())
+    signer = signing.verify(
+        data, signing.sign(data, keys.key("ci")), f"ci@example.com,ops@example.com {public}".encode()
+    )
     assert signer.principal == "ci@example.com"
 
 

@@ -6,14 +6,13 @@ implementation, and every host that starts or recovers a run, calls this same fu
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from akm_run import signing
-from akm_run.plan import PlanError, plan_hash, read_bytes, verify_file
+from akm_run.plan import MAX_DEPTH, PlanError, loads_strict, plan_hash, read_bytes, verify_file
 from akm_run.signing import MAX_SIGNATURE_BYTES, MAX_SIGNERS_BYTES, SignatureRefused, Signer, SigningUnavailable
 
 
@@ -101,12 +100,16 @@ def recheck(store: RunSource, run: Any, signers: Path | None) -> Signer | None:
     when the run was published, read again now: a key removed from it drives nothing more.
     Returns the signer, or None for an unsigned run when signatures are not required."""
     top = run
-    while top.parent_run_id is not None:
+    for _ in range(MAX_DEPTH + 1):
+        if top.parent_run_id is None:
+            break
         parent = store.run(top.parent_run_id)
         if parent is None:
             raise PlanError("run", f"run {top.id} names a parent run {top.parent_run_id} that does not exist")
         _embedded(parent, top)
         top = parent
+    else:
+        raise PlanError("run", f"run {run.id} has more than {MAX_DEPTH} ancestors (a parent cycle?)")
     recorded = store.signature(top.id)
     path = signers if signers is not None else Path(recorded.allowed_signers) if recorded is not None else None
     if path is None:
@@ -122,7 +125,9 @@ def recheck(store: RunSource, run: Any, signers: Path | None) -> Signer | None:
 
 def signed_by(store: RunSource, run: Any) -> Signer | None:
     """Who signed the plan a run executes, as recorded (a child run: its top-level run's signer)."""
-    while run is not None and run.parent_run_id is not None:
+    for _ in range(MAX_DEPTH + 1):
+        if run is None or run.parent_run_id is None:
+            break
         run = store.run(run.parent_run_id)
     recorded = store.signature(run.id) if run is not None else None
     return recorded.signer if recorded is not None else None
@@ -131,10 +136,15 @@ def signed_by(store: RunSource, run: Any) -> Signer | None:
 def _embedded(parent: Any, child: Any) -> None:
     """The child run's plan hash is the one its parent's plan embeds at the composing step."""
     step_id = (child.parent_unit_id or "").split(":")[0]
-    plan = json.loads(parent.plan_json)
+    plan = loads_strict(parent.plan_json.encode())
     if plan_hash(plan) != parent.plan_hash:
         raise PlanError("plan", f"run {parent.id}: stored plan hash does not match the run's {parent.plan_hash}")
-    target: dict[str, Any] = next((s.get("target", {}) for s in plan["steps"] if s["stepId"] == step_id), {})
-    if target.get("kind") != "child-workflow" or target.get("planHash") != child.plan_hash:
+    steps = plan.get("steps") if isinstance(plan, dict) else None
+    target = next((s.get("target") for s in steps or () if isinstance(s, dict) and s.get("stepId") == step_id), None)
+    if (
+        not isinstance(target, dict)
+        or target.get("kind") != "child-workflow"
+        or target.get("planHash") != child.plan_hash
+    ):
         raise PlanError("plan", f"child run {child.id} runs {child.plan_hash}, which step {step_id!r} of "
                                 f"run {parent.id} does not embed")  # fmt: skip

@@ -66,3 +66,26 @@ def test_read_limited_refuses_large_and_special_files_without_blocking(tmp_path:
         signing.read_limited(tmp_path / "fifo", 10)
     (tmp_path / "link").symlink_to(big)
     assert signing.read_limited(tmp_path / "link", 11) == b"x" * 11
+
+
+def test_admit_keeps_the_bytes_it_checked_when_the_file_changes_meanwhile(
+    tmp_path: Path, keys: Keys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Time of check is time of use: the plan is read once, and those bytes are checked and kept."""
+    from akm_run import trust
+    from conftest import Runtime
+
+    (tmp_path / "ws").mkdir()
+    plan = Runtime(tmp_path / "ws").compile("wf.akm", 'workflow "t" {\n  step a {\n    shell "true"\n  }\n}\n')
+    keys.sign(plan, "ci")
+    original = plan.read_bytes()
+    checked = signing.verify
+
+    def swapped_meanwhile(data: bytes, *rest: object) -> Signer:
+        plan.write_bytes(original.replace(b'"true"', b'"touch evil"'))
+        return checked(data, *rest)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(signing, "verify", swapped_meanwhile)
+    admitted = trust.admit(plan, signers=keys.allowed("ci"))
+    assert admitted.signature is not None and admitted.signature.plan_file == original
+    assert admitted.plan["steps"][0]["target"]["command"] == "true"

@@ -54,7 +54,8 @@ def run(args: argparse.Namespace) -> int:
     signers = allowed_signers(args.allowed_signers)
     if args.signature is not None and signers is None:
         return _fail("--signature needs --allowed-signers (or $AKM_RUN_ALLOWED_SIGNERS)", exitcodes.USAGE)
-    if path.exists():
+    publishing = path.exists()
+    if publishing:
         admitted = _admit(path, args.expect_hash, signers, args.signature)
         if not isinstance(admitted, Admitted):  # refused before anything is written or started
             return admitted
@@ -76,11 +77,15 @@ def run(args: argparse.Namespace) -> int:
         if args.expect_hash and row.plan_hash != args.expect_hash:
             return _fail(f"refused run {run_id}: its plan hash is {row.plan_hash}, not {args.expect_hash}",
                          exitcodes.REFUSED)  # fmt: skip
-        refused = _recheck(store, row, signers)
-        if refused is not None:
-            return refused
     options = Options(directory, args.workdir, args.agent_cmd, args.max_concurrency, timeout_ms,
                       progress=_progress_display())  # fmt: skip
+    if not publishing:  # checked under the run's lock, on the row the drive then reads
+
+        def admit_stored(row: RunRow) -> None:
+            if row.id == run_id:  # the child runs it drives are covered by this run's check
+                recheck(store, row, signers)
+
+        options.admit = admit_stored
     return drive(store, run_id, options, args.format)
 
 
@@ -120,6 +125,10 @@ def drive(store: Store, run_id: str, options: Options, fmt: str) -> int:
         return _fail(f"{held}; wait for it to finish, or stop pid {held.pid}", exitcodes.LOCKED)
     except PlanError as error:
         return _fail(f"refused run {run_id}: its stored plan does not verify: {error}", exitcodes.REFUSED)
+    except SignatureRefused as error:
+        return _fail(f"refused run {run_id}: {error}", exitcodes.REFUSED)
+    except SigningUnavailable as error:
+        return _fail(f"cannot check the signature of run {run_id}: {error}", exitcodes.USAGE)
     finally:
         if options.progress is not None:
             sys.stderr.write("\r\033[K")

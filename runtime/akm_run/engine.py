@@ -44,6 +44,7 @@ class Options:
     timeout_ms: int | None = None
     environ: Mapping[str, str] | None = None
     progress: Callable[[int, int, int], None] | None = None  # (steps done, steps total, units in flight)
+    admit: Callable[[RunRow], None] | None = None  # re-checks a run under its lock (trust.recheck); raises
 
 
 @dataclass(slots=True)
@@ -94,6 +95,8 @@ class Engine:
             if run is None:
                 raise KeyError(run_id)
             plan = stored_plan(run)
+            if self.options.admit is not None:
+                self.options.admit(run)
             if run.status != "active":
                 return settled(run, self.store)
             self._reclaim(run_id)

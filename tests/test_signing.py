@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from akm_run import signing
@@ -89,3 +89,14 @@ def test_admit_keeps_the_bytes_it_checked_when_the_file_changes_meanwhile(
     admitted = trust.admit(plan, signers=keys.allowed("ci"))
     assert admitted.signature is not None and admitted.signature.plan_file == original
     assert admitted.plan["steps"][0]["target"]["command"] == "true"
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.binary(max_size=300) | st.text(max_size=300).map(str.encode))
+def test_any_allowed_signers_file_lists_the_signer_or_refuses(keys: Keys, content: bytes) -> None:
+    data = b"plan"
+    armored = signing.sign(data, keys.key("ci"))
+    try:
+        signing.verify(data, armored, content)
+    except SignatureRefused as refusal:
+        assert refusal.reason == "unlisted_signer"

@@ -16,7 +16,9 @@ import pytest
 from syrupy.assertion import SnapshotAssertion
 
 from akm_run.locks import LockHeld, RunLock
+from akm_run.signing import Signer
 from akm_run.store import EVENT_KINDS, MIGRATIONS, Store
+from akm_run.trust import Signature
 from akm_run.units import redact
 
 PLAN = {"irVersion": 1, "ref": "workflows/w", "title": "w", "steps": [{"stepId": "a", "index": 0}], "limits": {}}
@@ -79,6 +81,14 @@ def test_racing_publishers_converge_on_one_row(tmp_path: Path) -> None:
     for thread in threads:
         thread.join()
     assert len(set(results)) == 1 and len(Store(tmp_path).child_runs("parent")) == 1
+
+
+def test_a_signed_run_keeps_its_signature_exactly(store: Store) -> None:
+    signature = Signature(b"{\xff plan bytes}\n", b"-----BEGIN SSH SIGNATURE-----\n", Signer("ci@x", "SHA256:k"), "/a")
+    signed = store.publish_run("r1", PLAN, "sha256:x", {}, signature=signature)
+    assert store.signature(signed) == signature and store.signature(store.publish_run("r2", PLAN, "h", {})) is None
+    [(kind, _, _, data)] = store.events(signed)
+    assert kind == "run.published" and data["signedBy"] == {"principal": "ci@x", "fingerprint": "SHA256:k"}
 
 
 def test_a_failed_transaction_leaves_nothing(store: Store) -> None:

@@ -100,3 +100,17 @@ def test_any_allowed_signers_file_lists_the_signer_or_refuses(keys: Keys, conten
         signing.verify(data, armored, content)
     except SignatureRefused as refusal:
         assert refusal.reason == "unlisted_signer"
+
+
+def test_an_ssh_keygen_without_the_verb_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An OpenSSH older than `-Y find-principals` answers as this stand-in does."""
+    old = tmp_path / "bin" / "ssh-keygen"
+    old.parent.mkdir()
+    old.write_text('#!/bin/sh\necho "Unsupported operation for -Y: \\"$2\\"" >&2\nexit 1\n')
+    old.chmod(0o755)
+    monkeypatch.setenv("PATH", str(old.parent))
+    signature = ARMOR % base64.b64encode(b"SSHSIG\x00\x00\x00\x01" + b"".join(
+        len(f).to_bytes(4, "big") + f for f in (b"key", b"akm-plan", b"", b"sha512", b"sig")
+    ))  # fmt: skip
+    with pytest.raises(signing.SigningUnavailable, match=r"has no `-Y find-principals`.*openssh-client"):
+        signing.verify(b"plan", signature, b"")

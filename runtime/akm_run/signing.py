@@ -106,13 +106,16 @@ def ssh_keygen() -> str:
 
 def _keygen(*args: str, data: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
     try:
-        return subprocess.run(
+        done = subprocess.run(
             [ssh_keygen(), "-Y", *args], input=data or b"", capture_output=True, timeout=SSH_KEYGEN_TIMEOUT_S
         )
     except subprocess.TimeoutExpired:
         raise SigningUnavailable(f"ssh-keygen -Y {args[0]} did not answer within {SSH_KEYGEN_TIMEOUT_S}s") from None
     except OSError as error:
         raise SigningUnavailable(f"cannot run ssh-keygen: {error}") from None
+    if b"Unsupported operation for -Y" in done.stderr:  # an OpenSSH older than the verb
+        raise SigningUnavailable(f"this ssh-keygen has no `-Y {args[0]}`; {SETUP_HINT}")
+    return done
 
 
 def verify(data: bytes, signature: bytes, allowed_signers: bytes, signers_name: str = "the allowed signers") -> Signer:

@@ -45,17 +45,34 @@ def setup() -> None:
     STAMP.write_text(wanted)
 
 
+# The demo, run from the repository root: what a new user sees first. tests/test_demo.py runs
+# exactly these commands (twice, from a copy of examples/), so the demo cannot break unnoticed.
+DEMO_STATE = ("--state-dir", "examples/.akm-run")
+DEMO: tuple[tuple[str, ...], ...] = (
+    ("akmc", "check", "examples/"),
+    ("akmc", "compile", "examples/workflows", "--out-dir", "examples/plans", "--root", "examples"),
+    ("akmc", "verify", "examples/plans/workflows/notes.plan.json"),
+    ("akmc", "plan", "examples/workflows/notes.akm"),
+    # Run the reviewed plan: notes composes hello, which runs inline as a child run. The units run
+    # in examples/ while the state directory is given relative to the repository root.
+    (
+        "akm-run",
+        "run",
+        "examples/plans/workflows/notes.plan.json",
+        "--param",
+        'team=["ada", "grace", "linus"]',
+        "--workdir",
+        "examples",
+        *DEMO_STATE,
+    ),
+    ("akm-run", "list", *DEMO_STATE),
+)
+
+
 def demo() -> int:
     setup()
-    run(BIN / "akmc", "check", "examples/")
-    run(BIN / "akmc", "compile", "examples/workflows", "--out-dir", "examples/plans", "--root", "examples")
-    run(BIN / "akmc", "verify", "examples/plans/workflows/notes.plan.json")
-    run(BIN / "akmc", "plan", "examples/workflows/notes.akm")
-    # Run the reviewed plan: notes composes hello, which runs inline as a child run.
-    state = ("--state-dir", "examples/.akm-run")
-    run(BIN / "akm-run", "run", "examples/plans/workflows/notes.plan.json", "--param", 'team=["ada", "grace", "linus"]',
-        "--workdir", "examples", *state)  # fmt: skip
-    run(BIN / "akm-run", "list", *state)
+    for program, *argv in DEMO:
+        run(BIN / program, *argv)
     return 0
 
 

@@ -116,7 +116,7 @@ def scratch_directory(state_dir: Path, run_id: str) -> Path:
     their context files may hold params a unit was given."""
     from akm_run.locks import pid_alive
 
-    base = state_dir / "scratch"
+    base = state_dir.absolute() / "scratch"  # a unit's cwd is the workdir: its paths must not be relative
     base.mkdir(mode=0o700, parents=True, exist_ok=True)
     for stale in base.glob(f"{run_id}.*"):
         pid = stale.name.rsplit(".", 1)[-1]
@@ -146,7 +146,7 @@ def execute(
     if scratch is None:
         with tempfile.TemporaryDirectory(prefix="akm-unit-") as directory:
             return execute(unit, abort, on_spawn, environ, Path(directory))
-    prefix = scratch / f"{unit.context['dispatchId']}.{unit.context['attempt']}.{threading.get_ident()}"
+    prefix = scratch.absolute() / f"{unit.context['dispatchId']}.{unit.context['attempt']}.{threading.get_ident()}"
     created: list[Path] = []
 
     def write(name: str, text: str, mode: int) -> Path:

@@ -134,17 +134,21 @@ def test_a_blocked_child_blocks_the_parent_until_cleared(runtime: Runtime) -> No
         "stepId": "c",
         "notes": f'Step "c" composes child workflow run {child} (workflows/leaf),\n'
         f'which is blocked at its own step "ok". Nothing in this run advances\n'
-        f"until the child does. Clear it with `akm-run resume {child}`, then\n"
+        f"until the child does. Clear it with `akm-run approve {child} ok`, then\n"
         f"`akm-run resume {parent}` and `akm-run run {parent}`.",
     }
     status = json.loads(runtime.akm("status", parent, "--format", "json").stdout)
     assert status["steps"][0]["failureReason"] == "child_workflow_blocked"
     assert status["children"][0]["resume"] == {
-        "command": f"akm-run resume {child}",
+        "command": f"akm-run approve {child} ok",
         "then": f"akm-run resume {parent} && akm-run run {parent}",
     }
     assert "⚠" in runtime.akm("status", parent).stdout
     assert runtime.akm("approve", child, "ok", "--by", "bo").returncode == 0
+    # the parent no longer repeats the child's stale block: it says so and prints its own commands
+    notes = json.loads(runtime.akm("status", parent, "--format", "json").stdout)["steps"][0]["notes"]
+    assert "no longer\nblocked (it is active)" in notes and f"akm-run resume {parent}" in notes
+    assert "Clear it with" not in runtime.run_json(parent)[1]["blocked"]["notes"]
     assert runtime.akm("resume", parent).returncode == 0
     code, document = runtime.run_json(parent)
     assert code == 0, document

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from akm_run import children, identity, units
+from akm_run.hints import Hints
 from akm_run.locks import RunLock
 from akm_run.plan import PlanError, canonical_bytes, plan_hash, verify_plan
 from akm_run.store import RunRow, StepRow, Store, dumps
@@ -44,6 +45,7 @@ class Options:
     timeout_ms: int | None = None
     environ: Mapping[str, str] | None = None
     progress: Callable[[int, int, int], None] | None = None  # (steps done, steps total, units in flight)
+    hints: Hints = field(default_factory=Hints)  # builds the commands printed for a person
 
 
 @dataclass(slots=True)
@@ -95,7 +97,7 @@ class Engine:
                 raise KeyError(run_id)
             plan = stored_plan(run)
             if run.status != "active":
-                return settled(run, self.store)
+                return settled(run, self.store, self.options.hints)
             self._reclaim(run_id)
             return _Drive(self, run, plan).run()
 
@@ -120,12 +122,13 @@ def stored_plan(run: RunRow) -> dict[str, Any]:
     return verified
 
 
-def settled(run: RunRow, store: Store) -> Result:
+def settled(run: RunRow, store: Store, hints: Hints) -> Result:
     """The result of a run that is not active: nothing is dispatched."""
     result = Result(run.id, run.status, failure=run.failure, exported=run.exported)
     if run.status == "blocked":
-        step = next((s.step_id for s in store.steps(run.id) if s.status == "blocked"), None)
-        result.blocked = {"stepId": step, "notes": run.notes or ""}
+        step = next((s for s in store.steps(run.id) if s.status == "blocked"), None)
+        notes = children.step_notes(store, hints, run.id, step) if step is not None else run.notes
+        result.blocked = {"stepId": step.step_id if step else None, "notes": notes or ""}
     return result
 
 
@@ -193,7 +196,7 @@ class _Drive:
         return timer
 
     def _abort_message(self) -> str:
-        return f"{self.engine.why_aborted}; the run is resumable: akm-run run {self.run_id}"
+        return f"{self.engine.why_aborted}; the run is resumable: {self.options.hints('run', self.run_id)}"
 
     def _spine(self) -> Result:
         steps = self.plan["steps"]
@@ -313,10 +316,12 @@ class _Drive:
         if step["kind"] == "route":
             return self._route(step)
         if step["target"]["kind"] == "approval":
-            message = step["target"]["message"]
+            message, hint = step["target"]["message"], self.options.hints
             notes = (
                 f'Waiting for approval: "{message}"\n'
-                f"Approve with `akm-run approve {self.run_id} {step['stepId']}`, then `akm-run run {self.run_id}`."
+                f"Approve with `{hint('approve', self.run_id, step['stepId'])}` "
+                f"(or reject with `{hint('approve', self.run_id, step['stepId'], '--reject')}`), "
+                f"then `{hint('run', self.run_id)}`."
             )
             return Step("blocked", notes=notes)
         if "gate" not in step:
@@ -356,7 +361,8 @@ class _Drive:
                 notes = (
                     f"The gate check rejected the output {loops + 1} time(s); max_loops is {gate['maxLoops']}. "
                     f"Last feedback:\n{quoted}\n"
-                    f"Resume with `akm-run resume {self.run_id}`, then `akm-run run {self.run_id}`."
+                    f"Resume with `{self.options.hints('resume', self.run_id)}`, "
+                    f"then `{self.options.hints('run', self.run_id)}`."
                 )
                 return Step("blocked", reason="gate_rejected", notes=notes)
             iteration, loops = iteration + 1, loops + 1

@@ -6,7 +6,9 @@ import json
 import time
 from typing import Any
 
+from akm_run import children
 from akm_run.engine import Result
+from akm_run.hints import Hints
 from akm_run.store import RunRow, Store
 
 STEP_GLYPHS = {"completed": "✓", "failed": "✗", "blocked": "⚠", "running": "→", "pending": "·", "skipped": "↷"}
@@ -39,7 +41,7 @@ def result_document(result: Result, run: RunRow) -> dict[str, Any]:
     return document
 
 
-def result_text(result: Result, run: RunRow) -> str:
+def result_text(result: Result, run: RunRow, hints: Hints) -> str:
     head = f"run {run.id} ({run.ref})"
     if result.error is not None:
         lines = [f"{head}: error {result.error['code']}: {result.error['message']}"]
@@ -49,7 +51,7 @@ def result_text(result: Result, run: RunRow) -> str:
         failure = result.failure or {}
         lines = [
             f"{head} failed at step {failure.get('stepId')}: {failure.get('reason')}: {failure.get('message')}",
-            f"see `akm-run status {run.id}`",
+            f"see `{hints('status', run.id)}`",
         ]
     elif result.status == "blocked":
         blocked = result.blocked or {}
@@ -63,7 +65,7 @@ def result_text(result: Result, run: RunRow) -> str:
 # -- `akm-run status` ---------------------------------------------------------------------------------
 
 
-def status_document(store: Store, run: RunRow) -> dict[str, Any]:
+def status_document(store: Store, run: RunRow, hints: Hints) -> dict[str, Any]:
     summary: dict[str, Any] = {
         "id": run.id,
         "ref": run.ref,
@@ -80,8 +82,9 @@ def status_document(store: Store, run: RunRow) -> dict[str, Any]:
     steps = []
     for row in store.steps(run.id):
         entry: dict[str, Any] = {"stepId": row.step_id, "status": row.status}
-        if row.notes and row.status in ("blocked", "failed", "skipped"):
-            entry["notes"] = row.notes
+        notes = children.step_notes(store, hints, run.id, row)
+        if notes and row.status in ("blocked", "failed", "skipped"):
+            entry["notes"] = notes
         if row.failure_reason:
             entry["failureReason"] = row.failure_reason
             entry["failureMessage"] = row.failure_message
@@ -89,13 +92,13 @@ def status_document(store: Store, run: RunRow) -> dict[str, Any]:
             entry["output"] = row.output
         steps.append(entry)
     document: dict[str, Any] = {"run": summary, "steps": steps}
-    children = child_tree(store, run)
-    if children:
-        document["children"] = children
+    tree = child_tree(store, run, hints)
+    if tree:
+        document["children"] = tree
     return document
 
 
-def child_tree(store: Store, run: RunRow) -> list[dict[str, Any]]:
+def child_tree(store: Store, run: RunRow, hints: Hints) -> list[dict[str, Any]]:
     """The child runs of `run`, in spawn order, each with its own children."""
     nodes = []
     units = {u.child_run_id: u.step_id for u in store.child_units(run.id)}
@@ -107,11 +110,12 @@ def child_tree(store: Store, run: RunRow) -> list[dict[str, Any]]:
             "stepId": units.get(child.id, child.parent_unit_id.split(":")[0] if child.parent_unit_id else ""),
         }
         if child.status == "blocked":
+            clear = children.clearing(store, hints, child)[1]
             node["resume"] = {
-                "command": f"akm-run resume {child.id}",
-                "then": f"akm-run resume {run.id} && akm-run run {run.id}",
+                "command": " && ".join(clear),
+                "then": f"{hints('resume', run.id)} && {hints('run', run.id)}",
             }
-        grandchildren = child_tree(store, child)
+        grandchildren = child_tree(store, child, hints)
         if grandchildren:
             node["children"] = grandchildren
         nodes.append(node)

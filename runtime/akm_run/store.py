@@ -104,6 +104,11 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE TRIGGER events_append_only_delete BEFORE DELETE ON events
         BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
     """,
+    # Runs remember how they were started: `resume`, `approve` and `run RUN` reuse these.
+    """
+    ALTER TABLE runs ADD COLUMN workdir TEXT;
+    ALTER TABLE runs ADD COLUMN agent_cmd TEXT;
+    """,
 )
 
 EVENT_KINDS = (
@@ -119,6 +124,7 @@ EVENT_KINDS = (
     "step.blocked",
     "step.skipped",  # a route did not select it
     "step.approved",
+    "step.rejected",  # akm-run approve --reject
     "unit.dispatched",  # an attempt started (a new unit, a retry or a crash reclaim)
     "unit.completed",
     "unit.failed",  # an attempt failed; `final` says whether the unit failed for good
@@ -129,7 +135,7 @@ EVENT_KINDS = (
 
 RUN_COLUMNS = (
     "id, ref, title, plan_hash, plan_json, params_json, status, current_step, parent_run_id, parent_unit_id, "
-    "invocation_key, exported_json, failure_json, notes, units_dispatched, created_at, updated_at"
+    "invocation_key, exported_json, failure_json, notes, units_dispatched, created_at, updated_at, workdir, agent_cmd"
 )
 
 
@@ -152,6 +158,8 @@ class RunRow:
     units_dispatched: int
     created_at: float
     updated_at: float
+    workdir: str | None  # absolute; None for runs published before it was stored
+    agent_cmd: str | None
 
     @property
     def params(self) -> dict[str, Any]:
@@ -325,11 +333,17 @@ class Store:
         parent_run_id: str | None = None,
         parent_unit_id: str | None = None,
         invocation_key: str | None = None,
+        workdir: str | None = None,
+        agent_cmd: str | None = None,
     ) -> str:
-        """Create a run and its step rows; with an invocation key, return the existing run instead
-        when one was already published under it (the UNIQUE index arbitrates racing publishers)."""
+        """Create a run and its step rows, remembering its workdir and agent command; with an
+        invocation key, return the existing run instead when one was already published under it
+        (the UNIQUE index arbitrates racing publishers)."""
+        started = (workdir, agent_cmd)
         try:
-            return self._publish(run_id, plan, plan_hash, params, parent_run_id, parent_unit_id, invocation_key)
+            return self._publish(
+                run_id, plan, plan_hash, params, parent_run_id, parent_unit_id, invocation_key, started
+            )
         except sqlite3.IntegrityError:
             if invocation_key is None:
                 raise
@@ -345,6 +359,7 @@ class Store:
         parent_run_id: str | None,
         parent_unit_id: str | None,
         invocation_key: str | None,
+        started: tuple[str | None, str | None],
     ) -> str:
         now = time.time()
         with self.transaction():
@@ -354,10 +369,10 @@ class Store:
                     return str(row[0])
             self._execute(
                 "INSERT INTO runs (id, ref, title, plan_hash, plan_json, params_json, status, parent_run_id, "
-                "parent_unit_id, invocation_key, created_at, updated_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, ?, ?)",
+                "parent_unit_id, invocation_key, created_at, updated_at, workdir, agent_cmd) "
+                "VALUES (?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, ?, ?, ?, ?)",
                 (run_id, plan["ref"], plan["title"], plan_hash, dumps(plan), dumps(params), parent_run_id,
-                 parent_unit_id, invocation_key, now, now),
+                 parent_unit_id, invocation_key, now, now, *started),
             )  # fmt: skip
             for step in plan["steps"]:
                 self._execute(

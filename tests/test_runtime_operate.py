@@ -198,3 +198,210 @@ def test_a_mistyped_plan_path_with_params_says_the_file_does_not_exist(runtime: 
         assert result.returncode == 2
         assert f"plan file {target} does not exist" in result.stderr and "params are fixed" not in result.stderr
     assert not runtime.state.exists()
+
+
+# -- 3. unit output is untrusted input --------------------------------------------------------------------
+
+
+def _strict(text: str) -> object:
+    """Parse as standard JSON only (NaN, Infinity and duplicate keys are errors)."""
+
+    def refuse(name: str) -> object:
+        raise AssertionError(f"{name} is not standard JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+UNTRUSTED = {
+    "deep": ('python3 -c \'print("["*100000+"]"*100000)\'', "nesting deeper than 64 levels"),
+    "nan": ("printf NaN", "NaN is not JSON"),
+    "infinity": ("printf '[1, -Infinity]'", "-Infinity is not JSON"),
+    "duplicate": ("""printf '{"a": 1, "a": 2}'""", 'duplicate key "a"'),
+    "huge": ("python3 -c 'print(\"9\"*5000)'", "(5000 digits) is outside ±(2^53 − 1)"),
+    "past the limit": ("printf 9007199254740993", "integer 9007199254740993 is outside"),
+    "overflow": ("printf 1e999", "number 1e999 is too large"),
+}
+
+
+def test_output_that_is_not_strict_json_is_output_invalid_and_never_crashes_the_driver(runtime: Runtime) -> None:
+    body = "".join(
+        f'  step s{i} {{\n    shell "{command.replace(chr(34), chr(92) + chr(34))}"\n    on_error = continue\n  }}\n'
+        for i, (command, _) in enumerate(UNTRUSTED.values())
+    )
+    plan = runtime.compile("wf.akm", _wf(body + '  step after {\n    shell "echo fine"\n  }\n'))
+    code, document = runtime.run_json(plan)
+    assert code == 0, document
+    steps = {s.step_id: s for s in runtime.store().steps(document["runId"])}
+    for i, (name, (_, why)) in enumerate(UNTRUSTED.items()):
+        step = steps[f"s{i}"]
+        assert step.status == "failed" and step.failure_reason == "output_invalid", name
+        assert "not strict JSON" in (step.failure_message or "") and why in (step.failure_message or ""), name
+    status = runtime.akm("status", document["runId"], "--format", "json")
+    assert status.returncode == 0 and _strict(status.stdout)
+    assert _strict(runtime.akm("logs", document["runId"], "--format", "json").stdout)
+
+
+def test_params_that_are_not_strict_json_are_bad_params(runtime: Runtime) -> None:
+    plan = runtime.compile("wf.akm", _wf('  step s {\n    shell "true"\n    inputs = [params.x, params.v]\n  }\n',
+                                         head="  params {\n    x: number = 1\n    v: any = 1\n  }\n"))  # fmt: skip
+    for pair in ("x=NaN", "x=Infinity", "x=1e999", "v=[NaN]", 'v={"a": 1, "a": 2}', "x=" + "9" * 5000):
+        result = runtime.akm("run", plan, "--param", pair)
+        assert result.returncode == 2 and "bad params" in result.stderr and "Traceback" not in result.stderr, pair
+    assert not (runtime.state / "state.db").exists()
+
+
+def test_an_internal_error_during_a_drive_exits_70_and_leaves_the_run_resumable(runtime: Runtime) -> None:
+    # The first unit replaces the drive's private scratch directory with a file: the next unit's
+    # context cannot be written, which no unit should be able to do to a driver.
+    sabotage = 'step break {\n    shell "d=$(dirname $AKM_CONTEXT); rm -rf $d; touch $d"\n  }\n'
+    plan = runtime.compile("wf.akm", _wf(f'  {sabotage}  step next {{\n    shell "echo next"\n  }}\n'))
+    result = runtime.akm("run", plan, "--format", "json")
+    assert result.returncode == 70, result.stdout + result.stderr
+    assert "internal error" in result.stderr and "Traceback" not in result.stderr
+    run_id = runtime.store().runs()[0].id
+    assert f"`akm-run run {run_id}`" in result.stderr
+    store = runtime.store()
+    assert store.run(run_id).status == "active"
+    assert {a.status for u in ("next",) for a in store.attempts(run_id, u)} <= {"interrupted"}
+    assert store.step(run_id, "next").status == "pending"  # nothing shows running once the drive ended
+    again = runtime.akm("run", run_id)  # `break` completed and is reused; `next` now runs
+    assert again.returncode == 0, again.stderr
+    assert store.step(run_id, "next").output == "next"
+    assert list((runtime.state / "scratch").iterdir()) == []  # what the sabotage left is cleared
+
+
+# -- 6. nothing shows running when nothing runs --------------------------------------------------------------
+
+
+def test_no_step_shows_running_after_an_invalid_output_or_an_abandon(runtime: Runtime) -> None:
+    plan = runtime.compile("wf.akm", _wf(
+        '  outputs {\n    n: int = steps.last.output\n  }\n'
+        '  step first {\n    shell "echo 1"\n  }\n  step last {\n    shell "echo not-a-number"\n  }\n'
+    ))  # fmt: skip
+    code, document = runtime.run_json(plan)
+    assert code == 1 and document["error"]["code"] == "WORKFLOW_OUTPUT_INVALID"
+    status = json.loads(runtime.akm("status", document["runId"], "--format", "json").stdout)
+    assert "running" not in {s["status"] for s in status["steps"]}, status["steps"]
+    assert "→" not in runtime.akm("status", document["runId"]).stdout.split("steps:")[1]
+    assert runtime.akm("abandon", document["runId"]).returncode == 0
+    status = json.loads(runtime.akm("status", document["runId"], "--format", "json").stdout)
+    assert status["run"]["status"] == "failed" and "running" not in {s["status"] for s in status["steps"]}
+
+
+# -- 9. logs, status of the latest run, progress without a terminal ------------------------------------------
+
+
+LOGGED = _wf(
+    '  step greet {\n    map params.names {\n      shell "echo oops-$AKM_ATTEMPT >&2; '
+    'test $AKM_ATTEMPT = 2 && printf \'\\"hi\\"\' || exit 3"\n    }\n'
+    "    retry = { max = 1, on = [exit] }\n  }\n"
+    '  step tell {\n    shell "echo the token is $TOKEN >&2; echo $TOKEN"\n    env { TOKEN = secret("LOG_TOKEN") }\n  }\n',
+    head='  params {\n    names: list[string] = ["a", "b"]\n  }\n',
+)
+
+
+def test_logs_show_every_attempt_with_output_stderr_and_timing_redacted(runtime: Runtime) -> None:
+    plan = runtime.compile("wf.akm", LOGGED)
+    code, document = runtime.run_json(plan, env=runtime.env(LOG_TOKEN="s3cr3t-value"))
+    assert code == 0, document
+    run_id = document["runId"]
+    logs = json.loads(runtime.akm("logs", run_id, "--format", "json").stdout)
+    greet = [u for u in logs["units"] if u["stepId"] == "greet"]
+    assert [u["itemIndex"] for u in greet] == [0, 1]
+    first = greet[0]["attempts"]
+    assert [(a["attempt"], a["status"], a.get("reason"), a.get("exitCode")) for a in first] == [
+        (1, "failed", "exit", 3), (2, "completed", None, None),
+    ]  # fmt: skip
+    assert first[0]["stderrTail"] == "oops-1\n" and first[1]["output"] == "hi"
+    assert all(a["durationMs"] >= 0 and a["startedAt"].endswith("Z") for a in first)
+    tell = next(u for u in logs["units"] if u["stepId"] == "tell")["attempts"][0]
+    assert "s3cr3t-value" not in json.dumps(logs) and tell["output"] == "***"
+    assert tell["stderrTail"] == "the token is ***\n"
+    one = json.loads(runtime.akm("logs", run_id, "greet", "--unit", "1", "--attempt", "2", "--format", "json").stdout)
+    assert [(u["itemIndex"], [a["attempt"] for a in u["attempts"]]) for u in one["units"]] == [(1, [2])]
+    text = runtime.akm("logs", run_id, "greet").stdout
+    assert "attempt 1  failed  exit  exit 3" in text and "| oops-1" in text and 'stdout: "hi"' in text
+    assert runtime.akm("logs", run_id, "nope").returncode == 2
+
+
+def test_status_and_logs_without_a_run_show_the_latest_top_level_run(runtime: Runtime) -> None:
+    plan = runtime.compile("wf.akm", _wf('  step a {\n    shell "echo one"\n  }\n'))
+    runtime.run_json(plan)
+    _, second = runtime.run_json(plan)
+    status = json.loads(runtime.akm("status", "--format", "json").stdout)
+    assert status["run"]["id"] == second["runId"]
+    assert json.loads(runtime.akm("logs", "--format", "json").stdout)["runId"] == second["runId"]
+
+
+def test_without_a_terminal_each_step_start_and_end_is_one_plain_line_on_stderr(runtime: Runtime) -> None:
+    plan = runtime.compile(
+        "wf.akm", _wf('  step a {\n    shell "echo one"\n  }\n  step b {\n    shell "exit 2"\n  }\n')
+    )
+    result = runtime.akm("run", plan, env=runtime.env(NO_COLOR="1"))
+    assert result.returncode == 1
+    lines = result.stderr.splitlines()
+    assert [line.split(" (")[0] for line in lines] == [
+        "step a started", "step a completed", "step b started", "step b failed",
+    ]  # fmt: skip
+    assert all("took" in line for line in lines if not line.endswith("started"))
+    assert "\033" not in result.stderr and "\r" not in result.stderr
+
+
+# -- 10. unwritable or vanished state --------------------------------------------------------------------------
+
+
+def _as_another_user() -> dict[str, int]:
+    """Root ignores permission bits: the read-only checks run as `nobody` then."""
+    return {"user": 65534, "group": 65534} if os.geteuid() == 0 else {}
+
+
+def test_a_read_only_state_dir_refuses_runs_and_still_reads(runtime: Runtime, tmp_path: Path) -> None:
+    import shutil
+    import stat
+    import tempfile
+
+    plan = runtime.compile("wf.akm", _wf('  step a {\n    shell "echo one"\n  }\n'))
+    code, document = runtime.run_json(plan)
+    assert code == 0
+    shared = Path(tempfile.mkdtemp(prefix="akm-ro-"))
+    try:
+        shared.chmod(0o755)
+        shutil.copytree(runtime.state, shared / "state")
+        shutil.copy(plan, shared / "wf.plan.json")
+        for path in [shared / "state", *(shared / "state").rglob("*")]:
+            path.chmod(0o555 if path.is_dir() else 0o444)
+        (shared / "state").chmod(0o555)
+        env = {"PATH": os.environ["PATH"], "HOME": str(shared), "AKM_STATE_DIR": str(shared / "state")}
+
+        def as_reader(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [sys.executable, "-m", "akm_run", *args], cwd=shared, capture_output=True, text=True, env=env,
+                timeout=120, **_as_another_user(),
+            )  # fmt: skip
+
+        before = (shared / "state" / "state.db").read_bytes()
+        refused = as_reader("run", "wf.plan.json")
+        assert refused.returncode == 2 and "cannot be written" in refused.stderr, refused.stderr
+        assert "nothing was published" in refused.stderr and "Traceback" not in refused.stderr
+        assert (shared / "state" / "state.db").read_bytes() == before
+        status = as_reader("status", document["runId"], "--format", "json")
+        assert status.returncode == 0, status.stderr
+        assert json.loads(status.stdout)["run"]["status"] == "completed"
+        listed = as_reader("list", "--format", "json")
+        assert [r["id"] for r in json.loads(listed.stdout)["runs"]] == [document["runId"]]
+        logs = as_reader("logs", "--format", "json")
+        assert logs.returncode == 0 and json.loads(logs.stdout)["units"][0]["attempts"][0]["output"] == "one"
+    finally:
+        for path in [shared, *shared.rglob("*")]:
+            path.chmod(stat.S_IRWXU)
+        shutil.rmtree(shared)
+
+
+def test_a_unit_that_deletes_the_state_dir_fails_the_drive_with_exit_70(runtime: Runtime) -> None:
+    plan = runtime.compile("wf.akm", _wf(
+        '  step wipe {\n    shell "rm -rf $STATE"\n    env { STATE = passthrough }\n  }\n'
+        '  step next {\n    shell "echo next"\n  }\n'
+    ))  # fmt: skip
+    result = runtime.akm("run", plan, env=runtime.env(STATE=str(runtime.state)))
+    assert result.returncode == 70, result.stdout + result.stderr
+    assert "was removed while run" in result.stderr and "Traceback" not in result.stderr

@@ -407,7 +407,8 @@ def test_status_list_and_abandon(runtime: Runtime) -> None:
 def test_no_progress_decoration_when_not_a_terminal(runtime: Runtime) -> None:
     plan = runtime.compile("wf.akm", _wf('  step a {\n    shell "true"\n  }\n'))
     result = runtime.akm("run", plan)
-    assert result.returncode == 0 and result.stderr == "" and "\r" not in result.stdout
+    assert result.returncode == 0 and "\r" not in result.stdout + result.stderr and "\033" not in result.stderr
+    assert result.stderr.splitlines()[0] == "step a started"
 
 
 def test_state_database_is_wal_with_migrations_recorded(runtime: Runtime) -> None:
@@ -456,7 +457,7 @@ def test_progress_is_drawn_only_on_a_terminal(runtime: Runtime) -> None:
     import subprocess
     import sys
 
-    plan = runtime.compile("wf.akm", _wf('  step a {\n    shell "true"\n  }\n  step b {\n    shell "true"\n  }\n'))
+    plan = runtime.compile("wf.akm", _wf('  step a {\n    shell "sleep 0.3"\n  }\n  step b {\n    shell "true"\n  }\n'))
     leader, follower = pty.openpty()
     process = subprocess.Popen(
         [sys.executable, "-m", "akm_run", "run", str(plan)], cwd=runtime.root, env=runtime.env(),
@@ -475,4 +476,5 @@ def test_progress_is_drawn_only_on_a_terminal(runtime: Runtime) -> None:
     assert process.wait(timeout=60) == 0
     os.close(leader)
     text = seen.decode()
-    assert "steps 0/2 done" in text and "steps 1/2 done" in text and "completed" in text
+    assert "steps 0/2 done, at a, 1 unit in flight" in text and "steps 1/2 done, at b, 0 units in flight" in text
+    assert "completed" in text

@@ -6,12 +6,11 @@ import argparse
 import getpass
 import os
 import sys
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from akm_run import children, exitcodes, report
+from akm_run import children, exitcodes, progress, report
 from akm_run.cli import emit, on_signals, parse_duration, state_dir
 from akm_run.engine import Engine, Options, resolve, stored_plan
 from akm_run.hints import Hints
@@ -19,7 +18,7 @@ from akm_run.identity import new_run_id
 from akm_run.locks import LockHeld, RunLock
 from akm_run.params import ParamsError, collect
 from akm_run.plan import PlanError, plan_hash, read_file
-from akm_run.store import RunRow, Store
+from akm_run.store import RunRow, Store, writable
 
 EXIT_OF = {"completed": exitcodes.COMPLETED, "failed": exitcodes.FAILED, "blocked": exitcodes.BLOCKED,
            "aborted": exitcodes.INTERRUPTED}  # fmt: skip
@@ -30,11 +29,21 @@ def _fail(message: str, code: int) -> int:
     return code
 
 
-def _existing(store_dir: Path, run_id: str) -> tuple[Store | None, RunRow | None]:
+def _existing(store_dir: Path, run_id: str, *, reading: bool = False) -> tuple[Store | None, RunRow | None]:
+    """The store and a run in it (None, None when there is no state database); `reading` opens a
+    read-only state directory too."""
     if not (store_dir / "state.db").exists():
         return None, None
-    store = Store(store_dir)
+    store = Store.for_reading(store_dir) if reading else Store(store_dir)
     return store, store.run(run_id)
+
+
+def _unwritable(directory: Path) -> int | None:
+    """Exit 2, before anything is published, when the state directory cannot be written."""
+    if writable(directory):
+        return None
+    return _fail(f"state directory {directory} cannot be written (read-only or not permitted): nothing was "
+                 f"published; pass --state-dir or set AKM_STATE_DIR to a writable directory", exitcodes.USAGE)  # fmt: skip
 
 
 # -- run ----------------------------------------------------------------------------------------------
@@ -51,6 +60,8 @@ def run(args: argparse.Namespace) -> int:
     if args.workdir is not None and not args.workdir.is_dir():
         return _fail(f"--workdir {args.workdir} is not a directory", exitcodes.USAGE)
     path = Path(args.target)
+    if (refused := _unwritable(directory)) is not None:
+        return refused
     if path.exists():
         plan, refusal = read_file(path, args.expect_hash)
         if plan is None:  # refused before anything is written or started
@@ -82,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
         if not workdir.is_dir():
             return _fail(f"the run's workdir {workdir} is not a directory; pass --workdir", exitcodes.USAGE)
     options = Options(directory, workdir, agent_cmd, args.max_concurrency, timeout_ms,
-                      progress=_progress_display(), hints=Hints.of(directory))  # fmt: skip
+                      progress=progress.for_this_process(), hints=Hints.of(directory))  # fmt: skip
     return drive(store, run_id, options, args.format)
 
 
@@ -113,9 +124,10 @@ def drive(store: Store, run_id: str, options: Options, fmt: str) -> int:
         return _fail(f"{held}; wait for it to finish, or stop pid {held.pid}", exitcodes.LOCKED)
     except PlanError as error:
         return _fail(f"refused run {run_id}: its stored plan does not verify: {error}", exitcodes.REFUSED)
+    except Exception as error:  # noqa: BLE001 - the attempt is finished; the run stays active and resumable
+        return _internal(error, run_id, options)
     finally:
-        if options.progress is not None:
-            sys.stderr.write("\r\033[K")
+        options.progress.close()
     row = store.run(run_id)
     assert row is not None
     emit(report.result_document(result, row), report.result_text(result, row, options.hints), fmt)
@@ -124,29 +136,43 @@ def drive(store: Store, run_id: str, options: Options, fmt: str) -> int:
     return EXIT_OF.get(result.status, exitcodes.FAILED)
 
 
-def _progress_display() -> Callable[[int, int, int], None] | None:
-    """A one-line progress display on a terminal; nothing when stdout is not one."""
-    if not (sys.stdout.isatty() and sys.stderr.isatty()):
-        return None
-    lock = threading.Lock()
-
-    def show(done: int, total: int, in_flight: int) -> None:
-        with lock:
-            sys.stderr.write(
-                f"\r\033[Ksteps {done}/{total} done, {in_flight} unit{'s' if in_flight != 1 else ''} in flight"
-            )
-            sys.stderr.flush()
-
-    return show
+def _internal(error: Exception, run_id: str, options: Options) -> int:
+    """A drive that hit an internal error: say what happened (a state directory removed under the
+    driver is named as such) and exit 70; the attempt was finished and the run stays resumable."""
+    database = options.state_dir / "state.db"
+    if not database.exists():
+        print(f"akm-run: error: the state database {database} was removed while run {run_id} was being driven "
+              f"({type(error).__name__}: {error}); nothing more can be recorded", file=sys.stderr)  # fmt: skip
+        return exitcodes.INTERNAL
+    return _fail(f"internal error while driving run {run_id}: {type(error).__name__}: {error}; the run stays "
+                 f"active and resumable: `{options.hints('run', run_id)}`", exitcodes.INTERNAL)  # fmt: skip
 
 
 # -- status, list --------------------------------------------------------------------------------------
 
 
+def _reading(args: argparse.Namespace) -> tuple[Store, RunRow] | int:
+    """The run a reading command names, or the most recent top-level run when it names none."""
+    directory = state_dir(args)
+    if args.run_id is None:
+        if not (directory / "state.db").exists():
+            return _fail(f"no runs yet in {directory}", exitcodes.USAGE)
+        store = Store.for_reading(directory)
+        latest = store.latest_run()
+        if latest is None:
+            return _fail(f"no runs yet in {directory}", exitcodes.USAGE)
+        return store, latest
+    found, row = _existing(directory, args.run_id, reading=True)
+    if found is None or row is None:
+        return _fail(f"no run named {args.run_id!r} (state dir {directory})", exitcodes.USAGE)
+    return found, row
+
+
 def status(args: argparse.Namespace) -> int:
-    store, row = _existing(state_dir(args), args.run_id)
-    if store is None or row is None:
-        return _fail(f"no run named {args.run_id!r}", exitcodes.USAGE)
+    found = _reading(args)
+    if isinstance(found, int):
+        return found
+    store, row = found
     document = report.status_document(store, row, Hints.of(state_dir(args)))
     emit(document, report.status_text(document), args.format)
     return exitcodes.COMPLETED
@@ -155,10 +181,25 @@ def status(args: argparse.Namespace) -> int:
 def list_runs(args: argparse.Namespace) -> int:
     directory = state_dir(args)
     runs = (
-        Store(directory).runs(children=args.children, status=args.status) if (directory / "state.db").exists() else []
+        Store.for_reading(directory).runs(children=args.children, status=args.status)
+        if (directory / "state.db").exists()
+        else []
     )
     document = report.list_document(runs)
     emit(document, report.list_text(document), args.format)
+    return exitcodes.COMPLETED
+
+
+def logs(args: argparse.Namespace) -> int:
+    found = _reading(args)
+    if isinstance(found, int):
+        return found
+    store, row = found
+    steps = [s.step_id for s in store.steps(row.id)]
+    if args.step is not None and args.step not in steps:
+        return _fail(f"run {row.id} has no step {args.step!r} (its steps: {', '.join(steps)})", exitcodes.USAGE)
+    document = report.logs_document(store, row, args.step, args.unit, args.attempt)
+    emit(document, report.logs_text(document), args.format)
     return exitcodes.COMPLETED
 
 
@@ -268,7 +309,9 @@ def abandon(args: argparse.Namespace) -> int:
             print(f"run {row.id} is already {row.status}")
             return exitcodes.COMPLETED
         failure = {"stepId": None, "reason": "abandoned", "message": "abandoned by akm-run abandon"}
-        store.set_run_status(row.id, "failed", failure=failure)
+        with store.transaction():
+            store.release_running_steps(row.id)
+            store.set_run_status(row.id, "failed", failure=failure)
         store.event(row.id, "run.abandoned")
         print(f"abandoned run {row.id}")
         return exitcodes.COMPLETED
@@ -295,6 +338,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "run": run,
     "status": status,
     "list": list_runs,
+    "logs": logs,
     "resume": resume,
     "approve": approve,
     "abandon": abandon,

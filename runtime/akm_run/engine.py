@@ -7,11 +7,13 @@ after it ends; a completed unit is reused and never dispatched again."""
 from __future__ import annotations
 
 import functools
+import queue
 import re
 import shutil
 import threading
-from collections.abc import Callable, Mapping
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+import time
+from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,9 @@ from akm_run import children, identity, units
 from akm_run.hints import Hints
 from akm_run.locks import RunLock
 from akm_run.plan import PlanError, canonical_bytes, plan_hash, verify_plan
-from akm_run.store import RunRow, StepRow, Store, dumps
+from akm_run.progress import Progress
+from akm_run.store import RunRow, StepRow, Store
+from akm_run.strictjson import dumps
 
 DEFAULT_MAX_CONCURRENCY = 16
 _SEGMENT = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[([0-9]+)\]")
@@ -44,7 +48,7 @@ class Options:
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY
     timeout_ms: int | None = None
     environ: Mapping[str, str] | None = None
-    progress: Callable[[int, int, int], None] | None = None  # (steps done, steps total, units in flight)
+    progress: Progress = field(default_factory=Progress)
     hints: Hints = field(default_factory=Hints)  # builds the commands printed for a person
 
 
@@ -162,8 +166,7 @@ class _Drive:
         self.run_id = run.id
         self.params = run.params
         self.rows = {row.step_id: row for row in self.store.steps(run.id)}
-        self.in_flight = 0
-        self._flight = threading.Lock()
+        self.where = "" if run.parent_run_id is None else f"{run.ref} ({run.id}): "
         self.starting: tuple[str, int] | None = None  # the step the spine reached, not yet journaled
         self.last = False  # whether it is the last step (completed together with the outputs)
 
@@ -180,6 +183,15 @@ class _Drive:
             if timer is not None:
                 timer.cancel()
             shutil.rmtree(self.scratch, ignore_errors=True)
+            self._stand_down()
+
+    def _stand_down(self) -> None:
+        """Nothing runs once a drive ends: a step it left running (an abort, an invalid output, an
+        internal error) is pending again until the next drive."""
+        try:
+            self.store.release_running_steps(self.run_id)
+        except Exception:  # noqa: BLE001 - a state store that is gone is reported by the drive's own error
+            pass
 
     def _deadline(self) -> threading.Timer | None:
         limits = [t for t in (self.plan["limits"].get("timeoutMs"), self.options.timeout_ms) if t is not None]
@@ -211,8 +223,10 @@ class _Drive:
             # Recorded with the step's first write (usually its first unit's dispatch): one commit fewer.
             self.starting = (step["stepId"], index)
             self.last = index == len(steps) - 1
-            self._progress()
+            started = time.monotonic()
+            self.options.progress.step_started(self.where, step["stepId"], index, len(steps))
             ended = self._step(step, row)
+            self.options.progress.step_ended(self.where, step["stepId"], ended.status, time.monotonic() - started)
             if ended.status == "completed":
                 if self.last:
                     last_completion = (step["stepId"], ended.output)  # completed with the outputs, below
@@ -240,11 +254,6 @@ class _Drive:
     def _check_abort(self) -> None:
         if self.engine.abort.is_set():
             raise Aborted
-
-    def _progress(self) -> None:
-        if self.options.progress is not None:
-            done = sum(1 for r in self.rows.values() if r.status in ("completed", "skipped", "failed"))
-            self.options.progress(done, len(self.rows), self.in_flight)
 
     def _record_start(self) -> None:
         """Journal that the spine reached the current step (inside the caller's transaction)."""
@@ -420,18 +429,25 @@ class _Drive:
                 stop.set()
             return end
 
-        aborted = False
+        aborted, broken = False, None
+        # Completions arrive on a queue: each wake-up handles one finished unit, never a scan of all
+        # pending ones, so dispatch costs the same per unit at 2,000 items as at 200.
+        finished: queue.SimpleQueue[tuple[int, Future[UnitEnd]]] = queue.SimpleQueue()
         with ThreadPoolExecutor(max_workers=width, thread_name_prefix="akm-unit") as pool:
-            pending: dict[Future[UnitEnd], int] = {pool.submit(one, i): i for i in range(len(items))}
-            while pending:
-                done, _ = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
-                for future in done:
-                    index = pending.pop(future)
-                    try:
-                        ends[index] = future.result()
-                    except Aborted:
-                        aborted = True
-                        stop.set()
+            for i in range(len(items)):
+                pool.submit(one, i).add_done_callback(functools.partial(lambda i, f: finished.put((i, f)), i))
+            for _ in range(len(items)):
+                index, future = finished.get()
+                try:
+                    ends[index] = future.result()
+                except Aborted:
+                    aborted = True
+                    stop.set()
+                except Exception as error:  # noqa: BLE001 - an internal error: stop dispatching, then raise it
+                    broken = broken or error
+                    stop.set()
+        if broken is not None:
+            raise broken
         if aborted or self.engine.abort.is_set():
             raise Aborted
         for index, end in enumerate(ends):
@@ -506,8 +522,7 @@ class _Drive:
                 context["output"] = gate_output
             spec = units.Unit(target, context, step.get("env", []), schema, step.get("timeoutMs"),
                               self.options.workdir, self.options.agent_cmd)  # fmt: skip
-            with self._flight:
-                self.in_flight += 1
+            self.options.progress.unit_started()
             try:
                 if bindings is not None:  # the one place a unit is dispatched: child runs too
                     outcome, _ = children.drive_child(
@@ -521,9 +536,11 @@ class _Drive:
                         self.options.environ,
                         self.scratch,
                     )
+            except Exception:
+                self._interrupted(journal, step["stepId"], attempt)
+                raise
             finally:
-                with self._flight:
-                    self.in_flight -= 1
+                self.options.progress.unit_ended()
             if outcome.status == "aborted":
                 self.store.finish_attempt(self.run_id, journal, step["stepId"], attempt, "aborted", reason="aborted",
                                           stderr_tail=outcome.stderr_tail)  # fmt: skip
@@ -540,7 +557,7 @@ class _Drive:
                 return UnitEnd("completed", outcome.output, recorded=completes)
             again = retry is not None and outcome.reason in retry["on"] and retries < retry["max"]
             self.store.finish_attempt(self.run_id, journal, step["stepId"], attempt, "failed", reason=outcome.reason,
-                                      message=outcome.message, exit_code=outcome.exit_code,
+                                      message=outcome.message, exit_code=outcome.exit_code, output=outcome.output,
                                       stderr_tail=outcome.stderr_tail, final=not again)  # fmt: skip
             if not again:
                 status = "blocked" if outcome.reason == "child_workflow_blocked" else "failed"
@@ -549,6 +566,14 @@ class _Drive:
             failed_before += 1
             assert retry is not None
             self._backoff(retry.get("backoffMs", 0) * (2 ** (retries - 1)))
+
+    def _interrupted(self, journal: str, step_id: str, attempt: int) -> None:
+        """An internal error ends an attempt: finish it as interrupted (the unit runs again on resume)
+        if the journal can still be written."""
+        try:
+            self.store.finish_attempt(self.run_id, journal, step_id, attempt, "interrupted", final=False)
+        except Exception:  # noqa: BLE001 - the error being raised says what went wrong
+            pass
 
     def _bindings(self, target: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
         """A child-workflow target's bindings, resolved: literals as they are, references from the run."""

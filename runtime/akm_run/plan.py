@@ -15,6 +15,8 @@ from typing import Any
 
 import canonicaljson
 
+from akm_run.strictjson import MAX_INT
+
 FORMAT = "akm-plan"
 IR_VERSION = 1
 MAX_FILE_BYTES = 8 * 1024 * 1024
@@ -28,7 +30,6 @@ MAX_CONCURRENCY = 64
 MAX_TIMEOUT_MS = 24 * 3600 * 1000
 MAX_RETRY = 10
 MAX_LOOPS = 10
-MAX_INT = 2**53 - 1
 RETRY_REASONS = ("exit", "timeout", "spawn_error", "output_invalid")
 
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -80,31 +81,21 @@ def render_file(plan: Mapping[str, Any]) -> str:
 # -- strict JSON ------------------------------------------------------------------------
 
 
-def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise PlanError("file", f"duplicate key {json.dumps(key)}")
-        out[key] = value
-    return out
-
-
-def _no_constant(name: str) -> Any:
-    raise PlanError("file", f"{name} is not JSON")
-
-
 def loads_strict(data: bytes) -> Any:
-    """Parse strict JSON: UTF-8, no duplicate keys, no NaN or Infinity."""
+    """Parse strict JSON (strictjson): UTF-8, no duplicate keys, no NaN or Infinity, no integer
+    past ±(2^53 − 1); raises PlanError naming why."""
+    from akm_run import strictjson
+
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
         raise PlanError("file", f"not UTF-8 (byte {error.start})") from error
     try:
-        return json.loads(text, object_pairs_hook=_pairs, parse_constant=_no_constant)
+        return strictjson.loads(text, max_depth=None, int_check=False)
     except json.JSONDecodeError as error:
         raise PlanError("file", f"not JSON: {error.msg} at line {error.lineno} column {error.colno}") from error
-    except RecursionError as error:
-        raise PlanError("file", "nested too deeply") from error
+    except strictjson.NotStrict as error:
+        raise PlanError("file", str(error)) from error
 
 
 # -- structural decoding ---------------------------------------------------------------

@@ -9,7 +9,7 @@ from typing import Any
 from akm_run import children
 from akm_run.engine import Result
 from akm_run.hints import Hints
-from akm_run.store import RunRow, Store
+from akm_run.store import AttemptRow, RunRow, Store
 
 STEP_GLYPHS = {"completed": "✓", "failed": "✗", "blocked": "⚠", "running": "→", "pending": "·", "skipped": "↷"}
 RUN_GLYPHS = {"completed": "✓", "failed": "✗", "blocked": "⚠", "active": "→"}
@@ -181,4 +181,71 @@ def list_text(document: dict[str, Any]) -> str:
         lines.append(
             f"{RUN_GLYPHS[run['status']]} {run['id']}  {run['status']:<9}  {run['ref']}  {run['createdAt']}{parent}"
         )
+    return "\n".join(lines) + "\n"
+
+
+# -- `akm-run logs` -----------------------------------------------------------------------------------
+
+
+def logs_document(store: Store, run: RunRow, step: str | None, item: int | None, attempt: int | None) -> dict[str, Any]:
+    """Every attempt of the run's units (optionally of one step, one map item, one attempt number),
+    with what it printed; stored values are already redacted."""
+    units = []
+    for unit, attempts in store.run_attempts(run.id):
+        if step is not None and unit.step_id != step:
+            continue
+        if item is not None and (unit.item_index if unit.item_index is not None else 0) != item:
+            continue
+        entry: dict[str, Any] = {"stepId": unit.step_id, "unitId": unit.unit_id, "status": unit.status}
+        if unit.item_index is not None:
+            entry["itemIndex"] = unit.item_index
+        if unit.child_run_id is not None:
+            entry["childRunId"] = unit.child_run_id
+        if unit.failure_reason is not None:
+            entry["failure"] = {"reason": unit.failure_reason, "message": unit.failure_message}
+        entry["attempts"] = [_attempt(a) for a in attempts if attempt is None or a.attempt == attempt]
+        units.append(entry)
+    return {"runId": run.id, "ref": run.ref, "status": run.status, "units": units}
+
+
+def _attempt(row: AttemptRow) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "attempt": row.attempt,
+        "dispatchId": row.dispatch_id,
+        "status": row.status,
+        "startedAt": iso(row.started_at),
+    }
+    if row.finished_at is not None:
+        entry["durationMs"] = round((row.finished_at - row.started_at) * 1000)
+    for key, value in (("reason", row.reason), ("message", row.message), ("exitCode", row.exit_code)):
+        if value is not None:
+            entry[key] = value
+    if row.output_json is not None:
+        entry["output"] = row.output
+    if row.stderr_tail:
+        entry["stderrTail"] = row.stderr_tail
+    return entry
+
+
+def logs_text(document: dict[str, Any]) -> str:
+    lines = [f"run {document['runId']} ({document['ref']})  {document['status']}"]
+    if not document["units"]:
+        lines.append("no units")
+    for unit in document["units"]:
+        where = f" item {unit['itemIndex']}" if "itemIndex" in unit else ""
+        child = f"  child run {unit['childRunId']}" if "childRunId" in unit else ""
+        lines.append(f"{unit['stepId']}{where}  [{unit['unitId']}]  {unit['status']}{child}")
+        for attempt in unit["attempts"]:
+            took = f"  took {attempt['durationMs'] / 1000:.3f}s" if "durationMs" in attempt else "  (still running)"
+            code = f"  exit {attempt['exitCode']}" if "exitCode" in attempt else ""
+            reason = f"  {attempt['reason']}" if "reason" in attempt else ""
+            lines.append(f"  attempt {attempt['attempt']}  {attempt['status']}{reason}{code}  "
+                         f"started {attempt['startedAt']}{took}")  # fmt: skip
+            if "message" in attempt:
+                lines.append(f"    message: {attempt['message']}")
+            if "output" in attempt:
+                lines.append(f"    stdout: {_json(attempt['output'])}")
+            if "stderrTail" in attempt:
+                lines.append("    stderr:")
+                lines += [f"      | {line}" for line in attempt["stderrTail"].splitlines()]
     return "\n".join(lines) + "\n"

@@ -6,6 +6,7 @@ outcome before it is stored."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -18,6 +19,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from akm_run import strictjson
 
 MAX_OUTPUT_BYTES = 1024 * 1024
 STDERR_TAIL_BYTES = 64 * 1024
@@ -121,11 +124,18 @@ def scratch_directory(state_dir: Path, run_id: str) -> Path:
     for stale in base.glob(f"{run_id}.*"):
         pid = stale.name.rsplit(".", 1)[-1]
         if pid.isdigit() and not pid_alive(int(pid)):
-            shutil.rmtree(stale, ignore_errors=True)
+            _remove(stale)
     directory = base / f"{run_id}.{os.getpid()}"
-    shutil.rmtree(directory, ignore_errors=True)
+    _remove(directory)
     directory.mkdir(mode=0o700)
     return directory
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
 
 
 def execute(
@@ -165,7 +175,8 @@ def execute(
         outcome = _run(argv, unit, env, stdin_path, abort, on_spawn)
     finally:
         for path in created:
-            path.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # a unit may have removed or replaced its files
+                path.unlink(missing_ok=True)
     return _redacted(outcome, secrets)
 
 
@@ -360,8 +371,11 @@ def _result(streams: _Streams, unit: Unit, tail: str | None) -> Outcome:
                        stderr_tail=tail)  # fmt: skip
     text = bytes(streams.stdout).decode("utf-8", "replace")
     try:
-        value: Any = json.loads(text)
+        value: Any = strictjson.loads(text)
         parsed = True
+    except strictjson.NotStrict as error:
+        return Outcome("failed", reason="output_invalid",
+                       message=f"{_what(unit)} printed JSON that is not strict JSON: {error}", stderr_tail=tail)  # fmt: skip
     except ValueError:
         value, parsed = (text[:-1] if text.endswith("\n") else text), False
     if unit.output_schema is not None:

@@ -405,3 +405,46 @@ def test_a_unit_that_deletes_the_state_dir_fails_the_drive_with_exit_70(runtime:
     result = runtime.akm("run", plan, env=runtime.env(STATE=str(runtime.state)))
     assert result.returncode == 70, result.stdout + result.stderr
     assert "was removed while run" in result.stderr and "Traceback" not in result.stderr
+
+
+# -- 7. prompt timeouts: the driver reaps its own child -------------------------------------------------------
+
+
+def test_a_unit_that_stops_on_sigterm_is_not_waited_on_for_the_grace_period(runtime: Runtime) -> None:
+    plan = runtime.compile("wf.akm", _wf(
+        '  step polite {\n    shell "sleep 30"\n    timeout = 1s\n    on_error = continue\n  }\n'
+        '  step stubborn {\n    shell "trap \'\' TERM; sleep 30"\n    timeout = 1s\n    on_error = continue\n  }\n'
+    ))  # fmt: skip
+    code, document = runtime.run_json(plan)
+    assert code == 0, document
+    steps = {s.step_id: s for s in runtime.store().steps(document["runId"])}
+    assert steps["polite"].failure_reason == "timeout"
+    # a leader that exited on SIGTERM is reaped at once, so nothing is left for SIGKILL
+    assert (steps["polite"].failure_message or "").endswith("exceeded its timeout of 1000 ms; stopped by SIGTERM")
+    assert (steps["stubborn"].failure_message or "").endswith("killed by SIGKILL after the 1 s grace period")
+
+
+def test_an_aborted_drive_stops_its_units_and_stays_resumable(runtime: Runtime) -> None:
+    import signal
+    import time
+
+    plan = runtime.compile("wf.akm", _wf('  step slow {\n    shell "sleep 30"\n  }\n'))
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "akm_run", "run", str(plan)], cwd=runtime.root, env=runtime.env(),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    database = runtime.state / "state.db"
+    for _ in range(600):  # until the unit's process is recorded
+        if database.exists():
+            from akm_run.store import Store
+
+            store = Store(runtime.state)
+            runs = store.runs()
+            if runs and any(a.pid for a in store.attempts(runs[0].id, "slow:solo")):
+                break
+        time.sleep(0.05)
+    driver.send_signal(signal.SIGTERM)
+    assert driver.wait(timeout=60) == 130
+    attempt = runtime.store().attempts(runs[0].id, "slow:solo")[0]
+    assert attempt.status == "aborted" and attempt.message == "the drive was aborted; stopped by SIGTERM"
+    assert runtime.store().run(runs[0].id).status == "active"

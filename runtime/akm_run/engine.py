@@ -543,7 +543,7 @@ class _Drive:
                 self.options.progress.unit_ended()
             if outcome.status == "aborted":
                 self.store.finish_attempt(self.run_id, journal, step["stepId"], attempt, "aborted", reason="aborted",
-                                          stderr_tail=outcome.stderr_tail)  # fmt: skip
+                                          message=outcome.message, stderr_tail=outcome.stderr_tail)  # fmt: skip
                 raise Aborted
             if outcome.status == "completed":
                 with self.store.transaction(durable=False):

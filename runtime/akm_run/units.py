@@ -7,6 +7,7 @@ outcome before it is stored."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -24,7 +25,7 @@ from akm_run import strictjson
 
 MAX_OUTPUT_BYTES = 1024 * 1024
 STDERR_TAIL_BYTES = 64 * 1024
-KILL_GRACE_SECONDS = 2.0
+KILL_GRACE_SECONDS = 1.0  # SIGTERM, then SIGKILL after this long (docs/runtime.md)
 BASE_ENV = ("PATH", "HOME", "LANG", "TMPDIR")
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 MIN_REDACTED = 4  # shorter secret values are not redacted: masking "a" everywhere would garble every output
@@ -213,6 +214,7 @@ def _run(
 ) -> Outcome:
     import subprocess
 
+    adopt_orphans()
     with stdin_path.open("rb") as stdin:
         try:
             process = subprocess.Popen(
@@ -226,7 +228,7 @@ def _run(
     on_spawn(process.pid)
     deadline = None if unit.timeout_ms is None else time.monotonic() + unit.timeout_ms / 1000
     streams = _Streams(process)
-    ended = None
+    ended = stopped = None
     try:
         while not streams.collect(_slice(deadline)):
             if abort.is_set():
@@ -234,7 +236,7 @@ def _run(
             elif deadline is not None and time.monotonic() >= deadline:
                 ended = "timeout"
             if ended:
-                stop_group(process.pid)
+                stopped = stop_group(process.pid, functools.partial(_reap_group, process))
                 process.wait()
                 streams.drain()
                 break
@@ -242,11 +244,11 @@ def _run(
         streams.close()
     tail = streams.stderr.decode("utf-8", "replace") or None
     if ended == "aborted":
-        return Outcome("aborted", reason="aborted", message="the drive was aborted", stderr_tail=tail)
+        return Outcome("aborted", reason="aborted", message=f"the drive was aborted; {stopped}", stderr_tail=tail)
     if ended == "timeout":
         assert unit.timeout_ms is not None
-        return Outcome("failed", reason="timeout", message=f"{_what(unit)} exceeded its timeout of {unit.timeout_ms} ms",
-                       stderr_tail=tail)  # fmt: skip
+        return Outcome("failed", reason="timeout", message=f"{_what(unit)} exceeded its timeout of {unit.timeout_ms} ms; "
+                       f"{stopped}", stderr_tail=tail)  # fmt: skip
     code = process.returncode
     if code != 0:
         last = (tail or "").strip().splitlines()[-1:] or [""]
@@ -332,23 +334,50 @@ def _slice(deadline: float | None) -> float:
     return max(0.0, min(0.1, deadline - time.monotonic()))
 
 
-def stop_group(pid: int) -> None:
-    """Terminate a unit's whole process group: SIGTERM, then SIGKILL after a grace period."""
+@functools.cache
+def adopt_orphans() -> None:
+    """Make this driver the reaper of its units' orphans (Linux PR_SET_CHILD_SUBREAPER): a unit's
+    process that outlives its shell becomes this process's child, so a stopped group is reaped
+    here at once instead of lingering as zombies until an init process gets to them."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        pass
+
+
+def _reap_group(process: Any) -> None:
+    """Collect the exited members of a unit's process group: the leader through its Popen (which
+    keeps its status), then any adopted orphan of the group."""
+    process.poll()
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-process.pid, os.WNOHANG)[0]:
+            pass
+
+
+def stop_group(pid: int, reap: Callable[[], object] = lambda: None) -> str:
+    """Terminate a unit's whole process group: SIGTERM, then SIGKILL to whatever is left after
+    KILL_GRACE_SECONDS. `reap` collects the group leader when it is this process's child: a leader
+    that exited but was not reaped (a zombie) would keep the group alive for the whole grace period.
+    Returns how the group ended, in words."""
     try:
         os.killpg(pid, signal.SIGTERM)
     except (ProcessLookupError, PermissionError):
-        return
+        return "it had already exited"
     end = time.monotonic() + KILL_GRACE_SECONDS
     while time.monotonic() < end:
+        reap()
         try:
             os.killpg(pid, 0)
         except (ProcessLookupError, PermissionError):
-            return
-        time.sleep(0.02)
+            return "stopped by SIGTERM"
+        time.sleep(0.01)
     try:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
-        pass
+        return "stopped by SIGTERM"
+    return f"killed by SIGKILL after the {KILL_GRACE_SECONDS:g} s grace period"
 
 
 def stop_leftover(pid: int | None, host: str | None) -> None:

@@ -448,3 +448,57 @@ def test_an_aborted_drive_stops_its_units_and_stays_resumable(runtime: Runtime) 
     attempt = runtime.store().attempts(runs[0].id, "slow:solo")[0]
     assert attempt.status == "aborted" and attempt.message == "the drive was aborted; stopped by SIGTERM"
     assert runtime.store().run(runs[0].id).status == "active"
+
+
+# -- 4. verification covers what the runtime relies on -------------------------------------------------------
+
+
+def _tampered(plan_file: Path, change: object) -> Path:
+    """The plan with `change(plan)` applied and its hash recomputed: only verification can refuse it."""
+    from akm_run.plan import render_file
+
+    plan = json.loads(plan_file.read_text())["plan"]
+    change(plan)  # type: ignore[operator]
+    out = plan_file.with_name("tampered.plan.json")
+    out.write_text(render_file(plan))
+    return out
+
+
+SCHEMA_CASES = {
+    "self reference": (lambda p: p["params"]["n"].update(schema={"$ref": "#"}), "plan.params.n.schema", "loops back"),
+    "reference outside": (lambda p: p["params"]["n"].update(schema={"$ref": "https://example.invalid/s"}),
+                          "plan.params.n.schema.$ref", "does not point inside"),  # fmt: skip
+    "dangling reference": (lambda p: p["steps"][0].update(outputSchema={"$ref": "#/$defs/none"}),
+                           "plan.steps[0].outputSchema.$ref", "does not name a schema"),  # fmt: skip
+    "reference cycle": (lambda p: p["params"]["n"].update(schema={
+        "$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"allOf": [{"$ref": "#/$defs/a"}]}}, "$ref": "#/$defs/a"}),
+        "plan.params.n.schema", "loops back"),  # fmt: skip
+    "not a schema": (lambda p: p["params"]["n"].update(schema={"type": "strin"}), "plan.params.n.schema",
+                     "invalid JSON Schema"),  # fmt: skip
+    "default that does not fit": (lambda p: p["params"]["n"].update(default="x"), "plan.params.n.default",
+                                  "does not fit"),  # fmt: skip
+}
+
+
+def test_verify_refuses_schemas_the_runtime_could_not_use(runtime: Runtime) -> None:
+    plan = runtime.compile("wf.akm", _wf(
+        '  step s {\n    shell "echo 1"\n    inputs = [params.n]\n    output: int\n  }\n',
+        head="  params {\n    n: int = 1\n  }\n",
+    ))  # fmt: skip
+    for name, (change, path, why) in SCHEMA_CASES.items():
+        tampered = _tampered(plan, change)
+        verified = runtime.akm("verify", tampered)
+        assert verified.returncode == 4 and path in verified.stderr and why in verified.stderr, (name, verified.stderr)
+        ran = runtime.akm("run", tampered)
+        assert ran.returncode == 4 and "Traceback" not in ran.stderr, name
+    assert not (runtime.state / "state.db").exists()
+
+
+def test_a_number_with_thousands_of_digits_in_a_plan_is_a_refusal(runtime: Runtime) -> None:
+    plan = runtime.compile("wf.akm", _wf('  step s {\n    shell "true"\n  }\n'))
+    text = plan.read_text()
+    huge = plan.with_name("huge.plan.json")
+    huge.write_text(text.replace('"concurrency": ', '"concurrency": ' + "9" * 5000 + ", \"x\": ", 1))
+    for verb in ("verify", "run"):
+        result = runtime.akm(verb, huge)
+        assert result.returncode == 4 and "(5000 digits) is outside" in result.stderr, result.stderr

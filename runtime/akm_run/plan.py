@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import re
+import urllib.parse
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -183,6 +184,93 @@ def _schema(value: Any, path: str) -> None:
     except SchemaError as error:
         where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
         raise _fail(path + where, f"invalid JSON Schema: {error.message}") from error
+    _schema_refs(value, path)
+
+
+_IN_PLACE = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependentSchemas")
+_VALUES = ("const", "enum", "default", "examples")
+_ELSEWHERE = ("$id", "$anchor", "$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor")
+
+
+def _schema_refs(schema: dict[str, Any], path: str) -> None:
+    """Every `$ref` is a JSON pointer into the same schema (`#` or `#/…`) that names a schema, and
+    no chain of references comes back to where it started without descending into the value (such
+    a schema never finishes validating anything)."""
+    nodes: dict[str, Any] = {}
+    stack: list[tuple[Any, str]] = [(schema, "")]
+    while stack:
+        node, pointer = stack.pop()
+        if isinstance(node, dict):
+            nodes[pointer] = node
+            for key, child in node.items():
+                if key in _VALUES:  # plain JSON values, not schemas
+                    continue
+                stack.append((child, f"{pointer}/{str(key).replace('~', '~0').replace('/', '~1')}"))
+        elif isinstance(node, list):
+            stack.extend((child, f"{pointer}/{i}") for i, child in enumerate(node))
+
+    def where(pointer: str) -> str:
+        return path + "".join(f".{part}" for part in pointer.split("/")[1:])
+
+    edges: dict[str, list[str]] = {}
+    for pointer, node in nodes.items():
+        for key in _ELSEWHERE:
+            if key in node and not (key == "$id" and pointer == ""):
+                raise _fail(where(pointer), f"{key} is not supported in plan schemas (use $ref to #/$defs/…)")
+        targets = []
+        if "$ref" in node:
+            ref = node["$ref"]
+            if not isinstance(ref, str) or not (ref == "#" or ref.startswith("#/")):
+                raise _fail(where(pointer) + ".$ref", f"{json.dumps(ref)} does not point inside this schema")
+            target = urllib.parse.unquote(ref[1:])
+            if target not in nodes and not isinstance(_pointer_value(schema, target), bool):
+                raise _fail(where(pointer) + ".$ref", f"{json.dumps(ref)} does not name a schema in this schema")
+            targets.append(target)
+        for key in _IN_PLACE:
+            child = node.get(key)
+            if isinstance(child, dict) and key != "dependentSchemas":
+                targets.append(f"{pointer}/{key}")
+            elif isinstance(child, list):
+                targets += [f"{pointer}/{key}/{i}" for i in range(len(child))]
+            elif isinstance(child, dict):
+                targets += [f"{pointer}/{key}/{k.replace('~', '~0').replace('/', '~1')}" for k in child]
+        edges[pointer] = [t for t in targets if t in nodes]
+    _no_cycle(edges, where)
+
+
+def _pointer_value(schema: Any, pointer: str) -> Any:
+    """The value at a JSON pointer, or None."""
+    node = schema
+    for part in pointer.split("/")[1:] if pointer else []:
+        part = part.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return None
+    return node
+
+
+def _no_cycle(edges: dict[str, list[str]], where: Callable[[str], str]) -> None:
+    """Refuse a cycle in the in-place reference graph (iterative depth-first search)."""
+    state: dict[str, int] = {}  # 1 on the current path, 2 finished
+    for start in edges:
+        if state.get(start):
+            continue
+        path = [(start, iter(edges[start]))]
+        state[start] = 1
+        while path:
+            node, children = path[-1]
+            child = next(children, None)
+            if child is None:
+                state[node] = 2
+                path.pop()
+            elif state.get(child) == 1:
+                raise _fail(where(node), "$ref loops back to itself without descending into the value")
+            elif not state.get(child):
+                state[child] = 1
+                path.append((child, iter(edges[child])))
 
 
 def _list(item: Check, *, low: int = 0, high: int = MAX_INT) -> Check:
@@ -371,6 +459,9 @@ def _plan(value: Any, path: str) -> None:
 
 def _semantics(plan: dict[str, Any], path: str) -> None:
     params = plan.get("params", {})
+    for name, param in params.items():
+        if "default" in param:
+            _default_fits(param["default"], param["schema"], f"{path}.params.{name}.default")
     index_of: dict[str, int] = {}
     for i, step in enumerate(plan["steps"]):
         where = f"{path}.steps[{i}]"
@@ -408,6 +499,14 @@ def _semantics(plan: dict[str, Any], path: str) -> None:
             _child_bindings(target, f"{where}.target", i, reads)
     for name, output in plan.get("outputs", {}).items():
         reads(output["from"], f"{path}.outputs.{name}.from", len(plan["steps"]))
+
+
+def _default_fits(value: Any, schema: dict[str, Any], path: str) -> None:
+    from jsonschema import Draft202012Validator
+
+    error = next(iter(Draft202012Validator(schema).iter_errors(value)), None)
+    if error is not None:
+        raise _fail(path, f"the default does not fit the param's schema: {error.message}")
 
 
 def _child_bindings(target: dict[str, Any], path: str, index: int, reads: Callable[[str, str, int], None]) -> None:

@@ -43,3 +43,15 @@ def test_github_actions_workflow_runs_the_gate() -> None:
     assert "akmc compile workflows --out-dir plans --check" in commands and "akmc diff" in commands
     assert any(step.get("uses", "").startswith("github/codeql-action/upload-sarif") for step in steps)
     assert workflow["permissions"]["security-events"] == "write"
+
+
+def test_akm_run_examples_parse_with_the_real_command_line() -> None:
+    import shlex
+
+    from akm_run.cli import build_parser
+
+    block = CLI.split("## `akm-run`", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    lines = [shlex.split(line, comments=True) for line in block.splitlines() if line.startswith("akm-run")]
+    assert {words[1] for words in lines} >= {"run", "status", "logs", "approve"}
+    for words in lines:
+        build_parser().parse_args(words[1:])  # a misspelt verb or flag exits 2 here

@@ -25,7 +25,8 @@ LEAF = """workflow "leaf" {
     doubled: int = steps.double.output.value
   }
   step double {
-    shell "LOG; python3 -c 'import json,sys; c=json.load(sys.stdin); print(json.dumps({\\"value\\": c[\\"params\\"][\\"n\\"] * 2}))'"
+    shell "LOG; python3 -c 'import json,sys; c=json.load(sys.stdin); print(json.dumps({\\"value\\": c[\\"inputs\\"][\\"params.n\\"] * 2}))'"
+    inputs = [params.n]
     output: { value: int }
   }
 }

@@ -466,17 +466,33 @@ def _tampered(plan_file: Path, change: object) -> Path:
 
 SCHEMA_CASES = {
     "self reference": (lambda p: p["params"]["n"].update(schema={"$ref": "#"}), "plan.params.n.schema", "loops back"),
-    "reference outside": (lambda p: p["params"]["n"].update(schema={"$ref": "https://example.invalid/s"}),
-                          "plan.params.n.schema.$ref", "does not point inside"),  # fmt: skip
-    "dangling reference": (lambda p: p["steps"][0].update(outputSchema={"$ref": "#/$defs/none"}),
-                           "plan.steps[0].outputSchema.$ref", "does not name a schema"),  # fmt: skip
-    "reference cycle": (lambda p: p["params"]["n"].update(schema={
-        "$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"allOf": [{"$ref": "#/$defs/a"}]}}, "$ref": "#/$defs/a"}),
-        "plan.params.n.schema", "loops back"),  # fmt: skip
-    "not a schema": (lambda p: p["params"]["n"].update(schema={"type": "strin"}), "plan.params.n.schema",
-                     "invalid JSON Schema"),  # fmt: skip
-    "default that does not fit": (lambda p: p["params"]["n"].update(default="x"), "plan.params.n.default",
-                                  "does not fit"),  # fmt: skip
+    "reference outside": (
+        lambda p: p["params"]["n"].update(schema={"$ref": "https://example.invalid/s"}),
+        "plan.params.n.schema.$ref",
+        "does not point inside",
+    ),
+    "dangling reference": (
+        lambda p: p["steps"][0].update(outputSchema={"$ref": "#/$defs/none"}),
+        "plan.steps[0].outputSchema.$ref",
+        "does not name a schema",
+    ),
+    "reference cycle": (
+        lambda p: p["params"]["n"].update(
+            schema={"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"allOf": [{"$ref": "#/$defs/a"}]}}, "$ref": "#/$defs/a"}
+        ),
+        "plan.params.n.schema",
+        "loops back",
+    ),
+    "not a schema": (
+        lambda p: p["params"]["n"].update(schema={"type": "strin"}),
+        "plan.params.n.schema",
+        "invalid JSON Schema",
+    ),
+    "default that does not fit": (
+        lambda p: p["params"]["n"].update(default="x"),
+        "plan.params.n.default",
+        "does not fit",
+    ),
 }
 
 
@@ -498,7 +514,7 @@ def test_a_number_with_thousands_of_digits_in_a_plan_is_a_refusal(runtime: Runti
     plan = runtime.compile("wf.akm", _wf('  step s {\n    shell "true"\n  }\n'))
     text = plan.read_text()
     huge = plan.with_name("huge.plan.json")
-    huge.write_text(text.replace('"concurrency": ', '"concurrency": ' + "9" * 5000 + ", \"x\": ", 1))
+    huge.write_text(text.replace('"concurrency": ', '"concurrency": ' + "9" * 5000 + ', "x": ', 1))
     for verb in ("verify", "run"):
         result = runtime.akm(verb, huge)
         assert result.returncode == 4 and "(5000 digits) is outside" in result.stderr, result.stderr

@@ -435,7 +435,7 @@ class _Drive:
         finished: queue.SimpleQueue[tuple[int, Future[UnitEnd]]] = queue.SimpleQueue()
         with ThreadPoolExecutor(max_workers=width, thread_name_prefix="akm-unit") as pool:
             for i in range(len(items)):
-                pool.submit(one, i).add_done_callback(functools.partial(lambda i, f: finished.put((i, f)), i))
+                pool.submit(one, i).add_done_callback(functools.partial(_report, finished, i))
             for _ in range(len(items)):
                 index, future = finished.get()
                 try:
@@ -510,9 +510,11 @@ class _Drive:
                 message = f"the run has dispatched its limit of {self.plan['limits']['maxUnits']} units (max_units)"
                 self.store.fail_unit(self.run_id, journal, step["stepId"], index, "budget_exceeded", message)
                 return UnitEnd("failed", reason="budget_exceeded", message=message)
+            # Only what the step declares reaches a unit (language-v2.md): its inputs, its item, and
+            # a gate's feedback; never the run's other params.
             context: dict[str, Any] = {
                 "runId": self.run_id, "stepId": step["stepId"], "unitId": journal, "dispatchId": dispatch,
-                "attempt": attempt, "params": self.params, "inputs": inputs,
+                "attempt": attempt, "inputs": inputs,
             }  # fmt: skip
             if index is not None:
                 context["item"], context["itemIndex"] = item, index
@@ -592,6 +594,10 @@ class _Drive:
     def _backoff(self, ms: int) -> None:
         if ms and self.engine.abort.wait(ms / 1000):
             raise Aborted
+
+
+def _report(finished: queue.SimpleQueue[tuple[int, Future[UnitEnd]]], index: int, future: Future[UnitEnd]) -> None:
+    finished.put((index, future))
 
 
 def _host() -> str:

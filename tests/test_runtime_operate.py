@@ -288,6 +288,40 @@ def test_no_step_shows_running_after_an_invalid_output_or_an_abandon(runtime: Ru
     assert status["run"]["status"] == "failed" and "running" not in {s["status"] for s in status["steps"]}
 
 
+def _driver_with_a_unit_running(runtime: Runtime, plan: Path, unit: str) -> tuple[subprocess.Popen[str], str]:
+    """Start `akm-run run PLAN` in its own session and wait until `unit`'s process is journaled."""
+    import time
+
+    from akm_run.store import Store
+
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "akm_run", "run", str(plan)], cwd=runtime.root, env=runtime.env(),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    for _ in range(1200):
+        if (runtime.state / "state.db").exists():
+            store = Store(runtime.state)
+            runs = store.runs()
+            if runs and any(a.pid for a in store.attempts(runs[0].id, unit)):
+                return driver, runs[0].id
+        time.sleep(0.05)
+    raise AssertionError("the unit never started")
+
+
+def test_a_killed_driver_leaves_no_step_shown_running(runtime: Runtime) -> None:
+    import signal
+
+    plan = runtime.compile("wf.akm", _wf('  step slow {\n    shell "test -f done || { touch done; sleep 30; }"\n  }\n'))
+    driver, run_id = _driver_with_a_unit_running(runtime, plan, "slow:solo")
+    os.killpg(driver.pid, signal.SIGKILL)  # the driver only: the unit leads its own session
+    driver.wait(timeout=60)
+    status = json.loads(runtime.akm("status", run_id, "--format", "json").stdout)
+    [slow] = status["steps"]
+    assert slow["status"] == "pending" and f"`akm-run run {run_id}`" in slow["notes"]
+    assert "→" not in runtime.akm("status", run_id).stdout.split("steps:")[1]
+    assert runtime.akm("run", run_id).returncode == 0  # reclaims the attempt and stops the leftover unit
+
+
 # -- 9. logs, status of the latest run, progress without a terminal ------------------------------------------
 
 
@@ -383,6 +417,8 @@ def test_a_read_only_state_dir_refuses_runs_and_still_reads(runtime: Runtime, tm
         refused = as_reader("run", "wf.plan.json")
         assert refused.returncode == 2 and "cannot be written" in refused.stderr, refused.stderr
         assert "nothing was published" in refused.stderr and "Traceback" not in refused.stderr
+        again = as_reader("run", document["runId"])
+        assert again.returncode == 2 and "cannot be written" in again.stderr, again.stderr
         assert (shared / "state" / "state.db").read_bytes() == before
         status = as_reader("status", document["runId"], "--format", "json")
         assert status.returncode == 0, status.stderr
@@ -426,28 +462,14 @@ def test_a_unit_that_stops_on_sigterm_is_not_waited_on_for_the_grace_period(runt
 
 def test_an_aborted_drive_stops_its_units_and_stays_resumable(runtime: Runtime) -> None:
     import signal
-    import time
 
     plan = runtime.compile("wf.akm", _wf('  step slow {\n    shell "sleep 30"\n  }\n'))
-    driver = subprocess.Popen(
-        [sys.executable, "-m", "akm_run", "run", str(plan)], cwd=runtime.root, env=runtime.env(),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    database = runtime.state / "state.db"
-    for _ in range(600):  # until the unit's process is recorded
-        if database.exists():
-            from akm_run.store import Store
-
-            store = Store(runtime.state)
-            runs = store.runs()
-            if runs and any(a.pid for a in store.attempts(runs[0].id, "slow:solo")):
-                break
-        time.sleep(0.05)
+    driver, run_id = _driver_with_a_unit_running(runtime, plan, "slow:solo")
     driver.send_signal(signal.SIGTERM)
     assert driver.wait(timeout=60) == 130
-    attempt = runtime.store().attempts(runs[0].id, "slow:solo")[0]
+    attempt = runtime.store().attempts(run_id, "slow:solo")[0]
     assert attempt.status == "aborted" and attempt.message == "the drive was aborted; stopped by SIGTERM"
-    assert runtime.store().run(runs[0].id).status == "active"
+    assert runtime.store().run(run_id).status == "active"
 
 
 # -- 4. verification covers what the runtime relies on -------------------------------------------------------

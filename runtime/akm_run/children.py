@@ -99,11 +99,11 @@ def _mapped(result: Any, engine: Engine, parent_run_id: str, parent_step: str, r
     if result.error is not None:
         return _failed("child_workflow_failed",
                        f"child run {child} ({ref}) could not complete: {result.error['code']}: "
-                       f"{result.error['message']}; see `akm-run status {child}`")  # fmt: skip
+                       f"{result.error['message']}; see `{engine.options.hints('status', child)}`")  # fmt: skip
     failure = result.failure or {}
     return _failed("child_workflow_failed",
                    f"child run {child} ({ref}) failed at its step {failure.get('stepId')}: "
-                   f"{failure.get('reason')}: {failure.get('message')}; see `akm-run status {child}`")  # fmt: skip
+                   f"{failure.get('reason')}: {failure.get('message')}; see `{engine.options.hints('status', child)}`")  # fmt: skip
 
 
 def blocked_notes(store: Store, hints: Hints, parent_run_id: str, parent_step: str, child_run_id: str) -> str:

@@ -60,8 +60,6 @@ def run(args: argparse.Namespace) -> int:
     if args.workdir is not None and not args.workdir.is_dir():
         return _fail(f"--workdir {args.workdir} is not a directory", exitcodes.USAGE)
     path = Path(args.target)
-    if (refused := _unwritable(directory)) is not None:
-        return refused
     if path.exists():
         plan, refusal = read_file(path, args.expect_hash)
         if plan is None:  # refused before anything is written or started
@@ -70,12 +68,16 @@ def run(args: argparse.Namespace) -> int:
             params = collect(plan.get("params", {}), args.param, args.params_file)
         except ParamsError as error:
             return _fail(f"bad params: {error}", exitcodes.USAGE)
+        if (refused := _unwritable(directory)) is not None:
+            return refused
         workdir = (args.workdir or Path(".")).absolute()
         agent_cmd = args.agent_cmd or os.environ.get("AKM_AGENT_CMD") or None
         store = Store(directory)
         run_id = store.publish_run(new_run_id(), plan, plan_hash(plan), params, workdir=str(workdir),
                                    agent_cmd=agent_cmd)  # fmt: skip
     else:
+        if (directory / "state.db").exists() and (refused := _unwritable(directory)) is not None:
+            return refused
         store_or_none, row = _existing(directory, args.target)
         if store_or_none is None or row is None:
             if _names_a_file(args):

@@ -9,6 +9,7 @@ from typing import Any
 from akm_run import children
 from akm_run.engine import Result
 from akm_run.hints import Hints
+from akm_run.locks import RunLock
 from akm_run.store import AttemptRow, RunRow, Store
 
 STEP_GLYPHS = {"completed": "✓", "failed": "✗", "blocked": "⚠", "running": "→", "pending": "·", "skipped": "↷"}
@@ -80,10 +81,16 @@ def status_document(store: Store, run: RunRow, hints: Hints) -> dict[str, Any]:
     if run.status == "completed":
         summary["exported"] = run.exported
     steps = []
-    for row in store.steps(run.id):
+    rows = store.steps(run.id)
+    if any(r.status == "running" for r in rows) and not RunLock(store.state_dir, run.id).driven():
+        for row in rows:  # its driver died: nothing runs, and the next drive starts the step again
+            if row.status == "running":
+                row.status = "pending"
+                row.notes = f"Its driver stopped before the step finished; continue with `{hints('run', run.id)}`."
+    for row in rows:
         entry: dict[str, Any] = {"stepId": row.step_id, "status": row.status}
         notes = children.step_notes(store, hints, run.id, row)
-        if notes and row.status in ("blocked", "failed", "skipped"):
+        if notes and row.status in ("blocked", "failed", "skipped", "pending"):
             entry["notes"] = notes
         if row.failure_reason:
             entry["failureReason"] = row.failure_reason
@@ -140,7 +147,7 @@ def status_text(document: dict[str, Any]) -> str:
                 f": {step['failureMessage']}" if step.get("failureMessage") else ""
             )
         lines.append(line.rstrip())
-        if step["status"] in ("blocked", "failed") and "notes" in step:
+        if step["status"] in ("blocked", "failed", "pending") and "notes" in step:
             lines += [f"      {note}" for note in step["notes"].splitlines()]
     if "children" in document:
         lines.append("children:")

@@ -96,7 +96,8 @@ def target(uses: ast.Target, child: Child | None) -> dict[str, Any]:
     bindings = []
     for binding in sorted(uses.bindings or [], key=lambda b: b.name.text):
         if isinstance(binding.value, ast.Reference):
-            bindings.append({"name": binding.name.text, "kind": "reference", "from": binding.value.text})
+            kind = "item" if binding.value.root == "item" else "reference"
+            bindings.append({"name": binding.name.text, "kind": kind, "from": binding.value.text})
         else:
             bindings.append({"name": binding.name.text, "kind": "literal", "value": t.value_of(binding.value)})
     if bindings:

@@ -152,7 +152,7 @@ def _step(
             step["retry"] = _retry(sm.retry)
         if sm.timeout_ms is not None:
             step["timeoutMs"] = sm.timeout_ms
-        env = lowering.env({**model.default_env, **sm.env})
+        env = lowering.env(sm.env)
         if env:
             step["env"] = env
     if sm.inputs:

@@ -19,6 +19,7 @@ from akmc.resources import data_path
 _N = TypeVar("_N")
 MAX_INT = 2**53 - 1
 MAX_NESTING = 64
+_MAX_DIGITS = 40  # longer integers and durations are out of range without being converted
 _DURATION_PART = re.compile(r"([0-9]+)(ms|s|m|h)")
 _DURATION_FULL = re.compile(r"(?:[0-9]+(?:ms|s|m|h))+")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
@@ -283,7 +284,19 @@ def _str(text: str, token: Token, report: Report) -> str:
         return raw[1:-1]  # nothing to decode (the lexer guarantees the quotes)
     try:
         value: str = _STRING.decode(raw)
+        value.encode("utf-8")  # a lone surrogate escape decodes but is not text
         return value
+    except UnicodeEncodeError:
+        bad = re.search(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}", raw)
+        offset = (token.start_pos or 0) + (bad.start() if bad else 0)
+        report.add(
+            "E101",
+            _point(text, offset, 6),
+            message=f"lone surrogate escape `{bad.group(0) if bad else raw}` in string",
+            help="a `\\uD800`–`\\uDFFF` escape must be a high surrogate followed by a low one, "
+            "such as `\\ud83d\\ude00`; or write the character itself",
+        )
+        return raw[1:-1]
     except ValueError:
         raw = str(token)
         bad = re.search(r'\\(?:u(?![0-9a-fA-F]{4})|[^"\\/bfnrtu])', raw)
@@ -467,6 +480,9 @@ class _Builder(Transformer_NonRecursive[Token, Any]):
         token = c[0]
         raw = str(token)
         ms = -1  # invalid, already reported: later stages skip it silently
+        if len(raw) > _MAX_DIGITS:
+            self.report.add("E102", _tspan(token), message=f"duration `{raw[:20]}…` is out of range")
+            return ast.Duration(ms, raw, _span(meta))
         if _DURATION_FULL.fullmatch(raw):
             ms = sum(int(n) * _UNIT_MS[u] for n, u in _DURATION_PART.findall(raw))
         else:
@@ -513,6 +529,11 @@ class _Builder(Transformer_NonRecursive[Token, Any]):
     def step_ref(self, meta: Any, c: list[Any]) -> ast.Reference:
         return ast.Reference("steps", self._ident(c[0]), c[1:], _span(meta))
 
+    def item_ref(self, meta: Any, c: list[Any]) -> ast.Reference:
+        span = _span(meta)
+        name = ast.Ident("item", ast.Span(span.line, span.column, span.line, span.column + 4, span.start, span.start + 4))
+        return ast.Reference("item", name, c, span)
+
     def field_segment(self, meta: Any, c: list[Any]) -> ast.Segment:
         return ast.Segment(str(c[0]), None, _span(meta))
 
@@ -540,12 +561,15 @@ class _Builder(Transformer_NonRecursive[Token, Any]):
                 help="`_` may only separate digits, as in `1_000`",
             )
             return 0
-        value = int(raw.replace("_", ""))
+        digits = raw.replace("_", "").lstrip("-")
+        # int() refuses more than a few thousand digits; anything past 16 is out of range anyway
+        value = int(raw.replace("_", "")) if len(digits) <= _MAX_DIGITS else MAX_INT + 1
         if abs(value) > MAX_INT:
+            shown = raw if len(raw) <= 40 else raw[:20] + "…"
             self.report.add(
                 "E102",
                 _tspan(token),
-                message=f"integer `{raw}` is out of range",
+                message=f"integer `{shown}` is out of range",
                 help="integers must lie within ±(2^53 − 1) so that every JSON reader agrees on them",
             )
             return 0

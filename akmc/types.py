@@ -427,6 +427,27 @@ def _is_null(t: Type) -> bool:
     return (isinstance(t, Prim) and t.name == "null") or (isinstance(t, Lit) and t.value is None)
 
 
+NULL = Prim("null")
+
+
+def or_null(t: Type) -> Type:
+    """`t | null` (t itself when it already admits null)."""
+    if isinstance(t, AnyT) or fits(NULL, t):
+        return t
+    members = t.members if isinstance(t, UnionT) else (t,)
+    return UnionT((*members, NULL))
+
+
+def element(t: Type) -> Type:
+    """The element type of a list type (`is_list(t)` holds)."""
+    if isinstance(t, ListT):
+        return t.item
+    if isinstance(t, UnionT):
+        items = tuple(element(m) for m in t.members)
+        return items[0] if len(set(items)) == 1 else UnionT(items)
+    return ANY
+
+
 def is_list(t: Type) -> bool:
     if isinstance(t, AnyT | ListT):
         return True

@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Union
 
+from akm_run.patterns import unsafe
 from akmc import ast
 from akmc.diagnostics import Report, did_you_mean, position
 
@@ -148,8 +149,17 @@ def _refinements(name: str, node: ast.NamedType, report: Report) -> tuple[tuple[
                 continue
             try:
                 re.compile(literal)
-            except re.error as error:
+            except (re.error, RecursionError, OverflowError) as error:
                 report.add("E306", value.span, message=f"invalid `pattern`: {error}")
+                continue
+            why = unsafe(literal)
+            if why is not None:
+                report.add(
+                    "E306", value.span,
+                    message=f"`pattern` may take exponential time to match: {why}",
+                    help="rewrite it so that each character can be matched in only one way, or use an atomic "
+                    "group `(?>...)` or a possessive quantifier such as `a++`",
+                )  # fmt: skip
                 continue
         elif key in ("min", "max"):
             wrong = isinstance(literal, bool) or not isinstance(literal, int | float)

@@ -194,6 +194,28 @@ def _schema(value: Any, path: str) -> None:
     except SchemaError as error:
         where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
         raise _fail(path + where, f"invalid JSON Schema: {error.message}") from error
+    _patterns(value, path)
+
+
+_DATA_KEYWORDS = frozenset({"const", "enum", "default", "examples"})  # values there are data, not schemas
+
+
+def _patterns(schema: Any, path: str) -> None:
+    """Every `pattern` in a schema is one whose matching time is bounded (akm_run.patterns)."""
+    from akm_run.patterns import unsafe
+
+    if isinstance(schema, list):
+        for i, item in enumerate(schema):
+            _patterns(item, f"{path}[{i}]")
+    if not isinstance(schema, dict):
+        return
+    for key, item in schema.items():
+        if key == "pattern" and isinstance(item, str):
+            why = unsafe(item)
+            if why is not None:
+                raise _fail(f"{path}.pattern", f"{json.dumps(item)} may backtrack catastrophically: {why}")
+        elif key not in _DATA_KEYWORDS:
+            _patterns(item, f"{path}.{key}")
 
 
 def _list(item: Check, *, low: int = 0, high: int = MAX_INT) -> Check:

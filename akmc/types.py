@@ -437,7 +437,7 @@ def _is_null(t: Type) -> bool:
     return (isinstance(t, Prim) and t.name == "null") or (isinstance(t, Lit) and t.value is None)
 
 
-NULL = Prim("null")
+NULL = Lit(None)  # fits both `null` spellings: the type name and the literal
 
 
 def or_null(t: Type) -> Type:

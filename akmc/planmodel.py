@@ -73,9 +73,9 @@ class ItemBinding(Closed):
 class ChildWorkflow(Closed):
     kind: Literal["child-workflow"]
     ref: str
-    bindings: list[Annotated[Union[LiteralBinding, ReferenceBinding, ItemBinding], Field(discriminator="kind")]] | None = Field(
-        default=None, min_length=1
-    )
+    bindings: (
+        list[Annotated[Union[LiteralBinding, ReferenceBinding, ItemBinding], Field(discriminator="kind")]] | None
+    ) = Field(default=None, min_length=1)
     planHash: Sha
     plan: Plan
 

@@ -531,7 +531,9 @@ class _Builder(Transformer_NonRecursive[Token, Any]):
 
     def item_ref(self, meta: Any, c: list[Any]) -> ast.Reference:
         span = _span(meta)
-        name = ast.Ident("item", ast.Span(span.line, span.column, span.line, span.column + 4, span.start, span.start + 4))
+        name = ast.Ident(
+            "item", ast.Span(span.line, span.column, span.line, span.column + 4, span.start, span.start + 4)
+        )
         return ast.Reference("item", name, c, span)
 
     def field_segment(self, meta: Any, c: list[Any]) -> ast.Segment:

@@ -20,15 +20,11 @@ Atomic groups and possessive quantifiers never backtrack into themselves and are
 from __future__ import annotations
 
 import re
+from re import _constants as c  # the parser `re` itself uses (Python 3.11+)
+from re import _parser as parser
 from typing import Any
 
-try:  # Python 3.11+
-    from re import _constants as c, _parser as parser  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover - older interpreters
-    import sre_constants as c  # type: ignore[no-redef]
-    import sre_parse as parser  # type: ignore[no-redef]
-
-_ALL: frozenset[int] | None = None  # "any character" in a first-character set
+# A set of characters is a frozenset of code points, or None for "any character".
 _REPEATS = {c.MAX_REPEAT, c.MIN_REPEAT}
 _CATEGORIES = {
     c.CATEGORY_DIGIT: frozenset(range(ord("0"), ord("9") + 1)),
@@ -64,14 +60,11 @@ def _unbounded(maximum: int) -> bool:
     return bool(maximum == c.MAXREPEAT)
 
 
-_NONE = frozenset[int]()
-
-
-def _walk(items: list[Any], again: frozenset[int] | None | bool = False, tail_nullable: bool = False) -> None:
+def _walk(items: list[Any], again: frozenset[int] | bool | None = False, tail_nullable: bool = False) -> None:
     """Walk one sequence. `again` is the set of characters that can start the next iteration of the
     nearest enclosing quantifier that repeats (False when there is none); `tail_nullable` says whether
     what follows this sequence inside that quantifier can match empty text."""
-    previous: frozenset[int] | None | bool = False  # characters of unbounded repeats since the last solid item
+    previous: frozenset[int] | None = frozenset()  # characters of unbounded repeats since the last solid item
     for position, (op, av) in enumerate(items):
         rest_nullable = tail_nullable and _first(items[position + 1 :])[1]
         if op in (c.GROUPREF, c.GROUPREF_EXISTS):
@@ -82,12 +75,12 @@ def _walk(items: list[Any], again: frozenset[int] | None | bool = False, tail_nu
             if high > 1 and again is not False and rest_nullable and _overlap(chars, again):  # type: ignore[arg-type]
                 raise _Unsafe("it nests a repeated group inside another, such as `(a+)+`")
             if _unbounded(high):
-                if previous is not False and _overlap(previous, chars):  # type: ignore[arg-type]
+                if _overlap(previous, chars):
                     raise _Unsafe("two unbounded quantifiers in a row can match the same characters, such as `a*a*`")
-                previous = chars if previous is False or chars is None or previous is None else previous | chars
+                previous = None if chars is None or previous is None else previous | chars
                 _branches(list(body), chars)
             elif low > 0 and not nullable:
-                previous = False
+                previous = frozenset()
             if high > 1:
                 _walk(list(body), chars, True)
             else:
@@ -95,7 +88,7 @@ def _walk(items: list[Any], again: frozenset[int] | None | bool = False, tail_nu
             continue
         if op == c.POSSESSIVE_REPEAT or op == c.ATOMIC_GROUP:
             _walk(list(av[2] if op == c.POSSESSIVE_REPEAT else av))  # never backtracks into itself
-            previous = False
+            previous = frozenset()
             continue
         if op == c.SUBPATTERN:
             _walk(list(av[3]), again, rest_nullable)
@@ -105,7 +98,7 @@ def _walk(items: list[Any], again: frozenset[int] | None | bool = False, tail_nu
         elif op in (c.ASSERT, c.ASSERT_NOT):
             _walk(list(av[1]))
         if not _first_of(op, av)[1]:  # a solid item separates two quantifiers
-            previous = False
+            previous = frozenset()
 
 
 def _branches(items: list[Any], again: frozenset[int] | None, tail_nullable: bool = True) -> None:
@@ -120,7 +113,7 @@ def _branches(items: list[Any], again: frozenset[int] | None, tail_nullable: boo
         elif op == c.BRANCH:
             seen: list[frozenset[int] | None] = []
             for branch in av[1]:
-                chars, nullable = _first(list(branch))
+                chars, _ = _first(list(branch))
                 if any(_overlap(chars, other) for other in seen):
                     raise _Unsafe("alternatives inside a repeated group can match the same text, such as `(a|a)*`")
                 seen.append(chars)
@@ -130,6 +123,8 @@ def _branches(items: list[Any], again: frozenset[int] | None, tail_nullable: boo
 
 
 def _overlap(a: frozenset[int] | None, b: frozenset[int] | None) -> bool:
+    if (a is not None and not a) or (b is not None and not b):
+        return False  # nothing on one side
     return a is None or b is None or bool(a & b)
 
 

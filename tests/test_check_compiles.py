@@ -240,3 +240,15 @@ def mutation_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_mutated_shipped_sources(mutation_root: Path, source: str) -> None:
     (mutation_root / "workflows" / "mutant.akm").write_text(source, encoding="utf-8", errors="surrogatepass")
     event("checked clean" if _holds(mutation_root, "workflows/mutant.akm") else "diagnosed")
+
+
+def test_the_item_fragment_of_the_language_reference_checks_clean(tmp_path: Path) -> None:
+    page = (REPO / "docs" / "language.md").read_text()
+    [fragment] = [f for f in re.findall(r"```akm fragment\n(.*?)```", page, re.S) if "item" in f]
+    child = CHILD.replace("count: int = 1", "version: string").replace("params.count", "params.version")
+    (tmp_path / "akm.toml").write_text("")
+    (tmp_path / "workflows").mkdir()
+    (tmp_path / "workflows" / "deploy.akm").write_text(child)
+    source = 'workflow "w" {\n  params { environments: list[{ name: string }]  version: string }\n' + fragment + "}\n"
+    (tmp_path / "wf.akm").write_text(source)
+    assert _holds(tmp_path, "wf.akm")

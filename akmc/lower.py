@@ -113,8 +113,8 @@ def lower(
     outputs = {}
     for name, output in model.outputs.items():
         entry = {"from": output.source.text}
-        if name in typed.output_declared:
-            entry["schema"] = t.schema(typed.output_declared[name])
+        if name in typed.output_declared and (schema := t.schema(typed.output_declared[name])):
+            entry["schema"] = schema  # `any` lowers to {}, which a plan leaves out
         outputs[name] = entry
     if outputs:
         plan["outputs"] = outputs
@@ -157,7 +157,7 @@ def _step(
             step["env"] = env
     if sm.inputs:
         step["inputs"] = [r.text for r in sm.inputs]
-    if sm.id in typed.declared and sm.kind != "route":
-        step["outputSchema"] = t.schema(typed.declared[sm.id])
+    if sm.id in typed.declared and sm.kind != "route" and (schema := t.schema(typed.declared[sm.id])):
+        step["outputSchema"] = schema  # `output: any` lowers to {}, which a plan leaves out
     step["onError"] = sm.on_error or "fail"
     return step

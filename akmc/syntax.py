@@ -277,37 +277,39 @@ class _TooDeep(Exception):
 _STRING = json.JSONDecoder(strict=False)  # one decoder: json.loads(strict=False) builds one per call
 
 
+_BAD_ESCAPE = re.compile(r'\\(?:u(?![0-9a-fA-F]{4})|[^"\\/bfnrtu])')
+_LONE_SURROGATE = re.compile(
+    r"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+    r"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+)
+
+
 def _str(text: str, token: Token, report: Report) -> str:
-    """Decode a STRING token's JSON escapes, reporting a bad escape as E101."""
+    """Decode a STRING token's JSON escapes, reporting a bad escape or a lone surrogate as E101."""
     raw = str(token)
     if "\\" not in raw:
         return raw[1:-1]  # nothing to decode (the lexer guarantees the quotes)
     try:
         value: str = _STRING.decode(raw)
-        value.encode("utf-8")  # a lone surrogate escape decodes but is not text
+        value.encode("utf-8")  # a lone surrogate escape decodes, but is not text
         return value
     except UnicodeEncodeError:
-        bad = re.search(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}", raw)
-        offset = (token.start_pos or 0) + (bad.start() if bad else 0)
-        report.add(
-            "E101",
-            _point(text, offset, 6),
-            message=f"lone surrogate escape `{bad.group(0) if bad else raw}` in string",
-            help="a `\\uD800`–`\\uDFFF` escape must be a high surrogate followed by a low one, "
-            "such as `\\ud83d\\ude00`; or write the character itself",
-        )
-        return raw[1:-1]
+        _escape_error(text, token, report, _LONE_SURROGATE, 6, "lone surrogate escape",
+                      "a `\\uD800`-`\\uDBFF` escape must be followed by a `\\uDC00`-`\\uDFFF` one, "
+                      "such as `\\ud83d\\ude00`; or write the character itself")  # fmt: skip
     except ValueError:
-        raw = str(token)
-        bad = re.search(r'\\(?:u(?![0-9a-fA-F]{4})|[^"\\/bfnrtu])', raw)
-        offset = (token.start_pos or 0) + (bad.start() if bad else 0)
-        report.add(
-            "E101",
-            _point(text, offset, 2),
-            message=f"invalid escape `{bad.group(0) if bad else raw}` in string",
-            help='strings use JSON escapes: \\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX',
-        )
-        return raw[1:-1]
+        _escape_error(text, token, report, _BAD_ESCAPE, 2, "invalid escape",
+                      'strings use JSON escapes: \\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX')  # fmt: skip
+    return raw[1:-1]
+
+
+def _escape_error(text: str, token: Token, report: Report, pattern: re.Pattern[str], width: int, what: str,
+                  help_text: str) -> None:  # fmt: skip
+    raw = str(token)
+    bad = pattern.search(raw)
+    offset = (token.start_pos or 0) + (bad.start() if bad else 0)
+    shown = bad.group(0) if bad else raw
+    report.add("E101", _point(text, offset, width), message=f"{what} `{shown}` in string", help=help_text)
 
 
 def dedent_block(raw: str) -> str:

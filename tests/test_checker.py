@@ -260,6 +260,8 @@ def test_a_binding_reading_a_skippable_step_must_fit_a_nullable_param(codes: Che
 def test_bad_literals_are_diagnostics(codes: Checker) -> None:
     assert codes(HEAD + '  step a { shell "\\ud800x" }\n}\n') == ["E101@2"]
     assert codes(HEAD + '  step a { shell "\\ud83d\\ude00" }\n}\n') == []
+    [lone] = codes.diagnostics(HEAD + '  step a { shell "\\ud83d\\ude00\\ude01" }\n}\n')
+    assert lone.message == "lone surrogate escape `\\ude01` in string" and lone.span.column == 31
     assert codes(
         HEAD + "  params { n: int = " + "9" * 5000 + ' }\n  step a { shell "x" inputs = [params.n] }\n}\n'
     ) == ["E102@2"]
@@ -297,3 +299,13 @@ def test_checking_work_is_linear_in_reference_length(codes: Checker, monkeypatch
         )
         assert codes(src) == []
         assert built.count(length) <= 3
+
+
+def test_an_any_output_type_compiles_to_no_schema(codes: Checker) -> None:
+    """Found by the property test: `output: any` lowered to an empty schema, which verification refuses."""
+    from akm_run.plan import render_file, verify_file
+
+    src = HEAD + '  step a { shell "x" output: any }\n  outputs { o: any = steps.a.output }\n}\n'
+    result = codes.result(src)
+    assert result.report.diagnostics == [] and "outputSchema" not in result.plan["steps"][0]
+    verify_file(render_file(result.plan).encode())

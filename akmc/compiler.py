@@ -22,6 +22,7 @@ from akmc.workspace import (
     display_path,
     find_root,
     read_bytes,
+    real_path,
     ref_of,
 )
 
@@ -71,7 +72,10 @@ class Session:
 
     def check(self, path: Path, display: str | None = None) -> FileResult:
         """Compile one file and, first, every child it composes. Raises SourceError when it is unreadable."""
-        key = path.resolve()
+        try:
+            key = real_path(path)
+        except OSError as error:
+            raise SourceError(f"cannot read {display or display_path(path)}: {error.strerror or error}") from error
         root = self.root or find_root(path.parent)
         result = self._parse(path, root, display or display_path(path))
         if result.unreadable is not None:
@@ -90,7 +94,7 @@ class Session:
     # -- reading and ordering ----------------------------------------------------------------------
 
     def _parse(self, path: Path, root: Path, display: str) -> FileResult:
-        key = path.resolve()
+        key = real_path(path)  # callers pass paths that resolve (check() and locate() made sure)
         known = self._files.get(key)
         if known is not None:
             return known

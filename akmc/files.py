@@ -8,6 +8,7 @@ from pathlib import Path, PurePosixPath
 
 from akmc import ast
 from akmc.diagnostics import Report
+from akmc.workspace import read_regular, real_path
 
 MAX_SCRIPT_BYTES = 256 * 1024
 
@@ -56,7 +57,7 @@ def freeze(root: Path, raw: str, span: ast.Span, what: str, report: Report, read
         return None
     candidate = root / pure
     try:
-        resolved = candidate.resolve()
+        resolved = real_path(candidate)
         resolved.relative_to(root.resolve())
     except ValueError:
         report.add("E501", span, message=f"{what} path `{raw}` resolves outside the workspace root through a symlink")
@@ -69,8 +70,7 @@ def freeze(root: Path, raw: str, span: ast.Span, what: str, report: Report, read
         report.add("E500", span, what=what, path=raw)
         return None
     try:
-        with resolved.open("rb") as handle:
-            data = handle.read(MAX_SCRIPT_BYTES + 1)
+        data = read_regular(resolved, MAX_SCRIPT_BYTES)
     except OSError as error:
         report.add("E500", span, what=what, path=f"{raw}` ({error.strerror})`")
         return None

@@ -113,8 +113,8 @@ def lower(
     outputs = {}
     for name, output in model.outputs.items():
         entry = {"from": output.source.text}
-        if name in typed.output_declared:
-            entry["schema"] = t.schema(typed.output_declared[name])
+        if name in typed.output_declared and (schema := t.schema(typed.output_declared[name])):
+            entry["schema"] = schema  # `any` lowers to {}, which a plan leaves out
         outputs[name] = entry
     if outputs:
         plan["outputs"] = outputs
@@ -152,12 +152,12 @@ def _step(
             step["retry"] = _retry(sm.retry)
         if sm.timeout_ms is not None:
             step["timeoutMs"] = sm.timeout_ms
-        env = lowering.env({**model.default_env, **sm.env})
+        env = lowering.env(sm.env)
         if env:
             step["env"] = env
     if sm.inputs:
         step["inputs"] = [r.text for r in sm.inputs]
-    if sm.id in typed.declared and sm.kind != "route":
-        step["outputSchema"] = t.schema(typed.declared[sm.id])
+    if sm.id in typed.declared and sm.kind != "route" and (schema := t.schema(typed.declared[sm.id])):
+        step["outputSchema"] = schema  # `output: any` lowers to {}, which a plan leaves out
     step["onError"] = sm.on_error or "fail"
     return step

@@ -62,12 +62,20 @@ class ReferenceBinding(Closed):
     from_: Reference = Field(alias="from")
 
 
+class ItemBinding(Closed):
+    """The current element of a map step (or a path into it); only in a map step's target."""
+
+    name: Name
+    kind: Literal["item"]
+    from_: Annotated[str, Field(pattern=r"^item(\.[A-Za-z_][A-Za-z0-9_]*|\[[0-9]+\])*$")] = Field(alias="from")
+
+
 class ChildWorkflow(Closed):
     kind: Literal["child-workflow"]
     ref: str
-    bindings: list[Annotated[Union[LiteralBinding, ReferenceBinding], Field(discriminator="kind")]] | None = Field(
-        default=None, min_length=1
-    )
+    bindings: (
+        list[Annotated[Union[LiteralBinding, ReferenceBinding, ItemBinding], Field(discriminator="kind")]] | None
+    ) = Field(default=None, min_length=1)
     planHash: Sha
     plan: Plan
 

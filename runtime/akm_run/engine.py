@@ -145,8 +145,12 @@ def resolve(reference: str, params: Mapping[str, Any], steps: Mapping[str, StepR
     row = steps.get(head)
     if row is None or row.status != "completed":
         return False, None
-    value = row.output
-    for match in _SEGMENT.finditer(rest):
+    return walk(row.output, rest)
+
+
+def walk(value: Any, path: str) -> tuple[bool, Any]:
+    """(True, the value at `path`, a run of `.name` and `[n]` segments) when every segment exists."""
+    for match in _SEGMENT.finditer(path):
         key, index = match.group(1), match.group(2)
         if key is not None and isinstance(value, dict) and key in value:
             value = value[key]
@@ -487,7 +491,7 @@ class _Drive:
             return UnitEnd("completed", known.output)
         bindings = None
         if target["kind"] == "child-workflow":
-            bindings, missing = self._bindings(target)
+            bindings, missing = self._bindings(target, item)
             if missing:
                 message = "; ".join(missing)
                 self.store.fail_unit(self.run_id, journal, step["stepId"], index, "input_unresolved", message)
@@ -577,14 +581,18 @@ class _Drive:
         except Exception:  # noqa: BLE001 - the error being raised says what went wrong
             pass
 
-    def _bindings(self, target: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-        """A child-workflow target's bindings, resolved: literals as they are, references from the run."""
+    def _bindings(self, target: dict[str, Any], item: Any) -> tuple[dict[str, Any], list[str]]:
+        """A child-workflow target's bindings, resolved: literals as they are, references from the run,
+        `item` from the element this unit of a map step handles."""
         bound, missing = {}, []
         for binding in target.get("bindings", []):
             if binding["kind"] == "literal":
                 bound[binding["name"]] = binding["value"]
                 continue
-            ok, value = resolve(binding["from"], self.params, self.rows)
+            if binding["kind"] == "item":
+                ok, value = walk(item, binding["from"][len("item") :])
+            else:
+                ok, value = resolve(binding["from"], self.params, self.rows)
             if ok:
                 bound[binding["name"]] = value
             else:

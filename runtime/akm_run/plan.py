@@ -37,6 +37,8 @@ NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 STEP_ID = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 REF = re.compile(r"[A-Za-z0-9_.-]+(?:/[A-Za-z0-9_.-]+)*")
 SHA256 = re.compile(r"sha256:[0-9a-f]{64}")
+# The current element of a `map` step, in the bindings of its child-workflow target only.
+ITEM_REFERENCE = re.compile(r"item(?:\.[A-Za-z_][A-Za-z0-9_]*|\[[0-9]+\])*")
 REFERENCE = re.compile(
     r"params\.(?P<param>[A-Za-z_][A-Za-z0-9_]*)"
     r"|steps\.(?P<step>[A-Za-z_][A-Za-z0-9_-]*)\.output(?:\.[A-Za-z_][A-Za-z0-9_]*|\[[0-9]+\])*"
@@ -185,6 +187,7 @@ def _schema(value: Any, path: str) -> None:
         where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
         raise _fail(path + where, f"invalid JSON Schema: {error.message}") from error
     _schema_refs(value, path)
+    _patterns(value, path)
 
 
 _IN_PLACE = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependentSchemas")
@@ -271,6 +274,26 @@ def _no_cycle(edges: dict[str, list[str]], where: Callable[[str], str]) -> None:
             elif not state.get(child):
                 state[child] = 1
                 path.append((child, iter(edges[child])))
+
+
+
+
+def _patterns(schema: Any, path: str) -> None:
+    """Every `pattern` in a schema is one whose matching time is bounded (akm_run.patterns)."""
+    from akm_run.patterns import unsafe
+
+    if isinstance(schema, list):
+        for i, item in enumerate(schema):
+            _patterns(item, f"{path}[{i}]")
+    if not isinstance(schema, dict):
+        return
+    for key, item in schema.items():
+        if key == "pattern" and isinstance(item, str):
+            why = unsafe(item)
+            if why is not None:
+                raise _fail(f"{path}.pattern", f"{json.dumps(item)} may backtrack catastrophically: {why}")
+        elif key not in _VALUES:
+            _patterns(item, f"{path}.{key}")
 
 
 def _list(item: Check, *, low: int = 0, high: int = MAX_INT) -> Check:
@@ -366,6 +389,7 @@ _binding = _tagged(
     {
         "literal": _record({"name": _string(NAME), "kind": _const("literal"), "value": _json_value}),
         "reference": _record({"name": _string(NAME), "kind": _const("reference"), "from": _reference}),
+        "item": _record({"name": _string(NAME), "kind": _const("item"), "from": _string(ITEM_REFERENCE)}),
     },
 )
 _child = _record(
@@ -496,7 +520,7 @@ def _semantics(plan: dict[str, Any], path: str) -> None:
                     raise _fail(at, f"route target {json.dumps(target)} is not a later step")
         target = step.get("target")
         if target is not None and target["kind"] == "child-workflow":
-            _child_bindings(target, f"{where}.target", i, reads)
+            _child_bindings(target, f"{where}.target", i, reads, step["kind"] == "map")
     for name, output in plan.get("outputs", {}).items():
         reads(output["from"], f"{path}.outputs.{name}.from", len(plan["steps"]))
 
@@ -509,7 +533,9 @@ def _default_fits(value: Any, schema: dict[str, Any], path: str) -> None:
         raise _fail(path, f"the default does not fit the param's schema: {error.message}")
 
 
-def _child_bindings(target: dict[str, Any], path: str, index: int, reads: Callable[[str, str, int], None]) -> None:
+def _child_bindings(
+    target: dict[str, Any], path: str, index: int, reads: Callable[[str, str, int], None], mapped: bool
+) -> None:
     child_params = target["plan"].get("params", {})
     bound = set()
     for j, binding in enumerate(target.get("bindings", [])):
@@ -517,6 +543,8 @@ def _child_bindings(target: dict[str, Any], path: str, index: int, reads: Callab
             raise _fail(f"{path}.bindings[{j}].name", f"child has no param {json.dumps(binding['name'])}")
         if binding["kind"] == "reference":
             reads(binding["from"], f"{path}.bindings[{j}].from", index)
+        if binding["kind"] == "item" and not mapped:
+            raise _fail(f"{path}.bindings[{j}].from", "`item` is only defined in the target of a map step")
         bound.add(binding["name"])
     for name, param in child_params.items():
         if "default" not in param and name not in bound:

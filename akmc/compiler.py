@@ -184,7 +184,7 @@ class Session:
         children, sites = self._link(result, model)
         typed = typecheck(model, report, children)
         reads = ReadSet()
-        plan = lower(model, typed, ref=ref, source=result.data, root=result.root, report=report, reads=reads,
+        plan = lower(model, typed, ref=ref, root=result.root, report=report, reads=reads,
                      children=children)  # fmt: skip
         result.deps = self._deps(result, reads, children)
         chain, embedded = compose.bounds(report, ref, sites)
@@ -197,7 +197,7 @@ class Session:
         if result.plan is not None:
             result.child.plan, result.child.plan_hash, result.child.size = plan, sha256_of(data), len(data)
             result.child.embedded, result.child.chain = embedded, chain
-            result.child.reads = {e["path"]: e["sha256"] for e in plan["sourceReadSet"]}
+            result.child.reads = {e["path"]: e.get("sha256") for e in plan["sourceReadSet"]}
         if self.suppressions:
             # after the child summary: a silenced error still keeps the plan from being produced
             from akmc.suppress import apply, directives

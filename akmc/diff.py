@@ -81,8 +81,8 @@ def diff(old: dict[str, Any], new: dict[str, Any]) -> PlanDiff:
     for section in ("params", "outputs", "limits"):
         result.changes += _named(section, old.get(section, {}), new.get(section, {}))
     result.changes += _steps(old["steps"], new["steps"])
-    old_reads = {e["path"]: e["sha256"] for e in old["sourceReadSet"]}
-    new_reads = {e["path"]: e["sha256"] for e in new["sourceReadSet"]}
+    old_reads = {e["path"]: e.get("sha256") for e in old["sourceReadSet"]}
+    new_reads = {e["path"]: e.get("sha256") for e in new["sourceReadSet"]}
     result.changes += _named("readSet", old_reads, new_reads)
     return result
 

@@ -115,3 +115,16 @@ def test_graph_of_a_refused_plan_or_a_broken_source(workspace: Path) -> None:
     broken = run_cli("graph", "w.akm", "--format", "dot", cwd=workspace)
     assert broken.returncode == 1 and "E10" in broken.stderr and broken.stdout == ""
     assert run_cli("graph", "w.akm", "--format", "png", cwd=workspace).returncode == 2
+
+
+def test_the_picture_in_the_docs_is_current() -> None:
+    """docs/images/release-graph.svg is `dot -Tsvg` of the committed DOT, which must be today's output:
+    refresh both with the command below when the drawing changes."""
+    # akmc graph workflows/release.akm --format dot > docs/images/release-graph.dot  (in golden/language-example)
+    # dot -Tsvg docs/images/release-graph.dot -o docs/images/release-graph.svg
+    images = REPO / "docs" / "images"
+    current = run_cli("graph", "workflows/release.akm", "--format", "dot", cwd=LANGUAGE_EXAMPLE).stdout
+    assert (images / "release-graph.dot").read_text() == current
+    svg = (images / "release-graph.svg").read_text()
+    assert "<svg" in svg and ">checklist: workflows/release&#45;checklist</text>" in svg
+    assert "images/release-graph.svg" in (REPO / "docs" / "cli.md").read_text()

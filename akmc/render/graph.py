@@ -10,6 +10,7 @@ escaped for each format."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -158,26 +159,33 @@ def mermaid(plan: dict[str, Any], depth: int = -1) -> str:
     graph = build(plan, depth)
     lines = ["flowchart TB"]
 
-    def cluster(c: Cluster, indent: str) -> None:
-        for node in c.nodes:
-            left, right = _MERMAID_SHAPES[node.shape]
-            lines.append(f"{indent}{node.id}{left}{'<br/>'.join(_mermaid_text(t) for t in node.lines)}{right}")
-        for sub in c.clusters:
-            lines.append(f'{indent}subgraph {sub.id} ["{_mermaid_text(sub.title)}"]')
-            cluster(sub, indent + "  ")
-            lines.append(f"{indent}end")
+    def node(n: Node) -> str:
+        left, right = _MERMAID_SHAPES[n.shape]
+        return f"{n.id}{left}{'<br/>'.join(_mermaid_text(t) for t in n.lines)}{right}"
 
-    cluster(graph.root, "  ")
+    lines += _nested(graph.root, "  ", node, lambda c: [f'subgraph {c.id} ["{_mermaid_text(c.title)}"]'], "end")
     for (source, target, kind), labels in graph.edges.items():
         label = f'|"{_mermaid_text(", ".join(labels))}"|' if labels else ""
         lines.append(f"  {source} {_MERMAID_ARROWS[kind]}{label} {target}")
     lines.append("  classDef route fill:#fff4d6,stroke:#b38600")
     lines.append("  classDef approval fill:#fde2e2,stroke:#b30000")
     lines.append("  classDef params fill:#e8f0fe,stroke:#3367d6")
-    for node in _all_nodes(graph.root):
-        if node.shape in ("route", "approval", "params"):
-            lines.append(f"  class {node.id} {node.shape}")
+    for n in _all_nodes(graph.root):
+        if n.shape in ("route", "approval", "params"):
+            lines.append(f"  class {n.id} {n.shape}")
     return "\n".join(lines) + "\n"
+
+
+def _nested(
+    c: Cluster, indent: str, node: Callable[[Node], str], opening: Callable[[Cluster], list[str]], closing: str
+) -> list[str]:
+    """A cluster's nodes, then each sub-cluster between its opening and closing lines, indented."""
+    lines = [indent + node(n) for n in c.nodes]
+    for sub in c.clusters:
+        lines += [indent + line for line in opening(sub)]
+        lines += _nested(sub, indent + "  ", node, opening, closing)
+        lines.append(indent + closing)
+    return lines
 
 
 def _all_nodes(c: Cluster) -> list[Node]:
@@ -229,17 +237,16 @@ def dot(plan: dict[str, Any], depth: int = -1) -> str:
         '  edge [fontname="Helvetica", fontsize=9];',
     ]
 
-    def cluster(c: Cluster, indent: str) -> None:
-        for node in c.nodes:
-            label = _dot_text(*node.lines)
-            lines.append(f"{indent}{node.id} [label={label}, {_DOT_SHAPES[node.shape]}];")
-        for sub in c.clusters:
-            lines.append(f"{indent}subgraph cluster_{sub.id} {{")
-            lines.append(f'{indent}  label={_dot_text(sub.title)}; style="rounded,dashed"; color="#888888";')
-            cluster(sub, indent + "  ")
-            lines.append(f"{indent}}}")
+    def node(n: Node) -> str:
+        return f"{n.id} [label={_dot_text(*n.lines)}, {_DOT_SHAPES[n.shape]}];"
 
-    cluster(graph.root, "  ")
+    def opening(c: Cluster) -> list[str]:
+        return [
+            f"subgraph cluster_{c.id} {{",
+            f'  label={_dot_text(c.title)}; style="rounded,dashed"; color="#888888";',
+        ]
+
+    lines += _nested(graph.root, "  ", node, opening, "}")
     for (source, target, kind), labels in graph.edges.items():
         label = f"label={_dot_text(', '.join(labels))}, " if labels else ""
         lines.append(f"  {source} -> {target} [{label}{_DOT_EDGES[kind]}];")

@@ -237,6 +237,10 @@ def test_rev_errors_exit_2(repo: Path, tmp_path: Path) -> None:
     (tmp_path / "plain" / "akm.toml").write_text("")
     outside = run_cli("diff", "--rev", "HEAD", cwd=tmp_path / "plain")
     assert outside.returncode == 2 and "akmc: error:" in outside.stderr
+    nothing = run_cli("diff", "--rev", "HEAD", "workflows/typo.akm", cwd=repo / "ops")
+    assert nothing.returncode == 2 and "no workflow under workflows/typo.akm" in nothing.stderr
+    usage = run_cli("diff", "workflows/release.akm", cwd=repo / "ops")
+    assert usage.returncode == 2 and "diff takes OLD and NEW" in usage.stderr
     _edit(repo / "ops" / "workflows" / "release.akm", "step collect {", "step collect {{")
     broken = run_cli("diff", "--rev", "HEAD", cwd=repo / "ops")
     assert broken.returncode == 2 and "E10" in broken.stderr

@@ -98,6 +98,10 @@ def _revision(revision: str, paths: list[Path], output_format: str, root: Path |
     if failed:
         print("akmc: error: a workflow has errors on one side; nothing is compared", file=sys.stderr)
         return exitcodes.USAGE
+    if wanted and not (sides[0] or sides[1]):
+        print(f"akmc: error: no workflow under {' '.join(map(str, paths))} at {revision} or in the working tree",
+              file=sys.stderr)  # fmt: skip
+        return exitcodes.USAGE
     items = []
     for relative in sorted(sides[0].keys() | sides[1].keys()):
         before, after = sides[0].get(relative), sides[1].get(relative)

@@ -29,11 +29,10 @@ def visible(line: str) -> str:
 
 
 def text_lines(label: str, text: str, indent: str) -> list[str]:
-    """`label: text` when it is one short plain line, else `label:` and the text as a `| ` block."""
+    """`label: text` when it is one short plain line, else `label:` and the text as a `| ` block
+    (an empty text is one empty `|` line, so it never looks like a text of two quotes)."""
     if "\n" not in text and text == text.strip() and 0 < len(text) <= INLINE_WIDTH:
         return [f"{indent}{label}: {visible(text)}"]
-    if not text:
-        return [f'{indent}{label}: ""']
     return [f"{indent}{label}:", *block(text, indent + "  ")]
 
 

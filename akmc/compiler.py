@@ -6,6 +6,7 @@ before their parents, so a tree that composes the same child many times (a diamo
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,9 +59,12 @@ def check_file(path: Path, display: str, root: Path | None = None) -> FileResult
 class Session:
     """Compiles workflows for one invocation, each file at most once."""
 
-    def __init__(self, root: Path | None = None, *, suppressions: bool = True) -> None:
+    def __init__(
+        self, root: Path | None = None, *, suppressions: bool = True, display: Callable[[Path], str] = display_path
+    ) -> None:
         self.root = root.resolve() if root is not None else None
         self.suppressions = suppressions  # False for --no-ignore
+        self.display = display  # how diagnostics name a file (`akmc diff --rev`: `REV:path`)
         self._files: dict[Path, FileResult] = {}  # every file read, by resolved path
         self._checked: dict[Path, None] = {}  # the files asked for and their children, in order
 
@@ -73,7 +77,7 @@ class Session:
         """Compile one file and, first, every child it composes. Raises SourceError when it is unreadable."""
         key = path.resolve()
         root = self.root or find_root(path.parent)
-        result = self._parse(path, root, display or display_path(path))
+        result = self._parse(path, root, display or self.display(path))
         if result.unreadable is not None:
             del self._files[key]  # a file named on the command line that cannot be read is a usage error
             raise SourceError(result.unreadable)
@@ -84,7 +88,7 @@ class Session:
 
     def uses_of(self, path: Path, root: Path) -> list[Path]:
         """The files a workflow composes directly (its `uses` refs that resolve), from a parse."""
-        parsed = self._parse(path, root.resolve(), display_path(path))
+        parsed = self._parse(path, root.resolve(), self.display(path))
         return [child for child, _ in parsed.edges.values() if child is not None]
 
     # -- reading and ordering ----------------------------------------------------------------------
@@ -124,7 +128,7 @@ class Session:
         found = []
         for child, _ in result.edges.values():
             if child is not None:
-                found.append(self._parse(child, result.root, display_path(child)).path)
+                found.append(self._parse(child, result.root, self.display(child)).path)
         return found
 
     def _postorder(self, start: Path) -> list[Path]:

@@ -242,6 +242,17 @@ def test_rev_errors_exit_2(repo: Path, tmp_path: Path) -> None:
     assert broken.returncode == 2 and "E10" in broken.stderr
 
 
+def test_rev_names_files_of_the_revision_as_rev_path(repo: Path) -> None:
+    child = repo / "ops" / "workflows" / "release-checklist.akm"
+    good = child.read_text()
+    child.write_text(good.replace("step count {", "step count {{"))
+    _git(repo, "commit", "-qam", "break the child")
+    child.write_text(good)
+    result = run_cli("diff", "--rev", "HEAD", cwd=repo / "ops")
+    assert result.returncode == 2
+    assert "HEAD:workflows/release-checklist.akm:" in result.stderr and "akmc-rev-" not in result.stderr
+
+
 def test_rev_reads_symlinks_as_committed_and_keeps_them_contained(repo: Path) -> None:
     ops = repo / "ops"
     (ops / "scripts" / "escape.sh").symlink_to("/etc/passwd")

@@ -4,8 +4,10 @@ file or a source; with `--rev`, every workflow of the workspace at a git revisio
 from __future__ import annotations
 
 import json
+import os
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +63,7 @@ def _revision(revision: str, paths: list[Path], output_format: str, root: Path |
     from akmc.compiler import Session
     from akmc.diff import diff
     from akmc.revision import RevisionError, materialise
-    from akmc.workspace import SourceError, discover, find_root
+    from akmc.workspace import SourceError, discover, display_path, find_root
 
     workspace = find_root(Path.cwd(), root)
     wanted = []
@@ -80,14 +82,14 @@ def _revision(revision: str, paths: list[Path], output_format: str, root: Path |
         sides: list[dict[str, dict[str, Any] | None]] = []
         failed = False
         for base, label in ((old_root, f"{revision}:"), (workspace, "")):
-            session = Session(base)
+            session = Session(base, display=_named(base, label) if label else display_path)
             found: dict[str, dict[str, Any] | None] = {}
             for source in discover([base]):
                 relative = source.relative_to(base).as_posix()
                 if wanted and not any(relative == w or relative.startswith(w.rstrip("/") + "/") for w in wanted):
                     continue
                 try:
-                    _, plan = compile_source(session, source, label + relative if label else None)
+                    _, plan = compile_source(session, source)
                 except SourceError as error:
                     print(f"akmc: error: {error}", file=sys.stderr)
                     plan = None
@@ -121,3 +123,15 @@ def _revision(revision: str, paths: list[Path], output_format: str, root: Path |
         f"run `akmc diff --rev {revision}{' ' + shown if shown else ''}` to see everything",
     )
     return exitcodes.OK if all(i.status == "equal" for i in items) else exitcodes.FINDINGS
+
+
+def _named(base: Path, label: str) -> Callable[[Path], str]:
+    """Files of the old revision named `REV:path` (relative to the workspace root), not by where they were read."""
+
+    def name(path: Path) -> str:
+        try:
+            return label + Path(os.path.abspath(path)).relative_to(base).as_posix()
+        except ValueError:
+            return label + path.as_posix()
+
+    return name

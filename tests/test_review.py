@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from syrupy.assertion import SnapshotAssertion
 
@@ -310,3 +310,35 @@ def test_rev_reads_large_files_as_committed(repo: Path) -> None:
     result = run_cli("diff", "--rev", "HEAD", "workflows/odd.akm", cwd=ops)
     assert result.returncode == 1, result.stderr
     assert "- Look at it." in result.stdout and "+ Look at it closely." in result.stdout
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.text(max_size=40), st.lists(st.text(alphabet="`~<>/ad\n x", max_size=3000), max_size=40)),
+        max_size=8,
+    )
+)
+def test_markdown_blocks_never_leak_out_of_their_fences(blocks: list[tuple[str, list[str]]]) -> None:
+    document = markdown.Document("summary")
+    lines_in = [[piece for text in lines for piece in text.split("\n")] for _, lines in blocks]
+    for (title, _), lines in zip(blocks, lines_in, strict=True):
+        document.details(title, lines)
+    out = document.render("see all")
+    assert len(out) <= markdown.LIMIT
+    fence: str | None = None
+    for line in out.split("\n")[:-1]:
+        assert "\r" not in line
+        if fence is None:
+            opening = re.match(r"(`{3,})text$", line)
+            if opening:
+                fence = opening.group(1)
+                continue
+            assert line in ("summary", "", "</details>") or line.startswith(("<details><summary>", "> **Cut")), line
+            if line.startswith("<details><summary>"):
+                assert line.count("<") == 3 and line.endswith("</summary>")
+        elif line == fence:
+            fence = None
+        else:
+            assert not line.startswith(fence)  # content never closes the fence
+    assert fence is None

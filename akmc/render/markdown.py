@@ -31,16 +31,17 @@ class Document:
         self.blocks: list[tuple[str, str, list[str]]] = []  # (summary, info, body lines)
 
     def details(self, summary: str, lines: list[str], *, info: str = "text", open_: bool = False) -> None:
-        self.blocks.append(
-            (
-                ("<details open>" if open_ else "<details>")
-                + f"<summary>{html.escape(summary, quote=False)}</summary>",
-                info,
-                lines,
-            )
-        )
+        """A block; a line break or control character in the summary or a content line is spelled out,
+        so neither can end the HTML block or start a line that closes the fence."""
+        from akmc.render.plan import visible
+
+        opening = "<details open>" if open_ else "<details>"
+        body = [line.replace("\r", "⟨U+000D⟩").replace("\n", "⟨U+000A⟩") for line in lines]
+        self.blocks.append((f"{opening}<summary>{html.escape(visible(summary), quote=False)}</summary>", info, body))
 
     def render(self, how_to_see_all: str) -> str:
+        from akmc.render.plan import visible
+
         out = [self.summary, ""]
         size = len(self.summary) + 2
         budget = LIMIT - 400  # room for the closing lines and the note
@@ -67,7 +68,7 @@ class Document:
             if left:
                 parts.append(_count(left, "more block" if kept else "block"))
             cut = " and ".join(parts)
-            out.append(f"> **Cut to fit a comment:** {cut} left out; {escape(how_to_see_all)}.")
+            out.append(f"> **Cut to fit a comment:** {cut} left out; {escape(visible(how_to_see_all))}.")
             break
         return "\n".join(out).rstrip("\n") + "\n"
 

@@ -32,7 +32,7 @@ class Child:
     embedded: int = 0  # canonical bytes of every plan it embeds, all levels
     chain: tuple[str, ...] = ()  # its deepest composition chain, itself first
     first_error: Diagnostic | None = None
-    reads: dict[str, str] = field(default_factory=dict)  # its sourceReadSet
+    reads: dict[str, str | None] = field(default_factory=dict)  # its sourceReadSet
     deps: dict[str, str | None] | None = None  # what its result depends on (see compiler.FileResult.deps)
 
     @property

@@ -22,15 +22,20 @@ class Frozen:
 
 @dataclass(slots=True)
 class ReadSet:
-    """Every workspace file a compile read, by root-relative path → `sha256:…`."""
+    """Every workspace file a compile read, by root-relative path → `sha256:…`, or None for an
+    `.akm` source: its meaning is in the plan, so formatting and comments never change a plan."""
 
-    files: dict[str, str] = field(default_factory=dict)
+    files: dict[str, str | None] = field(default_factory=dict)
     probed: dict[str, str | None] = field(default_factory=dict)  # every path looked at: its hash, or None if absent
 
     def add(self, path: str, data: bytes) -> str:
         digest = self.probe(path, data)
         self.files[path] = digest
         return digest
+
+    def add_source(self, path: str) -> None:
+        """A workflow source, recorded by path only."""
+        self.files[path] = None
 
     def probe(self, path: str, data: bytes | None) -> str:
         """Record a path the compile depended on without reading it into the plan (the result cache
@@ -40,7 +45,7 @@ class ReadSet:
         return digest
 
     def entries(self) -> list[dict[str, str]]:
-        return [{"path": p, "sha256": self.files[p]} for p in sorted(self.files)]
+        return [{"path": p} if (h := self.files[p]) is None else {"path": p, "sha256": h} for p in sorted(self.files)]
 
 
 def freeze(root: Path, raw: str, span: ast.Span, what: str, report: Report, reads: ReadSet) -> Frozen | None:

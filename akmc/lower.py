@@ -86,7 +86,6 @@ def lower(
     typed: Typed,
     *,
     ref: str,
-    source: bytes,
     root: Path,
     report: Report,
     reads: ReadSet,
@@ -99,7 +98,7 @@ def lower(
         description, _ = lowering.text(model.description, "description")
         if description:
             plan["description"] = description
-    plan["sourceHash"] = reads.add(ref + ".akm", source)
+    reads.add_source(ref + ".akm")
     params = {}
     for name, param in model.params.items():
         entry: dict[str, Any] = {"schema": t.schema(typed.params[name])}

@@ -171,7 +171,7 @@ class Limits(Closed):
 
 class ReadEntry(Closed):
     path: str
-    sha256: Sha
+    sha256: Sha | None = None  # absent for an `.akm` source: the plan carries its meaning
 
 
 class Plan(Closed):
@@ -179,7 +179,6 @@ class Plan(Closed):
     ref: str
     title: str
     description: str | None = None
-    sourceHash: Sha
     sourceReadSet: list[ReadEntry] = Field(min_length=1)
     params: dict[Name, Param] | None = Field(default=None, max_length=64)
     outputs: dict[Name, Output] | None = Field(default=None, max_length=64)

@@ -453,9 +453,9 @@ _PLAN: Check = _record(
         "irVersion": _const(IR_VERSION),
         "ref": _string(REF),
         "title": _string(),
-        "sourceHash": _string(SHA256),
+        # `.akm` sources by path only, scripts and prompt files with their sha256
         "sourceReadSet": _all(
-            _list(_record({"path": _string(REF), "sha256": _string(SHA256)}), low=1), _sorted_unique("path")
+            _list(_record({"path": _string(REF)}, {"sha256": _string(SHA256)}), low=1), _sorted_unique("path")
         ),
         "limits": _record(
             {"concurrency": _integer(1, MAX_CONCURRENCY)},

@@ -47,29 +47,59 @@ def setup() -> None:
     STAMP.write_text(wanted)
 
 
+# The demo, run from the repository root: what a new user sees first. tests/test_demo.py runs
+# exactly these commands (twice, from a copy of examples/), so the demo cannot break unnoticed.
+DEMO_STATE = ("--state-dir", "examples/.akm-run")
+DEMO: tuple[tuple[str, ...], ...] = (
+    ("akmc", "check", "examples/"),
+    ("akmc", "compile", "examples/workflows", "--out-dir", "examples/plans", "--root", "examples"),
+    ("akmc", "verify", "examples/plans/workflows/notes.plan.json"),
+    ("akmc", "plan", "examples/workflows/notes.akm"),
+    # Run the reviewed plan: notes composes hello, which runs inline as a child run. The units run
+    # in examples/ while the state directory is given relative to the repository root.
+    (
+        "akm-run",
+        "run",
+        "examples/plans/workflows/notes.plan.json",
+        "--param",
+        'team=["ada", "grace", "linus"]',
+        "--workdir",
+        "examples",
+        *DEMO_STATE,
+    ),
+    ("akm-run", "list", *DEMO_STATE),
+)
+
+
+# Tools the project runs that pip cannot install, by the Debian package that brings each: Graphviz
+# `dot` renders `akmc graph --format dot` in a test; ssh-keygen (OpenSSH 8.2+) makes and checks plan
+# signatures. The tests fail rather than skip without them.
+SYSTEM_TOOLS = {"dot": "graphviz", "ssh-keygen": "openssh-client"}
+
+
 def system_tools() -> None:
-    """Tools the project runs that pip cannot install: ssh-keygen (OpenSSH), which makes and checks
-    plan signatures. Installed with apt-get when missing and possible, else named for the user."""
-    if shutil.which("ssh-keygen") is not None:
+    """Install the missing system tools with apt-get where this machine may be changed (root, as in
+    CI); otherwise name what is missing and how to install it."""
+    missing = sorted(package for tool, package in SYSTEM_TOOLS.items() if shutil.which(tool) is None)
+    if not missing:
         return
-    if shutil.which("apt-get") is not None and hasattr(os, "geteuid") and os.geteuid() == 0:
-        run("apt-get", "update", "-q")
-        run("apt-get", "install", "-y", "-q", "--no-install-recommends", "openssh-client")
+    if os.name == "posix" and os.geteuid() == 0 and shutil.which("apt-get"):
+        quiet = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        for argv in (
+            ("apt-get", "update", "-q"),
+            ("apt-get", "install", "-y", "-q", "--no-install-recommends", *missing),
+        ):
+            print("+", " ".join(argv), file=sys.stderr, flush=True)
+            subprocess.run(argv, cwd=ROOT, env=quiet, check=True)
         return
-    print("tasks.py: ssh-keygen is missing; install OpenSSH 8.2+ (Debian/Ubuntu: openssh-client)", file=sys.stderr)
+    print(f"note: missing system packages {', '.join(missing)} (Debian: apt-get install {' '.join(missing)});"
+          " the tests that use them fail without them", file=sys.stderr)  # fmt: skip
 
 
 def demo() -> int:
     setup()
-    run(BIN / "akmc", "check", "examples/")
-    run(BIN / "akmc", "compile", "examples/workflows", "--out-dir", "examples/plans", "--root", "examples")
-    run(BIN / "akmc", "verify", "examples/plans/workflows/notes.plan.json")
-    run(BIN / "akmc", "plan", "examples/workflows/notes.akm")
-    # Run the reviewed plan: notes composes hello, which runs inline as a child run.
-    state = ("--state-dir", "examples/.akm-run")
-    run(BIN / "akm-run", "run", "examples/plans/workflows/notes.plan.json", "--param", 'team=["ada", "grace", "linus"]',
-        "--workdir", "examples", *state)  # fmt: skip
-    run(BIN / "akm-run", "list", *state)
+    for program, *argv in DEMO:
+        run(BIN / program, *argv)
     return 0
 
 

@@ -80,7 +80,8 @@ class Segment:
 
 @dataclass(slots=True)
 class Reference:
-    """`params.NAME` (root "params") or `steps.ID.output<segments>` (root "steps")."""
+    """`params.NAME` (root "params"), `steps.ID.output<segments>` (root "steps") or `item<segments>`
+    (root "item": the current element inside a `map` block)."""
 
     root: str
     name: Ident
@@ -91,6 +92,8 @@ class Reference:
     def text(self) -> str:
         if self.root == "params":
             return f"params.{self.name.text}"
+        if self.root == "item":
+            return "item" + "".join(s.render() for s in self.segments)
         return f"steps.{self.name.text}.output" + "".join(s.render() for s in self.segments)
 
 

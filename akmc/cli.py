@@ -83,41 +83,78 @@ def compile_(
     raise typer.Exit(command.run(source, output=output, out_dir=out_dir, check=check, root=root))
 
 
+FormatOption = Annotated[str, typer.Option("--format", help="text, json or markdown (for pull-request comments).")]
+
+
+def _format(value: str) -> str:
+    if value not in ("text", "json", "markdown"):
+        raise typer.BadParameter("--format takes text, json or markdown")
+    return value
+
+
 @app.command()
 def plan(
     source: Annotated[Path, typer.Argument(help="A .akm source, or a plan file (verified first).")],
-    output_format: Annotated[str, typer.Option("--format", help="text or json.")] = "text",
+    output_format: FormatOption = "text",
+    summary: Annotated[
+        bool, typer.Option("--summary", help="Only the short list, without command, prompt or approval texts.")
+    ] = False,
     root: RootOption = None,
 ) -> None:
-    """Print what a workflow will run, for review; write nothing.
+    """Print everything a workflow will run, for review; write nothing.
 
     Example: akmc plan workflows/release.akm
     """
     from akmc.commands import plan as command
 
-    if output_format not in ("text", "json"):
-        raise typer.BadParameter("--format takes text or json")
-    raise typer.Exit(command.run(source, output_format=output_format, root=root))
+    raise typer.Exit(command.run(source, output_format=_format(output_format), summary=summary, root=root))
 
 
 @app.command()
 def diff(
-    old: Annotated[Path, typer.Argument(help="The old plan: a plan file or a .akm source.")],
-    new: Annotated[Path, typer.Argument(help="The new plan: a plan file or a .akm source.")],
-    output_format: Annotated[str, typer.Option("--format", help="text or json.")] = "text",
+    paths: Annotated[
+        Optional[list[Path]],
+        typer.Argument(help="OLD NEW (plan files or sources); with --rev, the workflows or directories to compare."),
+    ] = None,
+    revision: Annotated[
+        Optional[str],
+        typer.Option(
+            "--rev", help="Compare every workflow of the workspace at this git revision with the working tree."
+        ),
+    ] = None,
+    output_format: FormatOption = "text",
     root: RootOption = None,
 ) -> None:
-    """Show what changed between two plans: params, outputs, limits, steps, child plans.
+    """Show everything that changed between two plans, or between a git revision and the working tree.
 
-    Exit 0 when equal, 1 when they differ.
+    Exit 0 when equal, 1 when they differ, 2 on errors (a source with errors does not "differ").
 
-    Example: akmc diff plans/workflows/release.plan.json workflows/release.akm
+    Example: akmc diff --rev origin/main --format markdown
     """
     from akmc.commands import diff as command
 
-    if output_format not in ("text", "json"):
-        raise typer.BadParameter("--format takes text or json")
-    raise typer.Exit(command.run(old, new, output_format=output_format, root=root))
+    raise typer.Exit(command.run(paths or [], revision=revision, output_format=_format(output_format), root=root))
+
+
+@app.command()
+def graph(
+    source: Annotated[Path, typer.Argument(help="A .akm source, or a plan file (verified first).")],
+    output_format: Annotated[str, typer.Option("--format", help="mermaid or dot.")] = "mermaid",
+    depth: Annotated[
+        Optional[int],
+        typer.Option("--depth", min=0, help="Child workflows shown as clusters down to this depth (default: all)."),
+    ] = None,
+    root: RootOption = None,
+) -> None:
+    """Draw a workflow: steps in spine order, data references, route cases, maps, child workflows as clusters.
+
+    Example: akmc graph workflows/release.akm --format dot | dot -Tsvg > release.svg
+    """
+    from akmc.commands import graph as command
+
+    if output_format not in ("mermaid", "dot"):
+        raise typer.BadParameter("--format takes mermaid or dot")
+    raise typer.Exit(command.run(source, output_format=output_format, depth=-1 if depth is None else depth, root=root))
 
 
 SignatureOption = Annotated[

@@ -6,6 +6,7 @@ before their parents, so a tree that composes the same child many times (a diamo
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from akmc.workspace import (
     display_path,
     find_root,
     read_bytes,
+    real_path,
     ref_of,
 )
 
@@ -58,9 +60,12 @@ def check_file(path: Path, display: str, root: Path | None = None) -> FileResult
 class Session:
     """Compiles workflows for one invocation, each file at most once."""
 
-    def __init__(self, root: Path | None = None, *, suppressions: bool = True) -> None:
+    def __init__(
+        self, root: Path | None = None, *, suppressions: bool = True, display: Callable[[Path], str] = display_path
+    ) -> None:
         self.root = root.resolve() if root is not None else None
         self.suppressions = suppressions  # False for --no-ignore
+        self.display = display  # how diagnostics name a file (`akmc diff --rev`: `REV:path`)
         self._files: dict[Path, FileResult] = {}  # every file read, by resolved path
         self._checked: dict[Path, None] = {}  # the files asked for and their children, in order
 
@@ -71,9 +76,12 @@ class Session:
 
     def check(self, path: Path, display: str | None = None) -> FileResult:
         """Compile one file and, first, every child it composes. Raises SourceError when it is unreadable."""
-        key = path.resolve()
+        try:
+            key = real_path(path)
+        except OSError as error:
+            raise SourceError(f"cannot read {display or display_path(path)}: {error.strerror or error}") from error
         root = self.root or find_root(path.parent)
-        result = self._parse(path, root, display or display_path(path))
+        result = self._parse(path, root, display or self.display(path))
         if result.unreadable is not None:
             del self._files[key]  # a file named on the command line that cannot be read is a usage error
             raise SourceError(result.unreadable)
@@ -84,13 +92,13 @@ class Session:
 
     def uses_of(self, path: Path, root: Path) -> list[Path]:
         """The files a workflow composes directly (its `uses` refs that resolve), from a parse."""
-        parsed = self._parse(path, root.resolve(), display_path(path))
+        parsed = self._parse(path, root.resolve(), self.display(path))
         return [child for child, _ in parsed.edges.values() if child is not None]
 
     # -- reading and ordering ----------------------------------------------------------------------
 
     def _parse(self, path: Path, root: Path, display: str) -> FileResult:
-        key = path.resolve()
+        key = real_path(path)  # callers pass paths that resolve (check() and locate() made sure)
         known = self._files.get(key)
         if known is not None:
             return known
@@ -124,7 +132,7 @@ class Session:
         found = []
         for child, _ in result.edges.values():
             if child is not None:
-                found.append(self._parse(child, result.root, display_path(child)).path)
+                found.append(self._parse(child, result.root, self.display(child)).path)
         return found
 
     def _postorder(self, start: Path) -> list[Path]:
@@ -184,7 +192,7 @@ class Session:
         children, sites = self._link(result, model)
         typed = typecheck(model, report, children)
         reads = ReadSet()
-        plan = lower(model, typed, ref=ref, source=result.data, root=result.root, report=report, reads=reads,
+        plan = lower(model, typed, ref=ref, root=result.root, report=report, reads=reads,
                      children=children)  # fmt: skip
         result.deps = self._deps(result, reads, children)
         chain, embedded = compose.bounds(report, ref, sites)
@@ -197,7 +205,7 @@ class Session:
         if result.plan is not None:
             result.child.plan, result.child.plan_hash, result.child.size = plan, sha256_of(data), len(data)
             result.child.embedded, result.child.chain = embedded, chain
-            result.child.reads = {e["path"]: e["sha256"] for e in plan["sourceReadSet"]}
+            result.child.reads = {e["path"]: e.get("sha256") for e in plan["sourceReadSet"]}
         if self.suppressions:
             # after the child summary: a silenced error still keeps the plan from being produced
             from akmc.suppress import apply, directives

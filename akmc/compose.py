@@ -14,7 +14,7 @@ from akm_run.plan import MAX_DEPTH, MAX_EMBEDDED_BYTES, MAX_PLAN_BYTES, REF
 from akmc import ast
 from akmc import types as t
 from akmc.diagnostics import Diagnostic, Related, Report, did_you_mean
-from akmc.workspace import SUFFIX, discover, ref_of
+from akmc.workspace import SUFFIX, discover, real_path, ref_of
 
 
 @dataclass(slots=True)
@@ -32,7 +32,7 @@ class Child:
     embedded: int = 0  # canonical bytes of every plan it embeds, all levels
     chain: tuple[str, ...] = ()  # its deepest composition chain, itself first
     first_error: Diagnostic | None = None
-    reads: dict[str, str] = field(default_factory=dict)  # its sourceReadSet
+    reads: dict[str, str | None] = field(default_factory=dict)  # its sourceReadSet
     deps: dict[str, str | None] | None = None  # what its result depends on (see compiler.FileResult.deps)
 
     @property
@@ -61,7 +61,7 @@ def locate(root: Path, ref: str) -> tuple[Path | None, str]:
         )
     candidate = root / (ref + SUFFIX)
     try:
-        candidate.resolve().relative_to(root.resolve())
+        real_path(candidate).relative_to(root.resolve())
     except ValueError:
         return None, f"child workflow `{ref}` resolves outside the workspace root through a symlink"
     except OSError as error:
@@ -96,7 +96,8 @@ def target(uses: ast.Target, child: Child | None) -> dict[str, Any]:
     bindings = []
     for binding in sorted(uses.bindings or [], key=lambda b: b.name.text):
         if isinstance(binding.value, ast.Reference):
-            bindings.append({"name": binding.name.text, "kind": "reference", "from": binding.value.text})
+            kind = "item" if binding.value.root == "item" else "reference"
+            bindings.append({"name": binding.name.text, "kind": kind, "from": binding.value.text})
         else:
             bindings.append({"name": binding.name.text, "kind": "literal", "value": t.value_of(binding.value)})
     if bindings:

@@ -57,6 +57,25 @@ class PlanDiff:
         }
 
 
+@dataclass(slots=True)
+class WorkflowDiff:
+    """One workflow of a workspace compared across revisions (`akmc diff --rev`)."""
+
+    path: str  # the source, relative to the workspace root
+    status: str  # added | removed | changed | equal
+    digest: str = ""  # the plan hash of the new side (of the old one for a removed workflow)
+    diff: PlanDiff | None = None
+    plan: dict[str, Any] | None = None  # an added workflow's plan, shown in full
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"path": self.path, "status": self.status, "planHash": self.digest}
+        if self.diff is not None and self.status == "changed":
+            out["diff"] = self.diff.to_json()
+        if self.plan is not None:
+            out["plan"] = self.plan
+        return out
+
+
 def _change_json(change: Change) -> dict[str, Any]:
     out: dict[str, Any] = {"section": change.section, "op": change.op, "name": change.name}
     if change.op != ADDED:
@@ -81,8 +100,8 @@ def diff(old: dict[str, Any], new: dict[str, Any]) -> PlanDiff:
     for section in ("params", "outputs", "limits"):
         result.changes += _named(section, old.get(section, {}), new.get(section, {}))
     result.changes += _steps(old["steps"], new["steps"])
-    old_reads = {e["path"]: e["sha256"] for e in old["sourceReadSet"]}
-    new_reads = {e["path"]: e["sha256"] for e in new["sourceReadSet"]}
+    old_reads = {e["path"]: e.get("sha256") for e in old["sourceReadSet"]}
+    new_reads = {e["path"]: e.get("sha256") for e in new["sourceReadSet"]}
     result.changes += _named("readSet", old_reads, new_reads)
     return result
 
@@ -127,12 +146,12 @@ def _steps(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[Change]
 
 
 def _comparable(step: dict[str, Any]) -> dict[str, Any]:
-    """A step without what is reported another way: its index (moves are found by order), an embedded
-    child plan (diffed recursively) and a script's text (its sha256 changes with it)."""
+    """A step without what is reported another way: its index (moves are found by order) and an
+    embedded child plan (diffed recursively). A script's text stays: its content diff is the change."""
     out = {k: v for k, v in step.items() if k != "index"}
     target = out.get("target")
     if isinstance(target, dict):
-        out["target"] = {k: v for k, v in target.items() if k not in ("plan", "text")}
+        out["target"] = {k: v for k, v in target.items() if k != "plan"}
     return out
 
 
@@ -154,3 +173,53 @@ def _fields(old: dict[str, Any], new: dict[str, Any]) -> list[FieldChange]:
     changed = [FieldChange(k, before.get(k), v) for k, v in after.items() if before.get(k) != v or k not in before]
     changed += [FieldChange(k, v, None) for k, v in before.items() if k not in after]
     return changed
+
+
+# -- what a summary line counts ---------------------------------------------------------------
+
+_TEXT_KINDS = {"command": "command", "instructions": "prompt", "message": "approval text"}
+ORDER = (
+    "workflow added", "workflow removed", "step added", "step removed", "step moved", "command changed",
+    "script changed", "prompt changed", "approval text changed", "child workflow changed", "step setting changed",
+    "param added", "param removed", "param changed", "output added", "output removed", "output changed",
+    "limit changed", "workflow field changed",
+)  # fmt: skip
+_SECTION_NOUN = {"params": "param", "outputs": "output", "limits": "limit"}
+_OPS = {ADDED: "added", REMOVED: "removed", CHANGED: "changed"}
+
+
+def kinds(result: PlanDiff, counted: frozenset[str] = frozenset()) -> list[str]:
+    """One entry (from ORDER) per kind of change, at every level: what a summary line counts.
+    A child whose ref is in `counted` is compared on its own, so its changes are not counted again."""
+    found = []
+    for change in result.changes:
+        if change.section == "readSet":
+            continue  # the steps whose files changed say so
+        if change.section == "workflow":
+            found.append("workflow field changed")
+        elif change.section != "steps":
+            found.append(f"{_SECTION_NOUN[change.section]} {_OPS[change.op]}")
+        elif change.op != CHANGED:
+            found.append(f"step {_OPS[change.op]}")
+        else:
+            found += _step_kinds(change)
+        if change.child is not None and change.child.new_ref not in counted:
+            found += kinds(change.child, counted)
+    return found
+
+
+def _step_kinds(change: Change) -> list[str]:
+    found = set()
+    for f in change.fields:
+        last = f.field.rsplit(".", 1)[-1]
+        if f.field == "position":
+            found.add("step moved")
+        elif last in _TEXT_KINDS:
+            found.add(f"{_TEXT_KINDS[last]} changed")
+        elif f.field.endswith(("target.text", "target.sha256", "check.text", "check.sha256")):
+            found.add("script changed")
+        elif f.field.endswith("planHash"):
+            found.add("child workflow changed")
+        else:
+            found.add("step setting changed")
+    return sorted(found, key=ORDER.index)

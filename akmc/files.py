@@ -8,6 +8,7 @@ from pathlib import Path, PurePosixPath
 
 from akmc import ast
 from akmc.diagnostics import Report
+from akmc.workspace import read_regular, real_path
 
 MAX_SCRIPT_BYTES = 256 * 1024
 
@@ -21,15 +22,20 @@ class Frozen:
 
 @dataclass(slots=True)
 class ReadSet:
-    """Every workspace file a compile read, by root-relative path → `sha256:…`."""
+    """Every workspace file a compile read, by root-relative path → `sha256:…`, or None for an
+    `.akm` source: its meaning is in the plan, so formatting and comments never change a plan."""
 
-    files: dict[str, str] = field(default_factory=dict)
+    files: dict[str, str | None] = field(default_factory=dict)
     probed: dict[str, str | None] = field(default_factory=dict)  # every path looked at: its hash, or None if absent
 
     def add(self, path: str, data: bytes) -> str:
         digest = self.probe(path, data)
         self.files[path] = digest
         return digest
+
+    def add_source(self, path: str) -> None:
+        """A workflow source, recorded by path only."""
+        self.files[path] = None
 
     def probe(self, path: str, data: bytes | None) -> str:
         """Record a path the compile depended on without reading it into the plan (the result cache
@@ -39,7 +45,7 @@ class ReadSet:
         return digest
 
     def entries(self) -> list[dict[str, str]]:
-        return [{"path": p, "sha256": self.files[p]} for p in sorted(self.files)]
+        return [{"path": p} if (h := self.files[p]) is None else {"path": p, "sha256": h} for p in sorted(self.files)]
 
 
 def freeze(root: Path, raw: str, span: ast.Span, what: str, report: Report, reads: ReadSet) -> Frozen | None:
@@ -56,7 +62,7 @@ def freeze(root: Path, raw: str, span: ast.Span, what: str, report: Report, read
         return None
     candidate = root / pure
     try:
-        resolved = candidate.resolve()
+        resolved = real_path(candidate)
         resolved.relative_to(root.resolve())
     except ValueError:
         report.add("E501", span, message=f"{what} path `{raw}` resolves outside the workspace root through a symlink")
@@ -69,8 +75,7 @@ def freeze(root: Path, raw: str, span: ast.Span, what: str, report: Report, read
         report.add("E500", span, what=what, path=raw)
         return None
     try:
-        with resolved.open("rb") as handle:
-            data = handle.read(MAX_SCRIPT_BYTES + 1)
+        data = read_regular(resolved, MAX_SCRIPT_BYTES)
     except OSError as error:
         report.add("E500", span, what=what, path=f"{raw}` ({error.strerror})`")
         return None

@@ -86,7 +86,6 @@ def lower(
     typed: Typed,
     *,
     ref: str,
-    source: bytes,
     root: Path,
     report: Report,
     reads: ReadSet,
@@ -99,7 +98,7 @@ def lower(
         description, _ = lowering.text(model.description, "description")
         if description:
             plan["description"] = description
-    plan["sourceHash"] = reads.add(ref + ".akm", source)
+    reads.add_source(ref + ".akm")
     params = {}
     for name, param in model.params.items():
         entry: dict[str, Any] = {"schema": t.schema(typed.params[name])}
@@ -113,8 +112,8 @@ def lower(
     outputs = {}
     for name, output in model.outputs.items():
         entry = {"from": output.source.text}
-        if name in typed.output_declared:
-            entry["schema"] = t.schema(typed.output_declared[name])
+        if name in typed.output_declared and (schema := t.schema(typed.output_declared[name])):
+            entry["schema"] = schema  # `any` lowers to {}, which a plan leaves out
         outputs[name] = entry
     if outputs:
         plan["outputs"] = outputs
@@ -152,12 +151,12 @@ def _step(
             step["retry"] = _retry(sm.retry)
         if sm.timeout_ms is not None:
             step["timeoutMs"] = sm.timeout_ms
-        env = lowering.env({**model.default_env, **sm.env})
+        env = lowering.env(sm.env)
         if env:
             step["env"] = env
     if sm.inputs:
         step["inputs"] = [r.text for r in sm.inputs]
-    if sm.id in typed.declared and sm.kind != "route":
-        step["outputSchema"] = t.schema(typed.declared[sm.id])
+    if sm.id in typed.declared and sm.kind != "route" and (schema := t.schema(typed.declared[sm.id])):
+        step["outputSchema"] = schema  # `output: any` lowers to {}, which a plan leaves out
     step["onError"] = sm.on_error or "fail"
     return step

@@ -62,12 +62,20 @@ class ReferenceBinding(Closed):
     from_: Reference = Field(alias="from")
 
 
+class ItemBinding(Closed):
+    """The current element of a map step (or a path into it); only in a map step's target."""
+
+    name: Name
+    kind: Literal["item"]
+    from_: Annotated[str, Field(pattern=r"^item(\.[A-Za-z_][A-Za-z0-9_]*|\[[0-9]+\])*$")] = Field(alias="from")
+
+
 class ChildWorkflow(Closed):
     kind: Literal["child-workflow"]
     ref: str
-    bindings: list[Annotated[Union[LiteralBinding, ReferenceBinding], Field(discriminator="kind")]] | None = Field(
-        default=None, min_length=1
-    )
+    bindings: (
+        list[Annotated[Union[LiteralBinding, ReferenceBinding, ItemBinding], Field(discriminator="kind")]] | None
+    ) = Field(default=None, min_length=1)
     planHash: Sha
     plan: Plan
 
@@ -163,7 +171,7 @@ class Limits(Closed):
 
 class ReadEntry(Closed):
     path: str
-    sha256: Sha
+    sha256: Sha | None = None  # absent for an `.akm` source: the plan carries its meaning
 
 
 class Plan(Closed):
@@ -171,7 +179,6 @@ class Plan(Closed):
     ref: str
     title: str
     description: str | None = None
-    sourceHash: Sha
     sourceReadSet: list[ReadEntry] = Field(min_length=1)
     params: dict[Name, Param] | None = Field(default=None, max_length=64)
     outputs: dict[Name, Output] | None = Field(default=None, max_length=64)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,18 +22,37 @@ STEP_SETTINGS = {"timeout", "retry", "on_error"}
 PLACES = {
     "step": STEP_SETTINGS,
     "defaults": STEP_SETTINGS,
-    "map": {"concurrency"},
+    "map": {"concurrency", "timeout", "retry"},
     "gate": {"max_loops"},
     "limits": {"concurrency", "max_units", "timeout"},
 }
 HOME = {
-    "timeout": "a step, `defaults` or `limits`",
-    "retry": "a step or `defaults`",
+    "timeout": "a step, a `map` block, `defaults` or `limits`",
+    "retry": "a step, a `map` block or `defaults`",
     "on_error": "a step or `defaults`",
     "concurrency": "a `map` block or `limits`",
     "max_loops": "a `gate` block",
     "max_units": "`limits`",
 }
+
+# Which step kinds honour which setting (the table in the language reference). A step's kind here is
+# its target's kind (shell, script and agent are "unit"), or "route"; a `map` step honours what its
+# target's kind honours, plus `concurrency`.
+HONOURED = {
+    "unit": {"timeout", "retry", "on_error", "env", "gate"},
+    "uses": {"on_error", "gate"},
+    "approval": {"on_error"},
+    "route": {"on_error"},
+}
+WHY_NOT = {
+    ("uses", "timeout"): "bound the child with its own `limits { timeout }`",
+    ("uses", "retry"): "a failed child is never retried automatically; `akm-run resume` drives it again",
+    ("uses", "env"): "set `env` on the child's own steps",
+    ("approval", "timeout"): "an approval waits for a person, not a process",
+    ("approval", "retry"): "an approval runs no process that could be retried",
+    ("approval", "gate"): "an approval runs no process that a check could re-run",
+}
+SECRET_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 @dataclass(slots=True)
@@ -66,6 +87,21 @@ class StepModel:
     def id(self) -> str:
         return self.step.id.text
 
+    @property
+    def target_kind(self) -> str | None:
+        """The kind that decides which settings the step honours (see HONOURED); None when unusable."""
+        if self.kind == "route":
+            return "route"
+        if self.target is None:
+            return None
+        return self.target.kind if self.target.kind in ("uses", "approval") else "unit"
+
+    def honours(self, setting: str) -> bool:
+        kind = self.target_kind
+        if kind is None:
+            return True  # an unusable step is reported already; do not pile on
+        return setting in HONOURED[kind] or (setting == "concurrency" and self.kind == "map")
+
 
 @dataclass(slots=True)
 class Model:
@@ -82,7 +118,8 @@ class Model:
     default_retry: Retry | None = None
     default_on_error: str | None = None
     default_env: dict[str, ast.EnvEntry] = field(default_factory=dict)
-    references: list[tuple[ast.Reference, int]] = field(default_factory=list)  # (reference, reader index)
+    # (reference, reader index, whether `item` may stand there): every reference, wherever it stands
+    references: list[tuple[ast.Reference, int, bool]] = field(default_factory=list)
 
 
 def resolve(workflow: ast.Workflow, report: Report) -> Model:
@@ -99,8 +136,8 @@ def resolve(workflow: ast.Workflow, report: Report) -> Model:
         report.add("E601", workflow.steps[MAX_STEPS].id.span, message=f"more than {MAX_STEPS} steps in one workflow")
     for i, step in enumerate(workflow.steps):
         model.steps.append(_step(model, step, i, report))
-    for reference, reader in model.references:
-        _check_reference(model, reference, reader, report)
+    for reference, reader, in_map in model.references:
+        _check_reference(model, reference, reader, in_map, report)
     route_targets(model, report)
     return model
 
@@ -130,7 +167,7 @@ def _sections(model: Model, report: Report) -> None:
             if len(section.outputs) > MAX_OUTPUTS:
                 report.add("E601", section.outputs[MAX_OUTPUTS].span, message=f"more than {MAX_OUTPUTS} outputs")
             for output in section.outputs:
-                model.references.append((output.source, len(model.workflow.steps)))
+                model.references.append((output.source, len(model.workflow.steps), False))
         elif section.kind == "limits":
             _limits(model, section, report)
         else:
@@ -171,6 +208,12 @@ def _env(env: ast.Env, into: dict[str, ast.EnvEntry], report: Report) -> None:
             report.add("E201", entry.name.span, what="env variable", name=entry.name.text, first=first)
             continue
         into[entry.name.text] = entry
+        if entry.kind == "secret" and not SECRET_NAME.fullmatch(entry.value or ""):
+            report.add(
+                "E207", entry.value_span,
+                message=f"`secret({json.dumps(entry.value or '')})` does not name an environment variable",
+                help="a secret name is an environment variable name: letters, digits and `_`, not starting with a digit",
+            )  # fmt: skip
 
 
 # -- settings ------------------------------------------------------------------------------------
@@ -295,8 +338,9 @@ def _retry(value: ast.Value, report: Report) -> Retry | None:
 
 
 def _retry_max(count: int, span: ast.Span, report: Report, on: list[str], backoff: int | None) -> Retry | None:
-    if not 1 <= count <= MAX_RETRY:
-        report.add("E601", span, message=f"`retry` max must lie within 1..{MAX_RETRY}, not {count}")
+    """A retry policy; `max = 0` is a policy that never retries (it switches a default off)."""
+    if not 0 <= count <= MAX_RETRY:
+        report.add("E601", span, message=f"`retry` max must lie within 0..{MAX_RETRY}, not {count}")
         return None
     if not on:
         return None
@@ -313,6 +357,7 @@ def _step(model: Model, step: ast.Step, index: int, report: Report) -> StepModel
     outputs: list[ast.OutputType] = []
     inputs_seen: ast.Inputs | None = None
     gate_seen: ast.Gate | None = None
+    env_seen: ast.Env | None = None
     for item in step.items:
         if isinstance(item, ast.Target):
             work.append((f"`{item.kind}` target", item, item.keyword_span))
@@ -323,6 +368,7 @@ def _step(model: Model, step: ast.Step, index: int, report: Report) -> StepModel
         elif isinstance(item, ast.Setting):
             settings.append(item)
         elif isinstance(item, ast.Env):
+            env_seen = env_seen or item
             _env(item, sm.env, report)
         elif isinstance(item, ast.Inputs):
             if inputs_seen is not None:
@@ -349,6 +395,10 @@ def _step(model: Model, step: ast.Step, index: int, report: Report) -> StepModel
                 help="split the work into two steps",
             )  # fmt: skip
         _work(sm, first, report)
+    map_settings = [s for s in sm.map.items if isinstance(s, ast.Setting)] if sm.map is not None else []
+    map_values = {k: v for k, v in _map_settings(sm, map_settings, report).items() if k != "concurrency"}
+    if sm.map is not None:
+        env_seen = env_seen or next((e for e in sm.map.items if isinstance(e, ast.Env)), None)
     for extra in outputs[1:]:
         report.add("E202", keyword(extra.span, "output"), message=f"step `{sm.id}` declares `output:` twice")
     if outputs:
@@ -360,14 +410,58 @@ def _step(model: Model, step: ast.Step, index: int, report: Report) -> StepModel
                 help="remove `output:`; declare outputs in the child's `outputs` block",
             )  # fmt: skip
     values = _settings(settings, "step", report)
-    sm.timeout_ms = values.get("timeout", model.default_timeout_ms)
-    sm.retry = values.get("retry", model.default_retry)
+    for name, value in map_values.items():
+        if name in values:
+            one = next(s for s in settings if s.name.text == name)
+            other = next(s for s in map_settings if s.name.text == name)
+            first, again = sorted((one, other), key=lambda s: s.span.start)
+            report.add("E201", again.name.span, what="setting", name=name, first=position(first.span))
+        else:
+            values[name] = value
+    _honoured(sm, [*settings, *map_settings], env_seen, gate_seen, report)
+    defaults = {"timeout": model.default_timeout_ms, "retry": model.default_retry}
+    for name in ("timeout", "retry"):
+        if name not in values and sm.honours(name) and defaults[name] is not None:
+            values[name] = defaults[name]
+    sm.timeout_ms = values.get("timeout") if sm.honours("timeout") else None
+    retry = values.get("retry") if sm.honours("retry") else None
+    sm.retry = retry if retry is not None and retry.max > 0 else None
     sm.on_error = values.get("on_error", model.default_on_error) or "fail"
-    if gate_seen is not None and sm.kind == "route":
-        report.add("E207", keyword(gate_seen.span, "gate"), message="a `route` step cannot have a `gate`")
+    if sm.honours("env"):
+        sm.env = {**model.default_env, **sm.env}
     for reference in sm.inputs:
-        model.references.append((reference, index))
+        model.references.append((reference, index, False))
+    if sm.map is not None:
+        model.references.append((sm.map.over, index, False))
+    if sm.route is not None:
+        model.references.append((sm.route.subject, index, False))
+    if sm.target is not None:
+        for binding in sm.target.bindings or []:
+            if isinstance(binding.value, ast.Reference):
+                model.references.append((binding.value, index, sm.map is not None))
     return sm
+
+
+def _honoured(
+    sm: StepModel, settings: list[ast.Setting], env: ast.Env | None, gate: ast.Gate | None, report: Report
+) -> None:
+    """E207 for each setting, `env` or `gate` that the step's kind would ignore."""
+    kind = sm.target_kind
+    if kind is None:
+        return
+    what = {"unit": "", "uses": "a `uses` target", "approval": "an approval", "route": "a `route` step"}[kind]
+    found: list[tuple[str, ast.Span]] = [(s.name.text, s.name.span) for s in settings if s.name.text in HOME]
+    if env is not None:
+        found.append(("env", keyword(env.span, "env")))
+    if gate is not None:
+        found.append(("gate", keyword(gate.span, "gate")))
+    for name, span in found:
+        if name in ("concurrency", "max_loops", "max_units") or sm.honours(name):
+            continue  # misplaced ones are reported where they stand
+        report.add(
+            "E207", span, message=f"`{name}` has no effect on {what}, so it is not allowed there",
+            help=WHY_NOT.get((kind, name)),
+        )  # fmt: skip
 
 
 def _work(sm: StepModel, item: Any, report: Report) -> None:
@@ -383,13 +477,17 @@ def _work(sm: StepModel, item: Any, report: Report) -> None:
         sm.target = targets[0] if targets else None
         if sm.target is not None:
             _unique(sm.target.bindings or [], "binding", report, {})
-        values = _settings([s for s in item.items if isinstance(s, ast.Setting)], "map", report)
-        sm.concurrency = values.get("concurrency", DEFAULT_CONCURRENCY)
         for env in item.items:
             if isinstance(env, ast.Env):
                 _env(env, sm.env, report)
     else:
         sm.kind, sm.route = "route", item
+
+
+def _map_settings(sm: StepModel, settings: list[ast.Setting], report: Report) -> dict[str, Any]:
+    values = _settings(settings, "map", report)
+    sm.concurrency = values.get("concurrency", DEFAULT_CONCURRENCY)
+    return values
 
 
 def _gate(sm: StepModel, gate: ast.Gate, report: Report) -> None:
@@ -412,8 +510,16 @@ def _gate(sm: StepModel, gate: ast.Gate, report: Report) -> None:
 # -- references ---------------------------------------------------------------------------------------
 
 
-def _check_reference(model: Model, reference: ast.Reference, reader: int, report: Report) -> None:
+def _check_reference(model: Model, reference: ast.Reference, reader: int, in_map: bool, report: Report) -> None:
     name = reference.name.text
+    if reference.root == "item":
+        if not in_map:
+            report.add(
+                "E209", reference.name.span,
+                help="`item` names the current element in the bindings of a `map` block's `uses` target; "
+                "shell, script and agent units inside a `map` receive it in their context",
+            )  # fmt: skip
+        return
     if reference.root == "params":
         if name not in model.params:
             report.add(

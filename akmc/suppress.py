@@ -43,8 +43,12 @@ def apply(report: Report, suppressions: list[Suppression]) -> None:
     """Remove the diagnostics the suppressions silence from `report`, then add W704 for each
     suppression code that silenced nothing (or is not a code at all)."""
     kept: list[Diagnostic] = []
+    by_line: dict[int, list[Suppression]] = {}  # so that applying is linear in suppressions + diagnostics
+    for suppression in suppressions:
+        by_line.setdefault(0 if suppression.whole_file else suppression.line, []).append(suppression)
     for diagnostic in report.diagnostics:
-        silencer = _silencer(diagnostic, suppressions)
+        near = [*by_line.get(diagnostic.span.line, ()), *by_line.get(0, ())]
+        silencer = _silencer(diagnostic, sorted(near, key=lambda s: s.span.start))  # first in the file wins
         if silencer is None:
             kept.append(diagnostic)
         else:

@@ -19,6 +19,7 @@ from akmc.resources import data_path
 _N = TypeVar("_N")
 MAX_INT = 2**53 - 1
 MAX_NESTING = 64
+_MAX_DIGITS = 40  # longer integers and durations are out of range without being converted
 _DURATION_PART = re.compile(r"([0-9]+)(ms|s|m|h)")
 _DURATION_FULL = re.compile(r"(?:[0-9]+(?:ms|s|m|h))+")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
@@ -276,25 +277,39 @@ class _TooDeep(Exception):
 _STRING = json.JSONDecoder(strict=False)  # one decoder: json.loads(strict=False) builds one per call
 
 
+_BAD_ESCAPE = re.compile(r'\\(?:u(?![0-9a-fA-F]{4})|[^"\\/bfnrtu])')
+_LONE_SURROGATE = re.compile(
+    r"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+    r"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+)
+
+
 def _str(text: str, token: Token, report: Report) -> str:
-    """Decode a STRING token's JSON escapes, reporting a bad escape as E101."""
+    """Decode a STRING token's JSON escapes, reporting a bad escape or a lone surrogate as E101."""
     raw = str(token)
     if "\\" not in raw:
         return raw[1:-1]  # nothing to decode (the lexer guarantees the quotes)
     try:
         value: str = _STRING.decode(raw)
+        value.encode("utf-8")  # a lone surrogate escape decodes, but is not text
         return value
+    except UnicodeEncodeError:
+        _escape_error(text, token, report, _LONE_SURROGATE, 6, "lone surrogate escape",
+                      "a `\\uD800`-`\\uDBFF` escape must be followed by a `\\uDC00`-`\\uDFFF` one, "
+                      "such as `\\ud83d\\ude00`; or write the character itself")  # fmt: skip
     except ValueError:
-        raw = str(token)
-        bad = re.search(r'\\(?:u(?![0-9a-fA-F]{4})|[^"\\/bfnrtu])', raw)
-        offset = (token.start_pos or 0) + (bad.start() if bad else 0)
-        report.add(
-            "E101",
-            _point(text, offset, 2),
-            message=f"invalid escape `{bad.group(0) if bad else raw}` in string",
-            help='strings use JSON escapes: \\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX',
-        )
-        return raw[1:-1]
+        _escape_error(text, token, report, _BAD_ESCAPE, 2, "invalid escape",
+                      'strings use JSON escapes: \\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX')  # fmt: skip
+    return raw[1:-1]
+
+
+def _escape_error(text: str, token: Token, report: Report, pattern: re.Pattern[str], width: int, what: str,
+                  help_text: str) -> None:  # fmt: skip
+    raw = str(token)
+    bad = pattern.search(raw)
+    offset = (token.start_pos or 0) + (bad.start() if bad else 0)
+    shown = bad.group(0) if bad else raw
+    report.add("E101", _point(text, offset, width), message=f"{what} `{shown}` in string", help=help_text)
 
 
 def dedent_block(raw: str) -> str:
@@ -467,6 +482,9 @@ class _Builder(Transformer_NonRecursive[Token, Any]):
         token = c[0]
         raw = str(token)
         ms = -1  # invalid, already reported: later stages skip it silently
+        if len(raw) > _MAX_DIGITS:
+            self.report.add("E102", _tspan(token), message=f"duration `{raw[:20]}…` is out of range")
+            return ast.Duration(ms, raw, _span(meta))
         if _DURATION_FULL.fullmatch(raw):
             ms = sum(int(n) * _UNIT_MS[u] for n, u in _DURATION_PART.findall(raw))
         else:
@@ -513,6 +531,13 @@ class _Builder(Transformer_NonRecursive[Token, Any]):
     def step_ref(self, meta: Any, c: list[Any]) -> ast.Reference:
         return ast.Reference("steps", self._ident(c[0]), c[1:], _span(meta))
 
+    def item_ref(self, meta: Any, c: list[Any]) -> ast.Reference:
+        span = _span(meta)
+        name = ast.Ident(
+            "item", ast.Span(span.line, span.column, span.line, span.column + 4, span.start, span.start + 4)
+        )
+        return ast.Reference("item", name, c, span)
+
     def field_segment(self, meta: Any, c: list[Any]) -> ast.Segment:
         return ast.Segment(str(c[0]), None, _span(meta))
 
@@ -540,12 +565,15 @@ class _Builder(Transformer_NonRecursive[Token, Any]):
                 help="`_` may only separate digits, as in `1_000`",
             )
             return 0
-        value = int(raw.replace("_", ""))
+        digits = raw.replace("_", "").lstrip("-")
+        # int() refuses more than a few thousand digits; anything past 16 is out of range anyway
+        value = int(raw.replace("_", "")) if len(digits) <= _MAX_DIGITS else MAX_INT + 1
         if abs(value) > MAX_INT:
+            shown = raw if len(raw) <= 40 else raw[:20] + "…"
             self.report.add(
                 "E102",
                 _tspan(token),
-                message=f"integer `{raw}` is out of range",
+                message=f"integer `{shown}` is out of range",
                 help="integers must lie within ±(2^53 − 1) so that every JSON reader agrees on them",
             )
             return 0

@@ -44,19 +44,22 @@ def typecheck(model: Model, report: Report, children: Mapping[str, Child] | None
     for sm in model.steps:
         typed.steps[sm.id] = _step_type(sm, typed, report)
     used: set[str] = set()
+    skippable = _skippable(model)
     for sm in model.steps:
         for reference in sm.inputs:
             type_of(reference, model, typed, report, used)
+        item: t.Type | None = None
         if sm.map is not None:
             over = type_of(sm.map.over, model, typed, report, used)
             if over is not None and not t.is_list(over):
                 report.add("E303", sm.map.over.span, ref=sm.map.over.text, type=t.describe(over))
+            item = t.element(over) if over is not None and t.is_list(over) else None
         if sm.route is not None:
             _route(sm, model, typed, report, used)
         if sm.target is not None and sm.target.kind == "uses":
-            _bindings(sm, model, typed, report, used)
+            _bindings(sm, model, typed, report, used, item, skippable)
     for name, output in model.outputs.items():
-        source = type_of(output.source, model, typed, report, used)
+        source = _nullable(type_of(output.source, model, typed, report, used), output.source, skippable)
         if output.type is not None:
             declared = t.from_ast(output.type, report)
             typed.output_declared[name] = declared
@@ -67,15 +70,16 @@ def typecheck(model: Model, report: Report, children: Mapping[str, Child] | None
                     output.source.span,
                     message=f"output `{name}` declares {t.describe(declared)}, "
                     f"but `{output.source.text}` is {t.describe(source)}",
+                    help=_skip_help(output.source, skippable, f"declare it as `{t.describe(declared)} | null`"),
                 )
         else:
             typed.outputs[name] = source if source is not None else t.ANY
-    unknown = [r.name.text for r, _ in model.references if r.root == "params" and r.name.text not in model.params]
+    unknown = [r.name.text for r, _, _ in model.references if r.root == "params" and r.name.text not in model.params]
     for name, param in model.params.items():
         # a param that an unknown reference was probably meant to name is not reported twice
         if name not in used and not any(did_you_mean(u, [name]) for u in unknown):
             report.add("W700", param.name.span, param=name)
-    _skippable_reads(model, report)
+    _skippable_reads(model, report, skippable)
     return typed
 
 
@@ -96,17 +100,53 @@ def _step_type(sm: StepModel, typed: Typed, report: Report) -> t.Type:
     return t.ANY
 
 
-def _bindings(sm: StepModel, model: Model, typed: Typed, report: Report, used: set[str]) -> None:
-    """Each binding against the child's params (E405, E300, E307), then every required param bound (E406)."""
+def _skippable(model: Model) -> dict[str, str]:
+    """Step id → the route step that may skip it."""
+    skippable: dict[str, str] = {}
+    for sm in model.steps:
+        if sm.route is not None:
+            for case in sm.route.cases:
+                if model.index.get(case.target.text, -1) > sm.index:
+                    skippable.setdefault(case.target.text, sm.id)
+    return skippable
+
+
+def _nullable(type_: t.Type | None, reference: ast.Reference, skippable: dict[str, str]) -> t.Type | None:
+    """A reference's type where it is read: `T | null` when a route may skip the step it reads."""
+    if type_ is None or reference.root != "steps" or reference.name.text not in skippable:
+        return type_
+    return t.or_null(type_)
+
+
+def _skip_help(reference: ast.Reference, skippable: dict[str, str], fix: str) -> str | None:
+    route = skippable.get(reference.name.text) if reference.root == "steps" else None
+    if route is None:
+        return None
+    return f"route step `{route}` may skip step `{reference.name.text}`, whose output is then null; {fix}"
+
+
+def _bindings(
+    sm: StepModel,
+    model: Model,
+    typed: Typed,
+    report: Report,
+    used: set[str],
+    item: t.Type | None,
+    skippable: dict[str, str],
+) -> None:
+    """Each binding against the child's params (E405, E300, E307), then every required param bound (E406).
+
+    `item` is the type of the element a `map` block maps over (None outside a map)."""
     assert sm.target is not None and sm.target.path is not None
     child = typed.children.get(sm.id)
     known = child is not None and child.ok
     bound: set[str] = set()
     for binding in sm.target.bindings or []:
         name = binding.name.text
-        value_type = (
-            type_of(binding.value, model, typed, report, used) if isinstance(binding.value, ast.Reference) else None
-        )
+        value_type = None
+        if isinstance(binding.value, ast.Reference):
+            value_type = type_of(binding.value, model, typed, report, used, item)
+            value_type = _nullable(value_type, binding.value, skippable)
         if child is None or not known:
             continue
         bound.add(name)
@@ -125,6 +165,7 @@ def _bindings(sm: StepModel, model: Model, typed: Typed, report: Report, used: s
                     "E307", binding.value.span,
                     message=f"binding `{name}` passes `{binding.value.text}` of type {t.describe(value_type)}, "
                     f"but param `{name}` of child workflow {child.ref} is {t.describe(param_type)}",
+                    help=_skip_help(binding.value, skippable, "give the child param a type that admits null"),
                 )  # fmt: skip
         else:
             problems = t.validation_errors(t.value_of(binding.value), param_type)
@@ -147,28 +188,39 @@ def _bindings(sm: StepModel, model: Model, typed: Typed, report: Report, used: s
 
 
 def type_of(
-    reference: ast.Reference, model: Model, typed: Typed, report: Report, used: set[str] | None = None
+    reference: ast.Reference,
+    model: Model,
+    typed: Typed,
+    report: Report,
+    used: set[str] | None = None,
+    item: t.Type | None = None,
 ) -> t.Type | None:
-    """The type a reference reads, or None when it is broken (already reported)."""
+    """The type a reference reads, or None when it is broken (already reported).
+
+    `item` is the element type of the enclosing `map` (None where `item` is not defined: E209)."""
     name = reference.name.text
     if reference.root == "params":
         if used is not None:
             used.add(name)
         return typed.params.get(name)
-    index = model.index.get(name)
-    if index is None or name not in typed.steps:
-        return None
-    current: t.Type | None = typed.steps[name]
-    child = typed.children.get(name)
-    if child is not None and child.ok and reference.segments and reference.segments[0].field is not None:
-        first = reference.segments[0]
-        if first.field not in child.exports:
-            _not_exported(name, reference, first, child, report)
+    if reference.root == "item":
+        current: t.Type | None = item
+    else:
+        index = model.index.get(name)
+        if index is None or name not in typed.steps:
             return None
+        current = typed.steps[name]
+        child = typed.children.get(name)
+        if child is not None and child.ok and reference.segments and reference.segments[0].field is not None:
+            first = reference.segments[0]
+            if first.field not in child.exports:
+                _not_exported(name, reference, first, child, report)
+                return None
+    text = reference.text  # once: a long path must not cost quadratic time
     for segment in reference.segments:
         if current is None:
             return None
-        current = t.step_into(current, segment, reference.text, report)
+        current = t.step_into(current, segment, text, report)
     return current
 
 
@@ -219,13 +271,7 @@ def _route(sm: StepModel, model: Model, typed: Typed, report: Report, used: set[
             )
 
 
-def _skippable_reads(model: Model, report: Report) -> None:
-    skippable: dict[str, str] = {}
-    for sm in model.steps:
-        if sm.route is not None:
-            for case in sm.route.cases:
-                if model.index.get(case.target.text, -1) > sm.index:
-                    skippable.setdefault(case.target.text, sm.id)
+def _skippable_reads(model: Model, report: Report, skippable: dict[str, str]) -> None:
     readers: list[tuple[str, ast.Reference]] = [(sm.id, r) for sm in model.steps for r in sm.inputs]
     readers += [(sm.id, sm.map.over) for sm in model.steps if sm.map is not None]
     readers += [(sm.id, sm.route.subject) for sm in model.steps if sm.route is not None]

@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Union
 
+from akm_run.patterns import unsafe
 from akmc import ast
 from akmc.diagnostics import Report, did_you_mean, position
 
@@ -148,8 +149,17 @@ def _refinements(name: str, node: ast.NamedType, report: Report) -> tuple[tuple[
                 continue
             try:
                 re.compile(literal)
-            except re.error as error:
+            except (re.error, RecursionError, OverflowError) as error:
                 report.add("E306", value.span, message=f"invalid `pattern`: {error}")
+                continue
+            why = unsafe(literal)
+            if why is not None:
+                report.add(
+                    "E306", value.span,
+                    message=f"`pattern` may take exponential time to match: {why}",
+                    help="rewrite it so that each character can be matched in only one way, or use an atomic "
+                    "group `(?>...)` or a possessive quantifier such as `a++`",
+                )  # fmt: skip
                 continue
         elif key in ("min", "max"):
             wrong = isinstance(literal, bool) or not isinstance(literal, int | float)
@@ -425,6 +435,27 @@ def step_into(t: Type, segment: ast.Segment, ref: str, report: Report) -> Type |
 
 def _is_null(t: Type) -> bool:
     return (isinstance(t, Prim) and t.name == "null") or (isinstance(t, Lit) and t.value is None)
+
+
+NULL = Lit(None)  # fits both `null` spellings: the type name and the literal
+
+
+def or_null(t: Type) -> Type:
+    """`t | null` (t itself when it already admits null)."""
+    if isinstance(t, AnyT) or fits(NULL, t):
+        return t
+    members = t.members if isinstance(t, UnionT) else (t,)
+    return UnionT((*members, NULL))
+
+
+def element(t: Type) -> Type:
+    """The element type of a list type (`is_list(t)` holds)."""
+    if isinstance(t, ListT):
+        return t.item
+    if isinstance(t, UnionT):
+        items = tuple(element(m) for m in t.members)
+        return items[0] if len(set(items)) == 1 else UnionT(items)
+    return ANY
 
 
 def is_list(t: Type) -> bool:

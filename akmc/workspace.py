@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import stat
 from collections.abc import Callable
 from pathlib import Path
 
@@ -36,8 +38,8 @@ def find_root(start: Path, override: Path | None = None) -> Path:
 def ref_of(path: Path, root: Path) -> str | None:
     """`workflows/release` for `<root>/workflows/release.akm`; None outside the root."""
     try:
-        relative = path.resolve().relative_to(root)
-    except ValueError:
+        relative = real_path(path).relative_to(root)
+    except (ValueError, OSError):
         return None
     text = relative.as_posix()
     return text[: -len(SUFFIX)] if text.endswith(SUFFIX) else text
@@ -88,12 +90,41 @@ def _walk(directory: Path) -> list[os.DirEntry[str]]:
     return out
 
 
+def real_path(path: Path) -> Path:
+    """`path.resolve()`, with a symlink loop raised as OSError (Python before 3.13 raises RuntimeError)."""
+    try:
+        return path.resolve()
+    except RuntimeError as error:
+        raise OSError(errno.ELOOP, "symlink loop", str(path)) from error
+
+
+def read_regular(path: Path, limit: int) -> bytes:
+    """At most `limit + 1` bytes of a regular file. Opened without blocking, so a FIFO or device
+    is refused (OSError) instead of hanging the read; symlink loops are OSError too."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
+        if not stat.S_ISREG(mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, limit + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def read_bytes(path: Path, limit: int, name: str | None = None) -> bytes:
     """Read at most `limit + 1` bytes, so an oversized file is detected without reading it all.
     Errors name the file as `name` (how diagnostics show it) when given."""
     try:
-        with path.open("rb") as handle:
-            return handle.read(limit + 1)
+        return read_regular(path, limit)
     except IsADirectoryError as error:
         raise SourceError(f"{name or path} is a directory, not a file") from error
     except OSError as error:

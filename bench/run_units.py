@@ -7,6 +7,11 @@ The akm-run figures are marginal: (time for 2N units - time for N units) / N, so
 start-up and plan verification, paid once per run, are not spread over the units.
 
     python bench/run_units.py --units 200 --repeat 3
+    python bench/run_units.py --scaling 200,2000 --repeat 5   # dispatch cost per unit vs map size
+
+With --scaling, each map size N is run beside a map of 2N items, and the per-unit figure at N is
+(median time for 2N - median time for N) / N: a dispatch loop whose cost per unit grows with N
+shows up as a larger figure at the larger N.
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ def _best_and_median(run: Callable[[], float], repeat: int) -> tuple[float, floa
 
 def _timed(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> float:
     start = time.perf_counter()
-    subprocess.run(argv, cwd=cwd, env=env, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(argv, cwd=cwd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return time.perf_counter() - start
 
 
@@ -53,6 +58,7 @@ def main() -> None:
     parser.add_argument("--units", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--parallel", type=int, default=4, help="map concurrency and xargs -P")
+    parser.add_argument("--scaling", metavar="N,N", help="per-unit cost of maps of these sizes (e.g. 200,2000)")
     args = parser.parse_args()
     n = args.units
     with tempfile.TemporaryDirectory() as directory:
@@ -105,6 +111,18 @@ def main() -> None:
             best, median = _best_and_median(run, args.repeat)
             return best / n, median / n
 
+        if args.scaling:
+            sizes = [int(size) for size in args.scaling.split(",")]
+            runs = {}
+            for size in sorted({*sizes, *(2 * size for size in sizes)}):
+                runs[size] = [akm_run(map_plan(size, args.parallel))() for _ in range(args.repeat)]
+            print(f"map of N items, concurrency {args.parallel}, {args.repeat} repeats; per unit at N = "
+                  f"(median(2N) - median(N)) / N")  # fmt: skip
+            print(f"{'N':>6} {'median N s':>10} {'median 2N s':>11} {'ms/unit':>8}")
+            for size in sizes:
+                small, large = statistics.median(runs[size]), statistics.median(runs[2 * size])
+                print(f"{size:>6} {small:10.2f} {large:11.2f} {(large - small) / size * 1000:8.2f}")
+            return
         spine = min(n, 128)
         figures = {
             "plain loop of subprocess.run(['true'])": per_unit(plain_loop),

@@ -41,6 +41,23 @@ def test_page_example_is_a_golden_error_case(code: str) -> None:
     assert case.read_text() == match.group(1)
 
 
+CASE_EXAMPLE = re.compile(r"```akm case=(\S+)\n(.*?)```", re.S)
+CASES = sorted((p.stem, name) for p in PAGES.glob("*.md") for name, _ in CASE_EXAMPLE.findall(p.read_text()))
+
+
+def test_every_situation_case_is_on_its_page() -> None:
+    """Each golden case named `CODE-situation` is shown on the page of CODE."""
+    situations = {p.stem for p in (REPO / "golden" / "errors").glob("*-*.akm")}
+    assert situations == {name for _, name in CASES}
+    assert all(name.split("-")[0] == code for code, name in CASES)
+
+
+@pytest.mark.parametrize(("code", "name"), CASES, ids=[n for _, n in CASES])
+def test_situation_example_is_its_golden_case(code: str, name: str) -> None:
+    shown = dict(CASE_EXAMPLE.findall((PAGES / f"{code}.md").read_text()))
+    assert (REPO / "golden" / "errors" / f"{name}.akm").read_text() == shown[name]
+
+
 FILE_EXAMPLE = re.compile(r"```akm file=(\S+)\n(.*?)```", re.S)
 OUTPUT = re.compile(r"`akmc check -q workflows` there prints:\n\n```text\n(.*?)```", re.S)
 COMPOSE_PAGES = sorted(p.stem for p in PAGES.glob("*.md") if FILE_EXAMPLE.search(p.read_text()))

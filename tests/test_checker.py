@@ -149,3 +149,163 @@ def test_skippable_read_warns(codes: Checker) -> None:
         '  step x { shell "x" }\n  step y { shell "y" }\n  step z { shell "z" inputs = [steps.x.output] }\n}\n'
     )
     assert codes(src) == ["W702@6"]
+
+
+# -- every reference is checked, wherever it stands ----------------------------------------------------
+
+CHILD = (
+    'workflow "child" {\n  params { environment: string }\n  step a { shell "x" inputs = [params.environment] }\n}\n'
+)
+
+
+def test_map_and_route_subjects_are_checked(codes: Checker) -> None:
+    src = HEAD + "  params { mm: string }\n"
+    src += '  step c { map params.nope { shell "echo" } }\n'
+    src += '  step d { route params.mmm { "x" -> e } }\n'
+    src += '  step e { map steps.f.output { shell "y" } }\n  step f { shell "z" inputs = [params.mm] }\n}\n'
+    assert codes(src) == ["E205@3", "E205@4", "E204@5"]
+
+
+def test_uses_bindings_are_checked(codes: Checker) -> None:
+    src = HEAD + '  step a { shell "x" output: { n: string } }\n'
+    src += '  step b { uses "child" { environment = steps.zzz.output } }\n'
+    src += '  step c { uses "child" { environment = steps.a.output.m } }\n}\n'
+    assert codes(src, files={"child.akm": CHILD}) == ["E203@3", "E301@4"]
+
+
+def test_item_names_the_element_in_the_bindings_of_a_mapped_uses(codes: Checker) -> None:
+    src = HEAD + "  params { targets: list[{ name: string, port: int }] }\n"
+    src += '  step a { map params.targets { uses "child" { environment = item.name } } }\n'
+    src += '  step b { map params.targets { uses "child" { environment = item.port } } }\n'
+    src += '  step c { map params.targets { uses "child" { environment = item.host } } }\n}\n'
+    assert codes(src, files={"child.akm": CHILD}) == ["E307@4", "E301@5"]
+
+
+def test_item_outside_a_map_block_is_e209(codes: Checker) -> None:
+    src = HEAD + "  params { xs: list[string] }\n"
+    src += '  step a { map params.xs { shell "x" } inputs = [item] }\n'
+    src += '  step b { uses "child" { environment = item } }\n'
+    src += '  step c { route item { "a" -> d } }\n  step d { map item { shell "y" } }\n'
+    src += "  outputs { o = item.x }\n}\n"
+    assert sorted(codes(src, files={"child.akm": CHILD})) == ["E209@3", "E209@4", "E209@5", "E209@6", "E209@7"]
+
+
+# -- settings belong to the step kinds that honour them -----------------------------------------------
+
+
+def test_settings_a_step_kind_ignores_are_e207(codes: Checker) -> None:
+    src = HEAD + '  step a { uses "child" { environment = "x" } timeout = 1s retry = 1 env { A = "b" } }\n'
+    src += '  step b { approval "ok?" timeout = 1s retry = 2 gate { check shell "t" } env { A = "b" } }\n'
+    src += '  step c { route params.p { "x" -> d } timeout = 1s retry = 1 env { A = "b" } gate { check shell "t" } }\n'
+    src += '  step d { shell "x" }\n  params { p: string }\n}\n'
+    assert codes(src, files={"child.akm": CHILD}) == ["E207@2"] * 3 + ["E207@3"] * 4 + ["E207@4"] * 4
+
+
+def test_what_a_step_honours_is_accepted(codes: Checker) -> None:
+    src = HEAD + "  params { xs: list[string] }\n"
+    src += (
+        '  step a { shell "x" timeout = 1s retry = 1 env { A = "b" } on_error = continue gate { check shell "t" } }\n'
+    )
+    src += '  step b { map params.xs { shell "y" timeout = 2s retry = 2 concurrency = 2 } on_error = continue }\n'
+    src += '  step c { uses "child" { environment = "x" } on_error = continue gate { check shell "t" } }\n'
+    src += '  step d { approval "ok?" on_error = continue }\n}\n'
+    assert codes(src, files={"child.akm": CHILD}) == []
+
+
+def test_defaults_apply_only_where_honoured(codes: Checker) -> None:
+    src = HEAD + '  defaults { timeout = 5s retry = 2 env { A = "b" } on_error = continue }\n'
+    src += '  step a { shell "x" }\n  step b { approval "ok?" }\n  step c { uses "child" { environment = "x" } }\n}\n'
+    result = codes.result(src, files={"child.akm": CHILD})
+    assert result.report.diagnostics == []
+    shell, approval, child = result.plan["steps"]
+    assert {"timeoutMs", "retry", "env"} <= shell.keys()
+    for step in (approval, child):
+        assert not {"timeoutMs", "retry", "env"} & step.keys() and step["onError"] == "continue"
+
+
+def test_retry_zero_switches_a_default_off(codes: Checker) -> None:
+    src = HEAD + '  defaults { retry = 3 }\n  step a { shell "x" retry = 0 }\n  step b { shell "y" }\n}\n'
+    result = codes.result(src)
+    assert result.report.diagnostics == []
+    assert "retry" not in result.plan["steps"][0] and result.plan["steps"][1]["retry"]["max"] == 3
+
+
+def test_a_setting_both_in_the_map_block_and_on_the_step_is_e201(codes: Checker) -> None:
+    src = HEAD + '  params { xs: list[string] }\n  step a {\n    map params.xs { shell "y" timeout = 2s }\n'
+    src += "    timeout = 3s\n  }\n}\n"
+    assert codes(src) == ["E201@5"]
+
+
+# -- a skipped step's output is null -------------------------------------------------------------------
+
+ROUTED = HEAD + '  params { mode: "a" | "b" }\n  step r { route params.mode { "a" -> s  "b" -> t } }\n'
+ROUTED += '  step s { shell "x" output: string }\n  step t { shell "y" }\n'
+
+
+def test_an_output_reading_a_skippable_step_must_admit_null(codes: Checker) -> None:
+    assert codes(ROUTED + "  outputs { o: string = steps.s.output }\n}\n") == ["E305@6"]
+    assert codes(ROUTED + "  outputs { o: string | null = steps.s.output }\n}\n") == []
+    assert codes(ROUTED + "  outputs { o = steps.s.output }\n}\n") == []
+
+
+def test_a_binding_reading_a_skippable_step_must_fit_a_nullable_param(codes: Checker) -> None:
+    src = ROUTED + '  step u { uses "child" { environment = steps.s.output } }\n}\n'
+    [d] = codes.diagnostics(src, files={"child.akm": CHILD})
+    assert d.code == "E307" and d.help is not None and "route step `r` may skip step `s`" in d.help
+
+
+# -- diagnostics for every bad input -------------------------------------------------------------------
+
+
+def test_bad_literals_are_diagnostics(codes: Checker) -> None:
+    assert codes(HEAD + '  step a { shell "\\ud800x" }\n}\n') == ["E101@2"]
+    assert codes(HEAD + '  step a { shell "\\ud83d\\ude00" }\n}\n') == []
+    [lone] = codes.diagnostics(HEAD + '  step a { shell "\\ud83d\\ude00\\ude01" }\n}\n')
+    assert lone.message == "lone surrogate escape `\\ude01` in string" and lone.span.column == 31
+    assert codes(
+        HEAD + "  params { n: int = " + "9" * 5000 + ' }\n  step a { shell "x" inputs = [params.n] }\n}\n'
+    ) == ["E102@2"]
+    assert codes(HEAD + '  step a { shell "x" timeout = ' + "9" * 5000 + "s }\n}\n") == ["E102@2"]
+
+
+def test_secret_names_must_be_environment_variable_names(codes: Checker) -> None:
+    src = HEAD + '  step a { shell "x" env { A = secret("A(B") B = secret("") C = secret("OK_1") } }\n}\n'
+    assert codes(src) == ["E207@2", "E207@2"]
+
+
+def test_catastrophic_patterns_are_e306(codes: Checker) -> None:
+    src = HEAD + '  params { p: string(pattern: "^(a+)+$") = "' + "a" * 40 + 'b" }\n'
+    src += '  step a { shell "x" inputs = [params.p] }\n}\n'
+    assert codes(src) == ["E306@2"]
+
+
+def test_checking_work_is_linear_in_reference_length(codes: Checker, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A reference's text is built a bounded number of times, however many segments it has (building it
+    once per segment made 8,000 segments take 6 s)."""
+    from akmc import ast
+
+    built = []
+    original = ast.Reference.text
+
+    def counted(self: ast.Reference) -> str:
+        built.append(len(self.segments))
+        return original.fget(self)  # type: ignore[attr-defined, no-any-return]
+
+    monkeypatch.setattr(ast.Reference, "text", property(counted))
+    for length in (10, 2000):
+        built.clear()
+        src = (
+            HEAD + '  step a { shell "x" }\n  step b { shell "y" inputs = [steps.a.output' + ".f" * length + "] }\n}\n"
+        )
+        assert codes(src) == []
+        assert built.count(length) <= 3
+
+
+def test_an_any_output_type_compiles_to_no_schema(codes: Checker) -> None:
+    """Found by the property test: `output: any` lowered to an empty schema, which verification refuses."""
+    from akm_run.plan import render_file, verify_file
+
+    src = HEAD + '  step a { shell "x" output: any }\n  outputs { o: any = steps.a.output }\n}\n'
+    result = codes.result(src)
+    assert result.report.diagnostics == [] and "outputSchema" not in result.plan["steps"][0]
+    verify_file(render_file(result.plan).encode())

@@ -56,7 +56,7 @@ def test_compile_errors_exit_one_with_diagnostics_on_stderr(workspace: Path) -> 
 
 
 def test_plan_summary_and_json() -> None:
-    text = run_cli("plan", "workflows/everything.akm", cwd=CORPUS)
+    text = run_cli("plan", "workflows/everything.akm", "--summary", cwd=CORPUS)
     assert text.returncode == 0
     lines = text.stdout.splitlines()
     assert lines[0] == 'workflow: workflows/everything  "Everything"'
@@ -68,6 +68,7 @@ def test_plan_summary_and_json() -> None:
         "  workflows/everything.akm",
     ]
     assert "PUBLISH_TOKEN)" in text.stdout
+    assert "publish.sh" not in text.stdout and "Do it carefully" not in text.stdout  # no bodies
     full = run_cli("plan", "workflows/everything.akm", "--format", "json", cwd=CORPUS)
     assert json.loads(full.stdout)["plan"]["ref"] == "workflows/everything"
 

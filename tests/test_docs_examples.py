@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import yaml  # installed with pre-commit, a test dependency
 
 from akmc.config import load
-from conftest import REPO
+from conftest import LANGUAGE_EXAMPLE, REPO
 
 CLI = (REPO / "docs" / "cli.md").read_text()
 CI = (REPO / "docs" / "ci.md").read_text()
@@ -40,9 +44,65 @@ def test_github_actions_workflow_runs_the_gate() -> None:
     steps = workflow["jobs"]["check"]["steps"]
     commands = "\n".join(step.get("run", "") for step in steps)
     assert "akmc check --format github" in commands and "akmc check --format sarif" in commands
-    assert "akmc compile workflows --out-dir plans --check" in commands and "akmc diff" in commands
+    assert "akmc compile workflows --out-dir plans --check" in commands
     assert any(step.get("uses", "").startswith("github/codeql-action/upload-sarif") for step in steps)
     assert workflow["permissions"]["security-events"] == "write"
+
+
+def test_akm_run_examples_parse_with_the_real_command_line() -> None:
+    import shlex
+
+    from akm_run.cli import build_parser
+
+    block = CLI.split("## `akm-run`", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    lines = [shlex.split(line, comments=True) for line in block.splitlines() if line.startswith("akm-run")]
+    assert {words[1] for words in lines} >= {"run", "status", "logs", "approve"}
+    for words in lines:
+        build_parser().parse_args(words[1:])  # a misspelt verb or flag exits 2 here
+
+
+def test_the_review_job_posts_the_markdown_diff_of_a_pull_request(tmp_path: Path) -> None:
+    """The job's script runs for real: a clone with `origin/main`, a branch that edits a command, and
+    a stand-in `gh` on PATH that records the comment it was asked to post."""
+    job = yaml.safe_load(_block(CI, r"yaml file=\.github/workflows/akm\.yml"))["jobs"]["review"]
+    assert job["permissions"]["pull-requests"] == "write"
+    assert job["steps"][0]["with"]["fetch-depth"] == 0
+    [post] = [step for step in job["steps"] if "gh pr comment" in step.get("run", "")]
+
+    def git(cwd: Path, *args: str) -> None:
+        subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+
+    origin, clone, bin_dir = tmp_path / "origin.git", tmp_path / "clone", tmp_path / "bin"
+    shutil.copytree(LANGUAGE_EXAMPLE, tmp_path / "seed")
+    git(tmp_path / "seed", "init", "-q", "-b", "main")
+    git(tmp_path / "seed", "-c", "user.email=ci@example.invalid", "-c", "user.name=ci", "add", "-A")
+    git(tmp_path / "seed", "-c", "user.email=ci@example.invalid", "-c", "user.name=ci", "commit", "-qm", "base")
+    git(tmp_path, "clone", "-q", "--bare", "seed", str(origin))
+    git(tmp_path, "clone", "-q", str(origin), str(clone))
+    source = clone / "workflows" / "release.akm"
+    source.write_text(source.read_text().replace('shell "scripts/publish.sh', 'shell "scripts/publish.sh --force'))
+    bin_dir.mkdir()
+    (bin_dir / "gh").write_text('#!/bin/sh\nprintf "%s\\n" "$@" > "$GH_ARGS"\ncp "$5" "$GH_BODY"\n')
+    (bin_dir / "gh").chmod(0o755)
+
+    def post_comment() -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "GITHUB_BASE_REF": "main", "PR_NUMBER": "7", "GH_TOKEN": "unused",
+               "GH_ARGS": str(tmp_path / "args"), "GH_BODY": str(tmp_path / "body.md"),
+               "PATH": f"{bin_dir}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}  # fmt: skip
+        return subprocess.run(["bash", "-eo", "pipefail", "-c", post["run"]], cwd=clone, env=env, capture_output=True,
+                              text=True, timeout=120)  # fmt: skip
+
+    done = post_comment()
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "args").read_text().split() == [
+        "pr", "comment", "7", "--body-file", "akm-review.md", "--edit-last", "--create-if-none"
+    ]  # fmt: skip
+    body = (tmp_path / "body.md").read_text()
+    assert body.startswith("1 workflow changed against origin/main: 1 command changed\n")
+    assert "+" in body and "scripts/publish.sh --force" in body and "<details>" in body
+    source.write_text(source.read_text().replace("step publish {", "step publish {{"))
+    broken = post_comment()
+    assert broken.returncode == 2 and "E10" in broken.stderr  # errors fail the job
 
 
 def test_the_signing_workflow_signs_checked_plans_on_the_protected_branch_only() -> None:

@@ -53,3 +53,19 @@ def test_json_shape(snapshot: SnapshotAssertion) -> None:
     document = json.loads(json_render.render([UNKNOWN, WARNING]))
     assert document == snapshot
     assert set(document[1]) == {"file", "line", "column", "endLine", "endColumn", "code", "severity", "message"}
+
+
+class _CountingSource(str):
+    splits = 0
+
+    def split(self, *args, **kwargs):  # type: ignore[no-untyped-def, override]
+        type(self).splits += 1
+        return super().split(*args, **kwargs)
+
+
+def test_text_render_splits_each_source_once() -> None:
+    """Rendering is linear in the number of diagnostics: 30,000 suppression comments each with a W704
+    used to split the whole file once per diagnostic."""
+    source = _CountingSource(SOURCE)
+    text.render([UNKNOWN] * 50, {UNKNOWN.file: source}, 1)
+    assert _CountingSource.splits == 1

@@ -25,7 +25,8 @@ LEAF = """workflow "leaf" {
     doubled: int = steps.double.output.value
   }
   step double {
-    shell "LOG; python3 -c 'import json,sys; c=json.load(sys.stdin); print(json.dumps({\\"value\\": c[\\"params\\"][\\"n\\"] * 2}))'"
+    shell "LOG; python3 -c 'import json,sys; c=json.load(sys.stdin); print(json.dumps({\\"value\\": c[\\"inputs\\"][\\"params.n\\"] * 2}))'"
+    inputs = [params.n]
     output: { value: int }
   }
 }
@@ -134,17 +135,21 @@ def test_a_blocked_child_blocks_the_parent_until_cleared(runtime: Runtime) -> No
         "stepId": "c",
         "notes": f'Step "c" composes child workflow run {child} (workflows/leaf),\n'
         f'which is blocked at its own step "ok". Nothing in this run advances\n'
-        f"until the child does. Clear it with `akm-run resume {child}`, then\n"
+        f"until the child does. Clear it with `akm-run approve {child} ok`, then\n"
         f"`akm-run resume {parent}` and `akm-run run {parent}`.",
     }
     status = json.loads(runtime.akm("status", parent, "--format", "json").stdout)
     assert status["steps"][0]["failureReason"] == "child_workflow_blocked"
     assert status["children"][0]["resume"] == {
-        "command": f"akm-run resume {child}",
+        "command": f"akm-run approve {child} ok",
         "then": f"akm-run resume {parent} && akm-run run {parent}",
     }
     assert "⚠" in runtime.akm("status", parent).stdout
     assert runtime.akm("approve", child, "ok", "--by", "bo").returncode == 0
+    # the parent no longer repeats the child's stale block: it says so and prints its own commands
+    notes = json.loads(runtime.akm("status", parent, "--format", "json").stdout)["steps"][0]["notes"]
+    assert "no longer\nblocked (it is active)" in notes and f"akm-run resume {parent}" in notes
+    assert "Clear it with" not in runtime.run_json(parent)[1]["blocked"]["notes"]
     assert runtime.akm("resume", parent).returncode == 0
     code, document = runtime.run_json(parent)
     assert code == 0, document
@@ -293,3 +298,66 @@ def test_replaying_a_completed_parent_changes_nothing(runtime: Runtime) -> None:
         after = "\n".join(db.iterdump())
     assert before == after
     assert _units_run(runtime) == {"double:solo": 1}
+
+
+DEPLOY = """workflow "deploy" {
+  params {
+    environment: string
+    version: string
+  }
+  outputs {
+    deployed = steps.deploy.output
+  }
+  step deploy {
+    shell "LOG; python3 -c 'import json,sys; i=json.load(sys.stdin)[\\"inputs\\"]; print(json.dumps(i[\\"params.environment\\"] + \\"@\\" + i[\\"params.version\\"]))'"
+    inputs = [params.environment, params.version]
+    output: string
+  }
+}
+""".replace("LOG", LOG)
+
+FAN_OUT = """workflow "fan-out" {
+  params {
+    targets: list[{ name: string, region: string }]
+    version: string = "1.2"
+  }
+  outputs {
+    deployed = steps.deploy.output
+  }
+  step deploy {
+    map params.targets {
+      uses "workflows/deploy" { environment = item.name  version = params.version }
+    }
+  }
+}
+"""
+
+
+def test_a_map_over_uses_runs_one_child_per_item_with_that_item_bound(runtime: Runtime) -> None:
+    runtime.write({"workflows/deploy.akm": DEPLOY})
+    plan = runtime.compile("workflows/fan-out.akm", FAN_OUT)
+    binding = json.loads(plan.read_text())["plan"]["steps"][0]["target"]["bindings"][0]
+    assert binding == {"name": "environment", "kind": "item", "from": "item.name"}
+    targets = [{"name": "staging", "region": "eu"}, {"name": "prod", "region": "us"}, {"name": "dr", "region": "ap"}]
+    code, document = runtime.run_json(plan, "--param", f"targets={json.dumps(targets)}")
+    assert code == 0, document
+    # each child run received its own item, in item order
+    assert document["exported"]["deployed"] == [{"deployed": f"{t['name']}@1.2"} for t in targets]
+    children = [row for row in _child_rows(runtime) if row[2] is not None]
+    assert len(children) == 3 and {ref for _, ref, _ in children} == {"workflows/deploy"}
+    with sqlite3.connect(runtime.state / "state.db") as db:
+        params = [
+            json.loads(p)["environment"]
+            for (p,) in db.execute("SELECT params_json FROM runs WHERE parent_run_id IS NOT NULL")
+        ]
+    assert sorted(params) == ["dr", "prod", "staging"]
+
+
+def test_an_item_path_that_does_not_resolve_fails_the_unit_as_unresolved(runtime: Runtime) -> None:
+    runtime.write({"workflows/deploy.akm": DEPLOY})
+    plan = runtime.compile("workflows/fan-out.akm", FAN_OUT.replace("item.name", "item.missing").replace(
+        "list[{ name: string, region: string }]", "list[any]"))  # fmt: skip
+    code, document = runtime.run_json(plan, "--param", 'targets=[{"name": "a"}]')
+    assert code != 0
+    assert "input_unresolved" in json.dumps(document)
+    assert [row for row in _child_rows(runtime) if row[2] is not None] == []

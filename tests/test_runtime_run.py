@@ -66,11 +66,11 @@ def test_params_are_parsed_by_type_with_defaults(runtime: Runtime) -> None:
     code, document = runtime.run_json(plan, "--param", "n=3", "--param", 'tags=["x", "y"]')
     assert code == 0, document
     context = runtime.store().step(document["runId"], "show").output
-    assert context["params"] == {"n": 3, "flag": False, "tags": ["x", "y"], "name": "a"}
+    assert context["inputs"] == {"params.n": 3, "params.flag": False, "params.tags": ["x", "y"], "params.name": "a"}
     (runtime.root / "p.json").write_text('{"n": 5, "flag": true}')
     code, document = runtime.run_json(plan, "--params-file", "p.json", "--param", "name=b")
-    assert runtime.store().step(document["runId"], "show").output["params"]["name"] == "b"
-    assert runtime.store().step(document["runId"], "show").output["params"]["flag"] is True
+    assert runtime.store().step(document["runId"], "show").output["inputs"]["params.name"] == "b"
+    assert runtime.store().step(document["runId"], "show").output["inputs"]["params.flag"] is True
 
 
 def test_bad_params_exit_two_and_publish_nothing(runtime: Runtime) -> None:
@@ -106,12 +106,16 @@ def test_context_on_stdin_and_at_akm_context_and_the_akm_variables(runtime: Runt
 
 
 def test_context_document_shape(runtime: Runtime) -> None:
-    plan = runtime.compile("wf.akm", ECHO_CONTEXT)
+    """A unit sees its step's declared inputs and nothing else: no other param reaches it."""
+    plan = runtime.compile(
+        "wf.akm",
+        ECHO_CONTEXT.replace('who: string = "ada"', 'who: string = "ada"\n    hidden: string = "not-for-units"'),
+    )
     code, document = runtime.run_json(plan)
     assert code == 0
     context = runtime.store().step(document["runId"], "show").output
-    assert set(context) == {"runId", "stepId", "unitId", "dispatchId", "attempt", "params", "inputs"}
-    assert context["inputs"] == {"params.who": "ada"}
+    assert set(context) == {"runId", "stepId", "unitId", "dispatchId", "attempt", "inputs"}
+    assert context["inputs"] == {"params.who": "ada"} and "not-for-units" not in json.dumps(context)
 
 
 def test_environment_is_minimal_and_env_entries_resolve_at_dispatch(runtime: Runtime) -> None:
@@ -407,7 +411,8 @@ def test_status_list_and_abandon(runtime: Runtime) -> None:
 def test_no_progress_decoration_when_not_a_terminal(runtime: Runtime) -> None:
     plan = runtime.compile("wf.akm", _wf('  step a {\n    shell "true"\n  }\n'))
     result = runtime.akm("run", plan)
-    assert result.returncode == 0 and result.stderr == "" and "\r" not in result.stdout
+    assert result.returncode == 0 and "\r" not in result.stdout + result.stderr and "\033" not in result.stderr
+    assert result.stderr.splitlines()[0] == "step a started"
 
 
 def test_state_database_is_wal_with_migrations_recorded(runtime: Runtime) -> None:
@@ -456,7 +461,7 @@ def test_progress_is_drawn_only_on_a_terminal(runtime: Runtime) -> None:
     import subprocess
     import sys
 
-    plan = runtime.compile("wf.akm", _wf('  step a {\n    shell "true"\n  }\n  step b {\n    shell "true"\n  }\n'))
+    plan = runtime.compile("wf.akm", _wf('  step a {\n    shell "sleep 0.3"\n  }\n  step b {\n    shell "true"\n  }\n'))
     leader, follower = pty.openpty()
     process = subprocess.Popen(
         [sys.executable, "-m", "akm_run", "run", str(plan)], cwd=runtime.root, env=runtime.env(),
@@ -475,4 +480,5 @@ def test_progress_is_drawn_only_on_a_terminal(runtime: Runtime) -> None:
     assert process.wait(timeout=60) == 0
     os.close(leader)
     text = seen.decode()
-    assert "steps 0/2 done" in text and "steps 1/2 done" in text and "completed" in text
+    assert "steps 0/2 done, at a, 1 unit in flight" in text and "steps 1/2 done, at b, 0 units in flight" in text
+    assert "completed" in text

@@ -12,11 +12,13 @@ from akmc.diagnostics import ERROR, Diagnostic
 from akmc.workspace import SourceError, discover, display_path, find_root
 
 
-def compile_source(session: Session, path: Path) -> tuple[FileResult, dict[str, Any] | None]:
+def compile_source(
+    session: Session, path: Path, display: str | None = None
+) -> tuple[FileResult, dict[str, Any] | None]:
     """Compile one source and verify the plan with the runtime's verifier before it is used."""
     from akm_run.plan import PlanError, verify_plan
 
-    result = session.check(path)
+    result = session.check(path, display)
     if result.plan is None:
         return result, None
     try:

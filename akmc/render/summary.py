@@ -1,4 +1,5 @@
-"""The human summary of a plan (`akmc plan`): what will run, for a reviewer."""
+"""The short summary of a plan (`akmc plan --summary`): the shape of what will run, without command,
+prompt, approval or script bodies, for logs that must never carry them (`akmc plan` shows everything)."""
 
 from __future__ import annotations
 
@@ -68,7 +69,8 @@ def short_hash(digest: str) -> str:
 def _target(target: dict[str, Any]) -> tuple[str, str]:
     kind = target["kind"]
     if kind == "shell":
-        return "shell", _one_line(target["command"])
+        lines = target["command"].count("\n") + 1
+        return "shell", f"{lines} line{'s' if lines != 1 else ''}"
     if kind == "script":
         return "script", f"{target['path']} ({short_hash(target['sha256'])})"
     if kind == "agent":
@@ -79,12 +81,6 @@ def _target(target: dict[str, Any]) -> tuple[str, str]:
     if kind == "approval":
         return "approval", ""
     return "child-workflow", f"-> {target['ref']} (plan {short_hash(target['planHash'])})"
-
-
-def _one_line(text: str, width: int = 60) -> str:
-    first = text.strip().splitlines()[0] if text.strip() else ""
-    more = "…" if len(first) > width or "\n" in text.strip() else ""
-    return first[:width] + more
 
 
 def _env(env: list[dict[str, Any]]) -> str:

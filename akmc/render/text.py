@@ -13,12 +13,13 @@ def caret_line(source_line: str, column: int, width: int) -> str:
     return prefix + "^" * max(1, width)
 
 
-def render_one(diagnostic: Diagnostic, source: str | None) -> str:
+def render_one(diagnostic: Diagnostic, source: str | Sequence[str] | None) -> str:
+    """One diagnostic; `source` is the file's text, or its lines already split on "\n"."""
     span = diagnostic.span
     head = (
         f"{diagnostic.file}:{span.line}:{span.column}: {diagnostic.severity}[{diagnostic.code}]: {diagnostic.message}"
     )
-    lines = source.split("\n") if source is not None else []
+    lines = (source.split("\n") if isinstance(source, str) else source) if source is not None else ()
     if not (1 <= span.line <= len(lines)):
         return head + (f"\n  = help: {diagnostic.help}" if diagnostic.help else "")
     text = lines[span.line - 1].rstrip("\r")
@@ -50,7 +51,14 @@ def summary(diagnostics: Sequence[Diagnostic], checked: int) -> str:
 
 
 def render(diagnostics: Sequence[Diagnostic], sources: Mapping[str, str], checked: int, *, quiet: bool = False) -> str:
-    blocks = [render_one(d, sources.get(d.file)) for d in diagnostics]
+    split: dict[str, list[str]] = {}  # each file split once: rendering is linear in the diagnostics
+
+    def lines(file: str) -> list[str] | None:
+        if file not in split and file in sources:
+            split[file] = sources[file].split("\n")
+        return split.get(file)
+
+    blocks = [render_one(d, lines(d.file)) for d in diagnostics]
     if not quiet:
         blocks.append(summary(diagnostics, checked))
     return "\n".join(blocks) + ("\n" if blocks else "")

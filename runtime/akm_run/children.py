@@ -7,6 +7,7 @@ becomes an honest `Outcome` for the parent's attempt."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from typing import TYPE_CHECKING, Any
@@ -19,6 +20,8 @@ from akm_run.units import Outcome
 
 if TYPE_CHECKING:
     from akm_run.engine import Engine
+    from akm_run.hints import Hints
+    from akm_run.store import RunRow, StepRow, Store
 
 FAULT_VARIABLE = "AKM_RUN_FAULT"
 
@@ -59,6 +62,7 @@ def drive_child(
             child_run_id = engine.store.publish_run(
                 identity.new_run_id(), plan, target["planHash"], params,
                 parent_run_id=parent_run_id, parent_unit_id=unit, invocation_key=key,
+                workdir=str(engine.options.workdir.absolute()), agent_cmd=engine.options.agent_cmd,
             )  # fmt: skip
             engine.store.set_child_run(parent_run_id, unit, child_run_id)
             published = engine.store.run(child_run_id)
@@ -95,23 +99,68 @@ def _mapped(result: Any, engine: Engine, parent_run_id: str, parent_step: str, r
     if result.status == "aborted":
         return Outcome("aborted", reason="aborted", message=f"the drive was aborted inside child run {child}")
     if result.status == "blocked":
-        child_step = (result.blocked or {}).get("stepId") or _blocked_step(engine, child)
-        notes = (
-            f'Step "{parent_step}" composes child workflow run {child} ({ref}),\n'
-            f'which is blocked at its own step "{child_step}". Nothing in this run advances\n'
-            f"until the child does. Clear it with `akm-run resume {child}`, then\n"
-            f"`akm-run resume {parent_run_id}` and `akm-run run {parent_run_id}`."
-        )
+        notes = blocked_notes(engine.store, engine.options.hints, parent_run_id, parent_step, child)
         return Outcome("failed", reason="child_workflow_blocked", message=notes)
     if result.error is not None:
         return _failed("child_workflow_failed",
                        f"child run {child} ({ref}) could not complete: {result.error['code']}: "
-                       f"{result.error['message']}; see `akm-run status {child}`")  # fmt: skip
+                       f"{result.error['message']}; see `{engine.options.hints('status', child)}`")  # fmt: skip
     failure = result.failure or {}
     return _failed("child_workflow_failed",
                    f"child run {child} ({ref}) failed at its step {failure.get('stepId')}: "
-                   f"{failure.get('reason')}: {failure.get('message')}; see `akm-run status {child}`")  # fmt: skip
+                   f"{failure.get('reason')}: {failure.get('message')}; see `{engine.options.hints('status', child)}`")  # fmt: skip
 
 
-def _blocked_step(engine: Engine, child: str) -> str:
-    return next((s.step_id for s in engine.store.steps(child) if s.status == "blocked"), "?")
+def blocked_notes(store: Store, hints: Hints, parent_run_id: str, parent_step: str, child_run_id: str) -> str:
+    """The notes of a step whose child run blocked, as of now: the commands that really clear the
+    child (deepest first), then the parent's resume and run; or, once the child is no longer
+    blocked, that it is not and the parent's own commands."""
+    child = store.run(child_run_id)
+    assert child is not None
+    then = f"`{hints('resume', parent_run_id)}` and `{hints('run', parent_run_id)}`"
+    if child.status != "blocked":
+        return (
+            f'Step "{parent_step}" composes child workflow run {child.id} ({child.ref}), which is no longer\n'
+            f"blocked (it is {child.status}). Continue with {then}."
+        )
+    child_step, clear = clearing(store, hints, child)
+    return (
+        f'Step "{parent_step}" composes child workflow run {child.id} ({child.ref}),\n'
+        f'which is blocked at its own step "{child_step}". Nothing in this run advances\n'
+        f"until the child does. Clear it with {', then '.join(f'`{c}`' for c in clear)}, then\n"
+        f"{then}."
+    )
+
+
+def step_notes(store: Store, hints: Hints, run_id: str, step: StepRow) -> str | None:
+    """A step's notes as of now: a step blocked on child runs is described from their current state
+    (so a child approved since says so), any other step by its stored notes."""
+    if step.status != "blocked" or step.failure_reason != "child_workflow_blocked":
+        return step.notes
+    children = [
+        u.child_run_id
+        for u in store.child_units(run_id)
+        if u.step_id == step.step_id and u.failure_reason == "child_workflow_blocked" and u.child_run_id
+    ]
+    if not children:
+        return step.notes
+    return "\n".join(blocked_notes(store, hints, run_id, step.step_id, child) for child in children)
+
+
+def clearing(store: Store, hints: Hints, run: RunRow) -> tuple[str, list[str]]:
+    """(blocked step, the commands that clear a blocked run, deepest first): approve an approval,
+    resume a gate, and for a step blocked on its own child, clear that child and resume this run."""
+    blocked = next((s for s in store.steps(run.id) if s.status == "blocked"), None)
+    if blocked is None:
+        return "?", [hints("resume", run.id)]
+    plan = json.loads(run.plan_json)
+    step = next(s for s in plan["steps"] if s["stepId"] == blocked.step_id)
+    kind = step.get("target", {}).get("kind")
+    if kind == "approval":
+        return blocked.step_id, [hints("approve", run.id, blocked.step_id)]
+    if kind == "child-workflow" and blocked.failure_reason == "child_workflow_blocked":
+        for unit in store.child_units(run.id):
+            grandchild = store.run(unit.child_run_id or "")
+            if unit.step_id == blocked.step_id and grandchild is not None and grandchild.status == "blocked":
+                return blocked.step_id, [*clearing(store, hints, grandchild)[1], hints("resume", run.id)]
+    return blocked.step_id, [hints("resume", run.id)]

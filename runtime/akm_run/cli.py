@@ -20,6 +20,7 @@ EXAMPLES = {
     "run": "akm-run run plans/workflows/release.plan.json --param version=1.4.0",
     "status": "akm-run status 20261130T101500-3fa9c2d1 --format json",
     "list": "akm-run list --status blocked",
+    "logs": "akm-run logs 20261130T101500-3fa9c2d1 greet --unit 2 --attempt 1",
     "resume": "akm-run resume 20261130T101500-3fa9c2d1",
     "approve": "akm-run approve 20261130T101500-3fa9c2d1 signoff --by alice --note 'notes checked'",
     "abandon": "akm-run abandon 20261130T101500-3fa9c2d1",
@@ -44,25 +45,33 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--params-file", type=Path, help="a JSON object of params (--param wins)")
     run.add_argument("--expect-hash", help="refuse unless the plan hash is exactly this")
     signed(run)
-    run.add_argument("--workdir", type=Path, default=Path("."), help="the units' working directory (default: .)")
-    run.add_argument("--agent-cmd", help="the agent command (default: $AKM_AGENT_CMD)")
+    run.add_argument("--workdir", type=Path, help="the units' working directory (default: the run's, else .)")
+    run.add_argument("--agent-cmd", help="the agent command (default: the run's, else $AKM_AGENT_CMD)")
     run.add_argument("--max-concurrency", type=int, default=16, help="cap on units in flight (default 16)")
     run.add_argument("--timeout", help="abort this drive after a duration such as 30m (resumable)")
     run.add_argument("--format", choices=("text", "json"), default="text")
-    status = command("status", "Show a run: its steps, notes and child runs.")
-    status.add_argument("run_id", metavar="RUN")
+    status = command("status", "Show a run: its steps, notes and child runs (default: the latest run).")
+    status.add_argument("run_id", metavar="RUN", nargs="?")
     status.add_argument("--format", choices=("text", "json"), default="text")
     listing = command("list", "List runs (child runs only with --children).")
     listing.add_argument("--children", action="store_true", help="include child runs")
     listing.add_argument("--status", choices=("active", "completed", "failed", "blocked"))
     listing.add_argument("--format", choices=("text", "json"), default="text")
+    logs = command("logs", "Show what a run's units did: every attempt, its output and stderr (secrets redacted).")
+    logs.add_argument("run_id", metavar="RUN", nargs="?", help="a run id (default: the latest top-level run)")
+    logs.add_argument("step", metavar="STEP", nargs="?", help="only this step's units")
+    logs.add_argument("--unit", type=int, metavar="N", help="only map item N (0 for a step's single unit)")
+    logs.add_argument("--attempt", type=int, metavar="N", help="only attempt N of each unit")
+    logs.add_argument("--format", choices=("text", "json"), default="text")
     resume = command("resume", "Reopen a blocked or failed run: its blocked and failed steps become pending.")
     resume.add_argument("run_id", metavar="RUN")
-    approve = command("approve", "Approve a blocked approval step.")
+    approve = command("approve", "Approve (or --reject) a blocked approval step.")
     approve.add_argument("run_id", metavar="RUN")
     approve.add_argument("step_id", metavar="STEP")
-    approve.add_argument("--by", default=None, help="who approves (default: $USER)")
-    approve.add_argument("--note", default=None)
+    approve.add_argument("--by", default=None, help="who decides (default: $USER)")
+    approve.add_argument("--note", default=None, help="a note stored with the decision")
+    approve.add_argument("--reject", action="store_true", help="reject: the step fails with approval_rejected "
+                         "(unless it has on_error = continue, when the run goes on with approved: false)")  # fmt: skip
     abandon = command("abandon", "Mark a run failed; it will not be driven again.")
     abandon.add_argument("run_id", metavar="RUN")
     verify = command("verify", "Verify a plan file as `run` does; exit 0 or 4.")
@@ -145,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         return exitcodes.USAGE
     except Exception as error:  # noqa: BLE001 - no traceback reaches a user
         print(f"akm-run: internal error: {type(error).__name__}: {error}", file=sys.stderr)
-        return exitcodes.USAGE
+        return exitcodes.INTERNAL
     return code
 
 
@@ -168,7 +177,7 @@ def parse_duration(text: str) -> int:
 
 def emit(document: dict[str, Any], text: str, fmt: str) -> None:
     if fmt == "json":
-        sys.stdout.write(json.dumps(document, ensure_ascii=False, sort_keys=True, indent=2) + "\n")
+        sys.stdout.write(json.dumps(document, ensure_ascii=False, sort_keys=True, indent=2, allow_nan=False) + "\n")
     else:
         sys.stdout.write(text)
     sys.stdout.flush()

@@ -4,21 +4,22 @@ from __future__ import annotations
 
 import argparse
 import getpass
+import os
 import sys
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from akm_run import exitcodes, report
+from akm_run import children, exitcodes, progress, report
 from akm_run.cli import emit, on_signals, parse_duration, state_dir
 from akm_run.engine import Engine, Options, resolve, stored_plan
+from akm_run.hints import Hints
 from akm_run.identity import new_run_id
 from akm_run.locks import LockHeld, RunLock
 from akm_run.params import ParamsError, collect
 from akm_run.plan import PlanError, plan_hash
 from akm_run.signing import SignatureRefused, SigningUnavailable
-from akm_run.store import RunRow, Store
+from akm_run.store import RunRow, Store, writable
 from akm_run.trust import Admitted, admit, allowed_signers, recheck
 
 EXIT_OF = {"completed": exitcodes.COMPLETED, "failed": exitcodes.FAILED, "blocked": exitcodes.BLOCKED,
@@ -30,11 +31,21 @@ def _fail(message: str, code: int) -> int:
     return code
 
 
-def _existing(store_dir: Path, run_id: str) -> tuple[Store | None, RunRow | None]:
+def _existing(store_dir: Path, run_id: str, *, reading: bool = False) -> tuple[Store | None, RunRow | None]:
+    """The store and a run in it (None, None when there is no state database); `reading` opens a
+    read-only state directory too."""
     if not (store_dir / "state.db").exists():
         return None, None
-    store = Store(store_dir)
+    store = Store.for_reading(store_dir) if reading else Store(store_dir)
     return store, store.run(run_id)
+
+
+def _unwritable(directory: Path) -> int | None:
+    """Exit 2, before anything is published, when the state directory cannot be written."""
+    if writable(directory):
+        return None
+    return _fail(f"state directory {directory} cannot be written (read-only or not permitted): nothing was "
+                 f"published; pass --state-dir or set AKM_STATE_DIR to a writable directory", exitcodes.USAGE)  # fmt: skip
 
 
 # -- run ----------------------------------------------------------------------------------------------
@@ -48,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         return _fail(str(error), exitcodes.USAGE)
     if args.max_concurrency < 1:
         return _fail("--max-concurrency must be at least 1", exitcodes.USAGE)
-    if not args.workdir.is_dir():
+    if args.workdir is not None and not args.workdir.is_dir():
         return _fail(f"--workdir {args.workdir} is not a directory", exitcodes.USAGE)
     path = Path(args.target)
     signers = allowed_signers(args.allowed_signers)
@@ -64,21 +75,33 @@ def run(args: argparse.Namespace) -> int:
             params = collect(plan.get("params", {}), args.param, args.params_file)
         except ParamsError as error:
             return _fail(f"bad params: {error}", exitcodes.USAGE)
+        if (refused := _unwritable(directory)) is not None:
+            return refused
+        workdir = (args.workdir or Path(".")).absolute()
+        agent_cmd = args.agent_cmd or os.environ.get("AKM_AGENT_CMD") or None
         store = Store(directory)
-        run_id = store.publish_run(new_run_id(), plan, plan_hash(plan), params, signature=admitted.signature)
+        run_id = store.publish_run(new_run_id(), plan, plan_hash(plan), params, signature=admitted.signature,
+                                   workdir=str(workdir), agent_cmd=agent_cmd)  # fmt: skip
     else:
+        if (directory / "state.db").exists() and (refused := _unwritable(directory)) is not None:
+            return refused
+        store_or_none, row = _existing(directory, args.target)
+        if store_or_none is None or row is None:
+            if _names_a_file(args):
+                return _fail(f"plan file {path} does not exist", exitcodes.USAGE)
+            return _fail(f"no plan file and no run named {args.target!r} (state dir {directory})", exitcodes.USAGE)
         if args.param or args.params_file or args.signature:
             return _fail("params and the signature are fixed when a run is published; "
                          "drive an existing run without them", exitcodes.USAGE)  # fmt: skip
-        store_or_none, row = _existing(directory, args.target)
-        if store_or_none is None or row is None:
-            return _fail(f"no plan file and no run named {args.target!r} (state dir {directory})", exitcodes.USAGE)
         store, run_id = store_or_none, row.id
         if args.expect_hash and row.plan_hash != args.expect_hash:
             return _fail(f"refused run {run_id}: its plan hash is {row.plan_hash}, not {args.expect_hash}",
                          exitcodes.REFUSED)  # fmt: skip
-    options = Options(directory, args.workdir, args.agent_cmd, args.max_concurrency, timeout_ms,
-                      progress=_progress_display())  # fmt: skip
+        workdir, agent_cmd = remembered(row, args.workdir, args.agent_cmd)
+        if not workdir.is_dir():
+            return _fail(f"the run's workdir {workdir} is not a directory; pass --workdir", exitcodes.USAGE)
+    options = Options(directory, workdir, agent_cmd, args.max_concurrency, timeout_ms,
+                      progress=progress.for_this_process(), hints=Hints.of(directory))  # fmt: skip
     if not publishing:  # checked under the run's lock, on the row the drive then reads
 
         def admit_stored(row: RunRow) -> None:
@@ -110,6 +133,18 @@ def _recheck(store: Store, row: RunRow, signers: Path | None) -> int | None:
     return None
 
 
+def _names_a_file(args: argparse.Namespace) -> bool:
+    """Whether a target that is neither a file nor a run was meant as a plan file."""
+    target: str = args.target
+    return bool(args.param or args.params_file) or target.endswith(".json") or os.sep in target
+
+
+def remembered(row: RunRow, workdir: Path | None, agent_cmd: str | None) -> tuple[Path, str | None]:
+    """The workdir and agent command a run was started with, unless the command line overrides them."""
+    chosen = workdir if workdir is not None else Path(row.workdir) if row.workdir else Path(".")
+    return chosen.absolute(), agent_cmd or row.agent_cmd
+
+
 def drive(store: Store, run_id: str, options: Options, fmt: str) -> int:
     """Drive a run with signal handling, print its result and return its exit code."""
     engine = Engine(store, options)
@@ -129,41 +164,56 @@ def drive(store: Store, run_id: str, options: Options, fmt: str) -> int:
         return _fail(f"refused run {run_id}: {error}", exitcodes.REFUSED)
     except SigningUnavailable as error:
         return _fail(f"cannot check the signature of run {run_id}: {error}", exitcodes.USAGE)
+    except Exception as error:  # noqa: BLE001 - the attempt is finished; the run stays active and resumable
+        return _internal(error, run_id, options)
     finally:
-        if options.progress is not None:
-            sys.stderr.write("\r\033[K")
+        options.progress.close()
     row = store.run(run_id)
     assert row is not None
-    emit(report.result_document(result, row), report.result_text(result, row), fmt)
+    emit(report.result_document(result, row), report.result_text(result, row, options.hints), fmt)
     if result.error is not None and result.error["code"] == "WORKFLOW_OUTPUT_INVALID":
         return exitcodes.FAILED
     return EXIT_OF.get(result.status, exitcodes.FAILED)
 
 
-def _progress_display() -> Callable[[int, int, int], None] | None:
-    """A one-line progress display on a terminal; nothing when stdout is not one."""
-    if not (sys.stdout.isatty() and sys.stderr.isatty()):
-        return None
-    lock = threading.Lock()
-
-    def show(done: int, total: int, in_flight: int) -> None:
-        with lock:
-            sys.stderr.write(
-                f"\r\033[Ksteps {done}/{total} done, {in_flight} unit{'s' if in_flight != 1 else ''} in flight"
-            )
-            sys.stderr.flush()
-
-    return show
+def _internal(error: Exception, run_id: str, options: Options) -> int:
+    """A drive that hit an internal error: say what happened (a state directory removed under the
+    driver is named as such) and exit 70; the attempt was finished and the run stays resumable."""
+    database = options.state_dir / "state.db"
+    if not database.exists():
+        print(f"akm-run: error: the state database {database} was removed while run {run_id} was being driven "
+              f"({type(error).__name__}: {error}); nothing more can be recorded", file=sys.stderr)  # fmt: skip
+        return exitcodes.INTERNAL
+    return _fail(f"internal error while driving run {run_id}: {type(error).__name__}: {error}; the run stays "
+                 f"active and resumable: `{options.hints('run', run_id)}`", exitcodes.INTERNAL)  # fmt: skip
 
 
 # -- status, list --------------------------------------------------------------------------------------
 
 
+def _reading(args: argparse.Namespace) -> tuple[Store, RunRow] | int:
+    """The run a reading command names, or the most recent top-level run when it names none."""
+    directory = state_dir(args)
+    if args.run_id is None:
+        if not (directory / "state.db").exists():
+            return _fail(f"no runs yet in {directory}", exitcodes.USAGE)
+        store = Store.for_reading(directory)
+        latest = store.latest_run()
+        if latest is None:
+            return _fail(f"no runs yet in {directory}", exitcodes.USAGE)
+        return store, latest
+    found, row = _existing(directory, args.run_id, reading=True)
+    if found is None or row is None:
+        return _fail(f"no run named {args.run_id!r} (state dir {directory})", exitcodes.USAGE)
+    return found, row
+
+
 def status(args: argparse.Namespace) -> int:
-    store, row = _existing(state_dir(args), args.run_id)
-    if store is None or row is None:
-        return _fail(f"no run named {args.run_id!r}", exitcodes.USAGE)
-    document = report.status_document(store, row)
+    found = _reading(args)
+    if isinstance(found, int):
+        return found
+    store, row = found
+    document = report.status_document(store, row, Hints.of(state_dir(args)))
     emit(document, report.status_text(document), args.format)
     return exitcodes.COMPLETED
 
@@ -171,10 +221,25 @@ def status(args: argparse.Namespace) -> int:
 def list_runs(args: argparse.Namespace) -> int:
     directory = state_dir(args)
     runs = (
-        Store(directory).runs(children=args.children, status=args.status) if (directory / "state.db").exists() else []
+        Store.for_reading(directory).runs(children=args.children, status=args.status)
+        if (directory / "state.db").exists()
+        else []
     )
     document = report.list_document(runs)
     emit(document, report.list_text(document), args.format)
+    return exitcodes.COMPLETED
+
+
+def logs(args: argparse.Namespace) -> int:
+    found = _reading(args)
+    if isinstance(found, int):
+        return found
+    store, row = found
+    steps = [s.step_id for s in store.steps(row.id)]
+    if args.step is not None and args.step not in steps:
+        return _fail(f"run {row.id} has no step {args.step!r} (its steps: {', '.join(steps)})", exitcodes.USAGE)
+    document = report.logs_document(store, row, args.step, args.unit, args.attempt)
+    emit(document, report.logs_text(document), args.format)
     return exitcodes.COMPLETED
 
 
@@ -199,14 +264,16 @@ def _locked(args: argparse.Namespace, action: Callable[[Store, RunRow], int], *,
 
 
 def resume(args: argparse.Namespace) -> int:
+    hint = Hints.of(state_dir(args))
+
     def reopen(store: Store, row: RunRow) -> int:
         if row.status in ("active", "completed"):
-            hint = f"; drive it with `akm-run run {row.id}`" if row.status == "active" else ""
-            print(f"run {row.id} is {row.status}: nothing to reopen{hint}")
+            more = f"; drive it with `{hint('run', row.id)}`" if row.status == "active" else ""
+            print(f"run {row.id} is {row.status}: nothing to reopen{more}")
             return exitcodes.COMPLETED
         reopened = reopen_run(store, row)
         print(f"reopened run {row.id}: {', '.join(reopened) or 'no steps'} pending again; "
-              f"continue with `akm-run run {row.id}`")  # fmt: skip
+              f"continue with `{hint('run', row.id)}`")  # fmt: skip
         return exitcodes.COMPLETED
 
     return _locked(args, reopen)
@@ -229,33 +296,53 @@ def reopen_run(store: Store, row: RunRow) -> list[str]:
 
 def approve(args: argparse.Namespace) -> int:
     by = args.by or getpass.getuser()
+    hint = Hints.of(state_dir(args))
 
-    def grant(store: Store, row: RunRow) -> int:
+    def decide(store: Store, row: RunRow) -> int:
         plan = stored_plan(row)
         step = next((s for s in plan["steps"] if s["stepId"] == args.step_id), None)
+        current = store.step(row.id, args.step_id)
+        if step is not None and step.get("target", {}).get("kind") == "child-workflow" and current is not None:
+            clear = children.clearing(store, hint, row)[1] if current.status == "blocked" else []
+            if len(clear) > 1:  # the step waits on its child: name the child's own command
+                return _fail(f"step {args.step_id} of run {row.id} composes a child run; clear the child with "
+                             f"`{clear[0]}`, then {', then '.join(f'`{c}`' for c in clear[1:])} and "
+                             f"`{hint('run', row.id)}`", exitcodes.USAGE)  # fmt: skip
         if step is None or step.get("target", {}).get("kind") != "approval":
             return _fail(f"run {row.id} has no approval step {args.step_id!r}", exitcodes.USAGE)
-        current = store.step(row.id, args.step_id)
         if current is None or current.status != "blocked":
             state = current.status if current else "unknown"
             return _fail(f"step {args.step_id} of run {row.id} is {state}, not waiting for approval", exitcodes.USAGE)
-        approval: dict[str, Any] = {"approved": True, "by": by}
+        approval: dict[str, Any] = {"approved": not args.reject, "by": by}
         if args.note:
             approval["note"] = args.note
         output: Any = approval
-        if step["kind"] == "map":  # one approval per item, like any map step's output
-            rows = {s.step_id: s for s in store.steps(row.id)}
-            ok, items = resolve(step["over"], row.params, rows)
+        if step["kind"] == "map":  # one decision per item, like any map step's output
+            ok, items = resolve(step["over"], row.params, {s.step_id: s for s in store.steps(row.id)})
             output = [approval] * len(items) if ok and isinstance(items, list) else [approval]
+        failed = args.reject and step["onError"] != "continue"
         with store.transaction():
-            store.set_step(row.id, args.step_id, "completed", output=output, notes=None)
-            store.event(row.id, "step.approved", args.step_id, by=by)
-            if not any(s.status == "blocked" for s in store.steps(row.id)):
-                store.set_run_status(row.id, "active", notes=None)
-        print(f"approved step {args.step_id} of run {row.id}; continue with `akm-run run {row.id}`")
+            if failed:
+                message = f"rejected by {by}" + (f": {args.note}" if args.note else "")
+                store.set_step(row.id, args.step_id, "failed", output=output, notes=None,
+                               reason="approval_rejected", message=message)  # fmt: skip
+                store.event(row.id, "step.rejected", args.step_id, by=by)
+                failure = {"stepId": args.step_id, "reason": "approval_rejected", "message": message}
+                store.set_run_status(row.id, "failed", failure=failure, notes=None)
+            else:
+                store.set_step(row.id, args.step_id, "completed", output=output, notes=None)
+                store.event(row.id, "step.rejected" if args.reject else "step.approved", args.step_id, by=by)
+                if not any(s.status == "blocked" for s in store.steps(row.id)):
+                    store.set_run_status(row.id, "active", notes=None)
+        if failed:
+            print(f"rejected step {args.step_id} of run {row.id}: the run failed (approval_rejected); "
+                  f"see `{hint('status', row.id)}`")  # fmt: skip
+        else:
+            verb = "rejected" if args.reject else "approved"
+            print(f"{verb} step {args.step_id} of run {row.id}; continue with `{hint('run', row.id)}`")
         return exitcodes.COMPLETED
 
-    return _locked(args, grant)
+    return _locked(args, decide)
 
 
 def abandon(args: argparse.Namespace) -> int:
@@ -264,7 +351,9 @@ def abandon(args: argparse.Namespace) -> int:
             print(f"run {row.id} is already {row.status}")
             return exitcodes.COMPLETED
         failure = {"stepId": None, "reason": "abandoned", "message": "abandoned by akm-run abandon"}
-        store.set_run_status(row.id, "failed", failure=failure)
+        with store.transaction():
+            store.release_running_steps(row.id)
+            store.set_run_status(row.id, "failed", failure=failure)
         store.event(row.id, "run.abandoned")
         print(f"abandoned run {row.id}")
         return exitcodes.COMPLETED
@@ -294,6 +383,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "run": run,
     "status": status,
     "list": list_runs,
+    "logs": logs,
     "resume": resume,
     "approve": approve,
     "abandon": abandon,

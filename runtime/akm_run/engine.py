@@ -7,19 +7,24 @@ after it ends; a completed unit is reused and never dispatched again."""
 from __future__ import annotations
 
 import functools
+import queue
 import re
 import shutil
 import threading
+import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from akm_run import children, identity, units
+from akm_run.hints import Hints
 from akm_run.locks import RunLock
 from akm_run.plan import PlanError, canonical_bytes, plan_hash, verify_plan
-from akm_run.store import RunRow, StepRow, Store, dumps
+from akm_run.progress import Progress
+from akm_run.store import RunRow, StepRow, Store
+from akm_run.strictjson import dumps
 
 DEFAULT_MAX_CONCURRENCY = 16
 _SEGMENT = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[([0-9]+)\]")
@@ -43,7 +48,8 @@ class Options:
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY
     timeout_ms: int | None = None
     environ: Mapping[str, str] | None = None
-    progress: Callable[[int, int, int], None] | None = None  # (steps done, steps total, units in flight)
+    progress: Progress = field(default_factory=Progress)
+    hints: Hints = field(default_factory=Hints)  # builds the commands printed for a person
     admit: Callable[[RunRow], None] | None = None  # re-checks a run under its lock (trust.recheck); raises
 
 
@@ -98,7 +104,7 @@ class Engine:
             if self.options.admit is not None:
                 self.options.admit(run)
             if run.status != "active":
-                return settled(run, self.store)
+                return settled(run, self.store, self.options.hints)
             self._reclaim(run_id)
             return _Drive(self, run, plan).run()
 
@@ -123,12 +129,13 @@ def stored_plan(run: RunRow) -> dict[str, Any]:
     return verified
 
 
-def settled(run: RunRow, store: Store) -> Result:
+def settled(run: RunRow, store: Store, hints: Hints) -> Result:
     """The result of a run that is not active: nothing is dispatched."""
     result = Result(run.id, run.status, failure=run.failure, exported=run.exported)
     if run.status == "blocked":
-        step = next((s.step_id for s in store.steps(run.id) if s.status == "blocked"), None)
-        result.blocked = {"stepId": step, "notes": run.notes or ""}
+        step = next((s for s in store.steps(run.id) if s.status == "blocked"), None)
+        notes = children.step_notes(store, hints, run.id, step) if step is not None else run.notes
+        result.blocked = {"stepId": step.step_id if step else None, "notes": notes or ""}
     return result
 
 
@@ -141,8 +148,12 @@ def resolve(reference: str, params: Mapping[str, Any], steps: Mapping[str, StepR
     row = steps.get(head)
     if row is None or row.status != "completed":
         return False, None
-    value = row.output
-    for match in _SEGMENT.finditer(rest):
+    return walk(row.output, rest)
+
+
+def walk(value: Any, path: str) -> tuple[bool, Any]:
+    """(True, the value at `path`, a run of `.name` and `[n]` segments) when every segment exists."""
+    for match in _SEGMENT.finditer(path):
         key, index = match.group(1), match.group(2)
         if key is not None and isinstance(value, dict) and key in value:
             value = value[key]
@@ -162,8 +173,7 @@ class _Drive:
         self.run_id = run.id
         self.params = run.params
         self.rows = {row.step_id: row for row in self.store.steps(run.id)}
-        self.in_flight = 0
-        self._flight = threading.Lock()
+        self.where = "" if run.parent_run_id is None else f"{run.ref} ({run.id}): "
         self.starting: tuple[str, int] | None = None  # the step the spine reached, not yet journaled
         self.last = False  # whether it is the last step (completed together with the outputs)
 
@@ -180,6 +190,15 @@ class _Drive:
             if timer is not None:
                 timer.cancel()
             shutil.rmtree(self.scratch, ignore_errors=True)
+            self._stand_down()
+
+    def _stand_down(self) -> None:
+        """Nothing runs once a drive ends: a step it left running (an abort, an invalid output, an
+        internal error) is pending again until the next drive."""
+        try:
+            self.store.release_running_steps(self.run_id)
+        except Exception:  # noqa: BLE001 - a state store that is gone is reported by the drive's own error
+            pass
 
     def _deadline(self) -> threading.Timer | None:
         limits = [t for t in (self.plan["limits"].get("timeoutMs"), self.options.timeout_ms) if t is not None]
@@ -196,7 +215,7 @@ class _Drive:
         return timer
 
     def _abort_message(self) -> str:
-        return f"{self.engine.why_aborted}; the run is resumable: akm-run run {self.run_id}"
+        return f"{self.engine.why_aborted}; the run is resumable: {self.options.hints('run', self.run_id)}"
 
     def _spine(self) -> Result:
         steps = self.plan["steps"]
@@ -211,8 +230,10 @@ class _Drive:
             # Recorded with the step's first write (usually its first unit's dispatch): one commit fewer.
             self.starting = (step["stepId"], index)
             self.last = index == len(steps) - 1
-            self._progress()
+            started = time.monotonic()
+            self.options.progress.step_started(self.where, step["stepId"], index, len(steps))
             ended = self._step(step, row)
+            self.options.progress.step_ended(self.where, step["stepId"], ended.status, time.monotonic() - started)
             if ended.status == "completed":
                 if self.last:
                     last_completion = (step["stepId"], ended.output)  # completed with the outputs, below
@@ -240,11 +261,6 @@ class _Drive:
     def _check_abort(self) -> None:
         if self.engine.abort.is_set():
             raise Aborted
-
-    def _progress(self) -> None:
-        if self.options.progress is not None:
-            done = sum(1 for r in self.rows.values() if r.status in ("completed", "skipped", "failed"))
-            self.options.progress(done, len(self.rows), self.in_flight)
 
     def _record_start(self) -> None:
         """Journal that the spine reached the current step (inside the caller's transaction)."""
@@ -316,10 +332,12 @@ class _Drive:
         if step["kind"] == "route":
             return self._route(step)
         if step["target"]["kind"] == "approval":
-            message = step["target"]["message"]
+            message, hint = step["target"]["message"], self.options.hints
             notes = (
                 f'Waiting for approval: "{message}"\n'
-                f"Approve with `akm-run approve {self.run_id} {step['stepId']}`, then `akm-run run {self.run_id}`."
+                f"Approve with `{hint('approve', self.run_id, step['stepId'])}` "
+                f"(or reject with `{hint('approve', self.run_id, step['stepId'], '--reject')}`), "
+                f"then `{hint('run', self.run_id)}`."
             )
             return Step("blocked", notes=notes)
         if "gate" not in step:
@@ -359,7 +377,8 @@ class _Drive:
                 notes = (
                     f"The gate check rejected the output {loops + 1} time(s); max_loops is {gate['maxLoops']}. "
                     f"Last feedback:\n{quoted}\n"
-                    f"Resume with `akm-run resume {self.run_id}`, then `akm-run run {self.run_id}`."
+                    f"Resume with `{self.options.hints('resume', self.run_id)}`, "
+                    f"then `{self.options.hints('run', self.run_id)}`."
                 )
                 return Step("blocked", reason="gate_rejected", notes=notes)
             iteration, loops = iteration + 1, loops + 1
@@ -417,18 +436,25 @@ class _Drive:
                 stop.set()
             return end
 
-        aborted = False
+        aborted, broken = False, None
+        # Completions arrive on a queue: each wake-up handles one finished unit, never a scan of all
+        # pending ones, so dispatch costs the same per unit at 2,000 items as at 200.
+        finished: queue.SimpleQueue[tuple[int, Future[UnitEnd]]] = queue.SimpleQueue()
         with ThreadPoolExecutor(max_workers=width, thread_name_prefix="akm-unit") as pool:
-            pending: dict[Future[UnitEnd], int] = {pool.submit(one, i): i for i in range(len(items))}
-            while pending:
-                done, _ = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
-                for future in done:
-                    index = pending.pop(future)
-                    try:
-                        ends[index] = future.result()
-                    except Aborted:
-                        aborted = True
-                        stop.set()
+            for i in range(len(items)):
+                pool.submit(one, i).add_done_callback(functools.partial(_report, finished, i))
+            for _ in range(len(items)):
+                index, future = finished.get()
+                try:
+                    ends[index] = future.result()
+                except Aborted:
+                    aborted = True
+                    stop.set()
+                except Exception as error:  # noqa: BLE001 - an internal error: stop dispatching, then raise it
+                    broken = broken or error
+                    stop.set()
+        if broken is not None:
+            raise broken
         if aborted or self.engine.abort.is_set():
             raise Aborted
         for index, end in enumerate(ends):
@@ -468,7 +494,7 @@ class _Drive:
             return UnitEnd("completed", known.output)
         bindings = None
         if target["kind"] == "child-workflow":
-            bindings, missing = self._bindings(target)
+            bindings, missing = self._bindings(target, item)
             if missing:
                 message = "; ".join(missing)
                 self.store.fail_unit(self.run_id, journal, step["stepId"], index, "input_unresolved", message)
@@ -491,9 +517,11 @@ class _Drive:
                 message = f"the run has dispatched its limit of {self.plan['limits']['maxUnits']} units (max_units)"
                 self.store.fail_unit(self.run_id, journal, step["stepId"], index, "budget_exceeded", message)
                 return UnitEnd("failed", reason="budget_exceeded", message=message)
+            # Only what the step declares reaches a unit (language-v2.md): its inputs, its item, and
+            # a gate's feedback; never the run's other params.
             context: dict[str, Any] = {
                 "runId": self.run_id, "stepId": step["stepId"], "unitId": journal, "dispatchId": dispatch,
-                "attempt": attempt, "params": self.params, "inputs": inputs,
+                "attempt": attempt, "inputs": inputs,
             }  # fmt: skip
             if index is not None:
                 context["item"], context["itemIndex"] = item, index
@@ -503,8 +531,7 @@ class _Drive:
                 context["output"] = gate_output
             spec = units.Unit(target, context, step.get("env", []), schema, step.get("timeoutMs"),
                               self.options.workdir, self.options.agent_cmd)  # fmt: skip
-            with self._flight:
-                self.in_flight += 1
+            self.options.progress.unit_started()
             try:
                 if bindings is not None:  # the one place a unit is dispatched: child runs too
                     outcome, _ = children.drive_child(
@@ -518,12 +545,14 @@ class _Drive:
                         self.options.environ,
                         self.scratch,
                     )
+            except Exception:
+                self._interrupted(journal, step["stepId"], attempt)
+                raise
             finally:
-                with self._flight:
-                    self.in_flight -= 1
+                self.options.progress.unit_ended()
             if outcome.status == "aborted":
                 self.store.finish_attempt(self.run_id, journal, step["stepId"], attempt, "aborted", reason="aborted",
-                                          stderr_tail=outcome.stderr_tail)  # fmt: skip
+                                          message=outcome.message, stderr_tail=outcome.stderr_tail)  # fmt: skip
                 raise Aborted
             if outcome.status == "completed":
                 with self.store.transaction(durable=False):
@@ -537,7 +566,7 @@ class _Drive:
                 return UnitEnd("completed", outcome.output, recorded=completes)
             again = retry is not None and outcome.reason in retry["on"] and retries < retry["max"]
             self.store.finish_attempt(self.run_id, journal, step["stepId"], attempt, "failed", reason=outcome.reason,
-                                      message=outcome.message, exit_code=outcome.exit_code,
+                                      message=outcome.message, exit_code=outcome.exit_code, output=outcome.output,
                                       stderr_tail=outcome.stderr_tail, final=not again)  # fmt: skip
             if not again:
                 status = "blocked" if outcome.reason == "child_workflow_blocked" else "failed"
@@ -547,14 +576,26 @@ class _Drive:
             assert retry is not None
             self._backoff(retry.get("backoffMs", 0) * (2 ** (retries - 1)))
 
-    def _bindings(self, target: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-        """A child-workflow target's bindings, resolved: literals as they are, references from the run."""
+    def _interrupted(self, journal: str, step_id: str, attempt: int) -> None:
+        """An internal error ends an attempt: finish it as interrupted (the unit runs again on resume)
+        if the journal can still be written."""
+        try:
+            self.store.finish_attempt(self.run_id, journal, step_id, attempt, "interrupted", final=False)
+        except Exception:  # noqa: BLE001 - the error being raised says what went wrong
+            pass
+
+    def _bindings(self, target: dict[str, Any], item: Any) -> tuple[dict[str, Any], list[str]]:
+        """A child-workflow target's bindings, resolved: literals as they are, references from the run,
+        `item` from the element this unit of a map step handles."""
         bound, missing = {}, []
         for binding in target.get("bindings", []):
             if binding["kind"] == "literal":
                 bound[binding["name"]] = binding["value"]
                 continue
-            ok, value = resolve(binding["from"], self.params, self.rows)
+            if binding["kind"] == "item":
+                ok, value = walk(item, binding["from"][len("item") :])
+            else:
+                ok, value = resolve(binding["from"], self.params, self.rows)
             if ok:
                 bound[binding["name"]] = value
             else:
@@ -564,6 +605,10 @@ class _Drive:
     def _backoff(self, ms: int) -> None:
         if ms and self.engine.abort.wait(ms / 1000):
             raise Aborted
+
+
+def _report(finished: queue.SimpleQueue[tuple[int, Future[UnitEnd]]], index: int, future: Future[UnitEnd]) -> None:
+    finished.put((index, future))
 
 
 def _host() -> str:

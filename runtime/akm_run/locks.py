@@ -72,6 +72,13 @@ class RunLock:
         holder = self._holder() or {}
         raise LockHeld(self.run_id, holder)
 
+    def driven(self) -> bool:
+        """Whether a live driver (or one on another host, which cannot be checked) holds the lock."""
+        holder = self._holder()
+        if holder is None:
+            return False
+        return holder.get("host") != socket.gethostname() or pid_alive(int(holder.get("pid") or 0))
+
     def _holder(self) -> dict[str, Any] | None:
         try:
             text = self.path.read_text()

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
+from akm_run import strictjson
 from akm_run.units import schema_errors
 
 
@@ -19,23 +19,27 @@ def parse_value(raw: str, schema: dict[str, Any]) -> Any:
     kinds = _kinds(schema)
     if kinds == {"string"}:
         return raw
-    if kinds == {"integer"}:
-        try:
-            return int(raw)
-        except ValueError:
-            raise ParamsError(f"expected an int, got {raw!r}") from None
     if kinds <= {"integer", "number"} and kinds:
+        wanted = "an int" if kinds == {"integer"} else "a number"
         try:
-            number = float(raw)
+            number = strictjson.loads(raw.strip())
+        except strictjson.NotStrict as error:
+            raise ParamsError(f"expected {wanted}, got {raw!r}: {error}") from None
         except ValueError:
-            raise ParamsError(f"expected a number, got {raw!r}") from None
-        return int(number) if number.is_integer() and "." not in raw and "e" not in raw.lower() else number
+            raise ParamsError(f"expected {wanted}, got {raw!r}") from None
+        if isinstance(number, bool) or not isinstance(number, int | float):
+            raise ParamsError(f"expected {wanted}, got {raw!r}")
+        if kinds == {"integer"} and not isinstance(number, int):
+            raise ParamsError(f"expected an int, got {raw!r}")
+        return number
     if kinds == {"boolean"}:
         if raw in ("true", "false"):
             return raw == "true"
         raise ParamsError(f"expected true or false, got {raw!r}")
     try:
-        return json.loads(raw)
+        return strictjson.loads(raw)
+    except strictjson.NotStrict as error:
+        raise ParamsError(f"{raw[:40]!r} is not strict JSON: {error}") from None
     except ValueError:
         if "string" in kinds or not kinds:
             return raw
@@ -60,7 +64,7 @@ def collect(declared: dict[str, Any], pairs: list[str], params_file: Path | None
     given: dict[str, Any] = {}
     if params_file is not None:
         try:
-            loaded = json.loads(params_file.read_text(encoding="utf-8"))
+            loaded = strictjson.loads(params_file.read_text(encoding="utf-8"))
         except (OSError, ValueError) as error:
             raise ParamsError(f"cannot read params file {params_file}: {error}") from None
         if not isinstance(loaded, dict):

@@ -10,10 +10,13 @@ import hashlib
 import json
 import os
 import re
+import urllib.parse
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import canonicaljson
+
+from akm_run.strictjson import MAX_INT
 
 FORMAT = "akm-plan"
 IR_VERSION = 1
@@ -28,13 +31,14 @@ MAX_CONCURRENCY = 64
 MAX_TIMEOUT_MS = 24 * 3600 * 1000
 MAX_RETRY = 10
 MAX_LOOPS = 10
-MAX_INT = 2**53 - 1
 RETRY_REASONS = ("exit", "timeout", "spawn_error", "output_invalid")
 
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 STEP_ID = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 REF = re.compile(r"[A-Za-z0-9_.-]+(?:/[A-Za-z0-9_.-]+)*")
 SHA256 = re.compile(r"sha256:[0-9a-f]{64}")
+# The current element of a `map` step, in the bindings of its child-workflow target only.
+ITEM_REFERENCE = re.compile(r"item(?:\.[A-Za-z_][A-Za-z0-9_]*|\[[0-9]+\])*")
 REFERENCE = re.compile(
     r"params\.(?P<param>[A-Za-z_][A-Za-z0-9_]*)"
     r"|steps\.(?P<step>[A-Za-z_][A-Za-z0-9_-]*)\.output(?:\.[A-Za-z_][A-Za-z0-9_]*|\[[0-9]+\])*"
@@ -80,31 +84,21 @@ def render_file(plan: Mapping[str, Any]) -> str:
 # -- strict JSON ------------------------------------------------------------------------
 
 
-def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise PlanError("file", f"duplicate key {json.dumps(key)}")
-        out[key] = value
-    return out
-
-
-def _no_constant(name: str) -> Any:
-    raise PlanError("file", f"{name} is not JSON")
-
-
 def loads_strict(data: bytes) -> Any:
-    """Parse strict JSON: UTF-8, no duplicate keys, no NaN or Infinity."""
+    """Parse strict JSON (strictjson): UTF-8, no duplicate keys, no NaN or Infinity, no integer
+    past ±(2^53 − 1); raises PlanError naming why."""
+    from akm_run import strictjson
+
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
         raise PlanError("file", f"not UTF-8 (byte {error.start})") from error
     try:
-        return json.loads(text, object_pairs_hook=_pairs, parse_constant=_no_constant)
+        return strictjson.loads(text, max_depth=None, int_check=False)
     except json.JSONDecodeError as error:
         raise PlanError("file", f"not JSON: {error.msg} at line {error.lineno} column {error.colno}") from error
-    except RecursionError as error:
-        raise PlanError("file", "nested too deeply") from error
+    except strictjson.NotStrict as error:
+        raise PlanError("file", str(error)) from error
 
 
 # -- structural decoding ---------------------------------------------------------------
@@ -192,6 +186,112 @@ def _schema(value: Any, path: str) -> None:
     except SchemaError as error:
         where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
         raise _fail(path + where, f"invalid JSON Schema: {error.message}") from error
+    _schema_refs(value, path)
+    _patterns(value, path)
+
+
+_IN_PLACE = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependentSchemas")
+_VALUES = ("const", "enum", "default", "examples")
+_ELSEWHERE = ("$id", "$anchor", "$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor")
+
+
+def _schema_refs(schema: dict[str, Any], path: str) -> None:
+    """Every `$ref` is a JSON pointer into the same schema (`#` or `#/…`) that names a schema, and
+    no chain of references comes back to where it started without descending into the value (such
+    a schema never finishes validating anything)."""
+    nodes: dict[str, Any] = {}
+    stack: list[tuple[Any, str]] = [(schema, "")]
+    while stack:
+        node, pointer = stack.pop()
+        if isinstance(node, dict):
+            nodes[pointer] = node
+            for key, child in node.items():
+                if key in _VALUES:  # plain JSON values, not schemas
+                    continue
+                stack.append((child, f"{pointer}/{str(key).replace('~', '~0').replace('/', '~1')}"))
+        elif isinstance(node, list):
+            stack.extend((child, f"{pointer}/{i}") for i, child in enumerate(node))
+
+    def where(pointer: str) -> str:
+        return path + "".join(f".{part}" for part in pointer.split("/")[1:])
+
+    edges: dict[str, list[str]] = {}
+    for pointer, node in nodes.items():
+        for key in _ELSEWHERE:
+            if key in node and not (key == "$id" and pointer == ""):
+                raise _fail(where(pointer), f"{key} is not supported in plan schemas (use $ref to #/$defs/…)")
+        targets = []
+        if "$ref" in node:
+            ref = node["$ref"]
+            if not isinstance(ref, str) or not (ref == "#" or ref.startswith("#/")):
+                raise _fail(where(pointer) + ".$ref", f"{json.dumps(ref)} does not point inside this schema")
+            target = urllib.parse.unquote(ref[1:])
+            if target not in nodes and not isinstance(_pointer_value(schema, target), bool):
+                raise _fail(where(pointer) + ".$ref", f"{json.dumps(ref)} does not name a schema in this schema")
+            targets.append(target)
+        for key in _IN_PLACE:
+            child = node.get(key)
+            if isinstance(child, dict) and key != "dependentSchemas":
+                targets.append(f"{pointer}/{key}")
+            elif isinstance(child, list):
+                targets += [f"{pointer}/{key}/{i}" for i in range(len(child))]
+            elif isinstance(child, dict):
+                targets += [f"{pointer}/{key}/{k.replace('~', '~0').replace('/', '~1')}" for k in child]
+        edges[pointer] = [t for t in targets if t in nodes]
+    _no_cycle(edges, where)
+
+
+def _pointer_value(schema: Any, pointer: str) -> Any:
+    """The value at a JSON pointer, or None."""
+    node = schema
+    for part in pointer.split("/")[1:] if pointer else []:
+        part = part.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return None
+    return node
+
+
+def _no_cycle(edges: dict[str, list[str]], where: Callable[[str], str]) -> None:
+    """Refuse a cycle in the in-place reference graph (iterative depth-first search)."""
+    state: dict[str, int] = {}  # 1 on the current path, 2 finished
+    for start in edges:
+        if state.get(start):
+            continue
+        path = [(start, iter(edges[start]))]
+        state[start] = 1
+        while path:
+            node, children = path[-1]
+            child = next(children, None)
+            if child is None:
+                state[node] = 2
+                path.pop()
+            elif state.get(child) == 1:
+                raise _fail(where(node), "$ref loops back to itself without descending into the value")
+            elif not state.get(child):
+                state[child] = 1
+                path.append((child, iter(edges[child])))
+
+
+def _patterns(schema: Any, path: str) -> None:
+    """Every `pattern` in a schema is one whose matching time is bounded (akm_run.patterns)."""
+    from akm_run.patterns import unsafe
+
+    if isinstance(schema, list):
+        for i, item in enumerate(schema):
+            _patterns(item, f"{path}[{i}]")
+    if not isinstance(schema, dict):
+        return
+    for key, item in schema.items():
+        if key == "pattern" and isinstance(item, str):
+            why = unsafe(item)
+            if why is not None:
+                raise _fail(f"{path}.pattern", f"{json.dumps(item)} may backtrack catastrophically: {why}")
+        elif key not in _VALUES:
+            _patterns(item, f"{path}.{key}")
 
 
 def _list(item: Check, *, low: int = 0, high: int = MAX_INT) -> Check:
@@ -287,6 +387,7 @@ _binding = _tagged(
     {
         "literal": _record({"name": _string(NAME), "kind": _const("literal"), "value": _json_value}),
         "reference": _record({"name": _string(NAME), "kind": _const("reference"), "from": _reference}),
+        "item": _record({"name": _string(NAME), "kind": _const("item"), "from": _string(ITEM_REFERENCE)}),
     },
 )
 _child = _record(
@@ -350,9 +451,9 @@ _PLAN: Check = _record(
         "irVersion": _const(IR_VERSION),
         "ref": _string(REF),
         "title": _string(),
-        "sourceHash": _string(SHA256),
+        # `.akm` sources by path only, scripts and prompt files with their sha256
         "sourceReadSet": _all(
-            _list(_record({"path": _string(REF), "sha256": _string(SHA256)}), low=1), _sorted_unique("path")
+            _list(_record({"path": _string(REF)}, {"sha256": _string(SHA256)}), low=1), _sorted_unique("path")
         ),
         "limits": _record(
             {"concurrency": _integer(1, MAX_CONCURRENCY)},
@@ -380,6 +481,9 @@ def _plan(value: Any, path: str) -> None:
 
 def _semantics(plan: dict[str, Any], path: str) -> None:
     params = plan.get("params", {})
+    for name, param in params.items():
+        if "default" in param:
+            _default_fits(param["default"], param["schema"], f"{path}.params.{name}.default")
     index_of: dict[str, int] = {}
     for i, step in enumerate(plan["steps"]):
         where = f"{path}.steps[{i}]"
@@ -414,12 +518,22 @@ def _semantics(plan: dict[str, Any], path: str) -> None:
                     raise _fail(at, f"route target {json.dumps(target)} is not a later step")
         target = step.get("target")
         if target is not None and target["kind"] == "child-workflow":
-            _child_bindings(target, f"{where}.target", i, reads)
+            _child_bindings(target, f"{where}.target", i, reads, step["kind"] == "map")
     for name, output in plan.get("outputs", {}).items():
         reads(output["from"], f"{path}.outputs.{name}.from", len(plan["steps"]))
 
 
-def _child_bindings(target: dict[str, Any], path: str, index: int, reads: Callable[[str, str, int], None]) -> None:
+def _default_fits(value: Any, schema: dict[str, Any], path: str) -> None:
+    from jsonschema import Draft202012Validator
+
+    error = next(iter(Draft202012Validator(schema).iter_errors(value)), None)
+    if error is not None:
+        raise _fail(path, f"the default does not fit the param's schema: {error.message}")
+
+
+def _child_bindings(
+    target: dict[str, Any], path: str, index: int, reads: Callable[[str, str, int], None], mapped: bool
+) -> None:
     child_params = target["plan"].get("params", {})
     bound = set()
     for j, binding in enumerate(target.get("bindings", [])):
@@ -427,6 +541,8 @@ def _child_bindings(target: dict[str, Any], path: str, index: int, reads: Callab
             raise _fail(f"{path}.bindings[{j}].name", f"child has no param {json.dumps(binding['name'])}")
         if binding["kind"] == "reference":
             reads(binding["from"], f"{path}.bindings[{j}].from", index)
+        if binding["kind"] == "item" and not mapped:
+            raise _fail(f"{path}.bindings[{j}].from", "`item` is only defined in the target of a map step")
         bound.add(binding["name"])
     for name, param in child_params.items():
         if "default" not in param and name not in bound:

@@ -6,8 +6,11 @@ import json
 import time
 from typing import Any
 
+from akm_run import children
 from akm_run.engine import Result
-from akm_run.store import RunRow, Store
+from akm_run.hints import Hints
+from akm_run.locks import RunLock
+from akm_run.store import AttemptRow, RunRow, Store
 from akm_run.trust import signed_by
 
 STEP_GLYPHS = {"completed": "✓", "failed": "✗", "blocked": "⚠", "running": "→", "pending": "·", "skipped": "↷"}
@@ -40,7 +43,7 @@ def result_document(result: Result, run: RunRow) -> dict[str, Any]:
     return document
 
 
-def result_text(result: Result, run: RunRow) -> str:
+def result_text(result: Result, run: RunRow, hints: Hints) -> str:
     head = f"run {run.id} ({run.ref})"
     if result.error is not None:
         lines = [f"{head}: error {result.error['code']}: {result.error['message']}"]
@@ -50,7 +53,7 @@ def result_text(result: Result, run: RunRow) -> str:
         failure = result.failure or {}
         lines = [
             f"{head} failed at step {failure.get('stepId')}: {failure.get('reason')}: {failure.get('message')}",
-            f"see `akm-run status {run.id}`",
+            f"see `{hints('status', run.id)}`",
         ]
     elif result.status == "blocked":
         blocked = result.blocked or {}
@@ -64,7 +67,7 @@ def result_text(result: Result, run: RunRow) -> str:
 # -- `akm-run status` ---------------------------------------------------------------------------------
 
 
-def status_document(store: Store, run: RunRow) -> dict[str, Any]:
+def status_document(store: Store, run: RunRow, hints: Hints) -> dict[str, Any]:
     summary: dict[str, Any] = {
         "id": run.id,
         "ref": run.ref,
@@ -82,10 +85,17 @@ def status_document(store: Store, run: RunRow) -> dict[str, Any]:
     if run.status == "completed":
         summary["exported"] = run.exported
     steps = []
-    for row in store.steps(run.id):
+    rows = store.steps(run.id)
+    if any(r.status == "running" for r in rows) and not RunLock(store.state_dir, run.id).driven():
+        for row in rows:  # its driver died: nothing runs, and the next drive starts the step again
+            if row.status == "running":
+                row.status = "pending"
+                row.notes = f"Its driver stopped before the step finished; continue with `{hints('run', run.id)}`."
+    for row in rows:
         entry: dict[str, Any] = {"stepId": row.step_id, "status": row.status}
-        if row.notes and row.status in ("blocked", "failed", "skipped"):
-            entry["notes"] = row.notes
+        notes = children.step_notes(store, hints, run.id, row)
+        if notes and row.status in ("blocked", "failed", "skipped", "pending"):
+            entry["notes"] = notes
         if row.failure_reason:
             entry["failureReason"] = row.failure_reason
             entry["failureMessage"] = row.failure_message
@@ -93,13 +103,13 @@ def status_document(store: Store, run: RunRow) -> dict[str, Any]:
             entry["output"] = row.output
         steps.append(entry)
     document: dict[str, Any] = {"run": summary, "steps": steps}
-    children = child_tree(store, run)
-    if children:
-        document["children"] = children
+    tree = child_tree(store, run, hints)
+    if tree:
+        document["children"] = tree
     return document
 
 
-def child_tree(store: Store, run: RunRow) -> list[dict[str, Any]]:
+def child_tree(store: Store, run: RunRow, hints: Hints) -> list[dict[str, Any]]:
     """The child runs of `run`, in spawn order, each with its own children."""
     nodes = []
     units = {u.child_run_id: u.step_id for u in store.child_units(run.id)}
@@ -111,11 +121,12 @@ def child_tree(store: Store, run: RunRow) -> list[dict[str, Any]]:
             "stepId": units.get(child.id, child.parent_unit_id.split(":")[0] if child.parent_unit_id else ""),
         }
         if child.status == "blocked":
+            clear = children.clearing(store, hints, child)[1]
             node["resume"] = {
-                "command": f"akm-run resume {child.id}",
-                "then": f"akm-run resume {run.id} && akm-run run {run.id}",
+                "command": " && ".join(clear),
+                "then": f"{hints('resume', run.id)} && {hints('run', run.id)}",
             }
-        grandchildren = child_tree(store, child)
+        grandchildren = child_tree(store, child, hints)
         if grandchildren:
             node["children"] = grandchildren
         nodes.append(node)
@@ -142,7 +153,7 @@ def status_text(document: dict[str, Any]) -> str:
                 f": {step['failureMessage']}" if step.get("failureMessage") else ""
             )
         lines.append(line.rstrip())
-        if step["status"] in ("blocked", "failed") and "notes" in step:
+        if step["status"] in ("blocked", "failed", "pending") and "notes" in step:
             lines += [f"      {note}" for note in step["notes"].splitlines()]
     if "children" in document:
         lines.append("children:")
@@ -183,4 +194,71 @@ def list_text(document: dict[str, Any]) -> str:
         lines.append(
             f"{RUN_GLYPHS[run['status']]} {run['id']}  {run['status']:<9}  {run['ref']}  {run['createdAt']}{parent}"
         )
+    return "\n".join(lines) + "\n"
+
+
+# -- `akm-run logs` -----------------------------------------------------------------------------------
+
+
+def logs_document(store: Store, run: RunRow, step: str | None, item: int | None, attempt: int | None) -> dict[str, Any]:
+    """Every attempt of the run's units (optionally of one step, one map item, one attempt number),
+    with what it printed; stored values are already redacted."""
+    units = []
+    for unit, attempts in store.run_attempts(run.id):
+        if step is not None and unit.step_id != step:
+            continue
+        if item is not None and (unit.item_index if unit.item_index is not None else 0) != item:
+            continue
+        entry: dict[str, Any] = {"stepId": unit.step_id, "unitId": unit.unit_id, "status": unit.status}
+        if unit.item_index is not None:
+            entry["itemIndex"] = unit.item_index
+        if unit.child_run_id is not None:
+            entry["childRunId"] = unit.child_run_id
+        if unit.failure_reason is not None:
+            entry["failure"] = {"reason": unit.failure_reason, "message": unit.failure_message}
+        entry["attempts"] = [_attempt(a) for a in attempts if attempt is None or a.attempt == attempt]
+        units.append(entry)
+    return {"runId": run.id, "ref": run.ref, "status": run.status, "units": units}
+
+
+def _attempt(row: AttemptRow) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "attempt": row.attempt,
+        "dispatchId": row.dispatch_id,
+        "status": row.status,
+        "startedAt": iso(row.started_at),
+    }
+    if row.finished_at is not None:
+        entry["durationMs"] = round((row.finished_at - row.started_at) * 1000)
+    for key, value in (("reason", row.reason), ("message", row.message), ("exitCode", row.exit_code)):
+        if value is not None:
+            entry[key] = value
+    if row.output_json is not None:
+        entry["output"] = row.output
+    if row.stderr_tail:
+        entry["stderrTail"] = row.stderr_tail
+    return entry
+
+
+def logs_text(document: dict[str, Any]) -> str:
+    lines = [f"run {document['runId']} ({document['ref']})  {document['status']}"]
+    if not document["units"]:
+        lines.append("no units")
+    for unit in document["units"]:
+        where = f" item {unit['itemIndex']}" if "itemIndex" in unit else ""
+        child = f"  child run {unit['childRunId']}" if "childRunId" in unit else ""
+        lines.append(f"{unit['stepId']}{where}  [{unit['unitId']}]  {unit['status']}{child}")
+        for attempt in unit["attempts"]:
+            took = f"  took {attempt['durationMs'] / 1000:.3f}s" if "durationMs" in attempt else "  (still running)"
+            code = f"  exit {attempt['exitCode']}" if "exitCode" in attempt else ""
+            reason = f"  {attempt['reason']}" if "reason" in attempt else ""
+            lines.append(f"  attempt {attempt['attempt']}  {attempt['status']}{reason}{code}  "
+                         f"started {attempt['startedAt']}{took}")  # fmt: skip
+            if "message" in attempt:
+                lines.append(f"    message: {attempt['message']}")
+            if "output" in attempt:
+                lines.append(f"    stdout: {_json(attempt['output'])}")
+            if "stderrTail" in attempt:
+                lines.append("    stderr:")
+                lines += [f"      | {line}" for line in attempt["stderrTail"].splitlines()]
     return "\n".join(lines) + "\n"

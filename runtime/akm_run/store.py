@@ -6,7 +6,9 @@ append-only; every event kind names the transition it records (see EVENT_KINDS).
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -16,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from akm_run.signing import Signer
+from akm_run.strictjson import dumps
 from akm_run.trust import Signature
 
 DB_NAME = "state.db"
@@ -107,6 +110,14 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE TRIGGER events_append_only_delete BEFORE DELETE ON events
         BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
     """,
+    # Runs remember how they were started (`resume`, `approve` and `run RUN` reuse it); each
+    # attempt keeps what its unit printed and why it failed (`akm-run logs`).
+    """
+    ALTER TABLE runs ADD COLUMN workdir TEXT;
+    ALTER TABLE runs ADD COLUMN agent_cmd TEXT;
+    ALTER TABLE attempts ADD COLUMN output_json TEXT;
+    ALTER TABLE attempts ADD COLUMN message TEXT;
+    """,
     # Signed runs (signing.md): the signed file's exact bytes and the signature, so every re-drive
     # re-checks them; the allowed signers file they were checked against, read again by re-drives.
     """
@@ -134,6 +145,7 @@ EVENT_KINDS = (
     "step.blocked",
     "step.skipped",  # a route did not select it
     "step.approved",
+    "step.rejected",  # akm-run approve --reject
     "unit.dispatched",  # an attempt started (a new unit, a retry or a crash reclaim)
     "unit.completed",
     "unit.failed",  # an attempt failed; `final` says whether the unit failed for good
@@ -144,7 +156,7 @@ EVENT_KINDS = (
 
 RUN_COLUMNS = (
     "id, ref, title, plan_hash, plan_json, params_json, status, current_step, parent_run_id, parent_unit_id, "
-    "invocation_key, exported_json, failure_json, notes, units_dispatched, created_at, updated_at"
+    "invocation_key, exported_json, failure_json, notes, units_dispatched, created_at, updated_at, workdir, agent_cmd"
 )
 
 
@@ -167,6 +179,8 @@ class RunRow:
     units_dispatched: int
     created_at: float
     updated_at: float
+    workdir: str | None  # absolute; None for runs published before it was stored
+    agent_cmd: str | None
 
     @property
     def params(self) -> dict[str, Any]:
@@ -219,6 +233,7 @@ class UnitRow:
 
 @dataclass(slots=True)
 class AttemptRow:
+    unit_id: str
     attempt: int
     dispatch_id: str
     status: str
@@ -227,25 +242,47 @@ class AttemptRow:
     pid: int | None
     host: str | None
     stderr_tail: str | None
+    started_at: float = 0.0
+    finished_at: float | None = None
+    output_json: str | None = None
+    message: str | None = None
+
+    @property
+    def output(self) -> Any:
+        return None if self.output_json is None else json.loads(self.output_json)
 
 
-def dumps(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+ATTEMPT_COLUMNS = (
+    "attempt, dispatch_id, status, reason, exit_code, pid, host, stderr_tail, started_at, finished_at, output_json, "
+    "message"
+)
+
+
+class StateReadOnly(Exception):
+    """The state directory cannot be written (read-only location, permissions)."""
 
 
 class Store:
     """The state database of one state directory. Safe to share between the threads of one driver:
     statements are serialised by a lock, and each transaction is short."""
 
-    def __init__(self, state_dir: Path) -> None:
+    def __init__(self, state_dir: Path, *, readonly: bool = False) -> None:
         self.state_dir = state_dir
-        state_dir.mkdir(parents=True, exist_ok=True)
         self.path = state_dir / DB_NAME
+        self._lock = threading.RLock()
+        self._depth = 0
+        if readonly:
+            self._db = _open_readonly(self.path)
+            if self.schema_version() != len(MIGRATIONS):
+                raise StateReadOnly(
+                    f"{self.path} has schema version {self.schema_version()}, this akm-run reads version "
+                    f"{len(MIGRATIONS)}, and the state directory cannot be written to upgrade it"
+                )
+            return
+        state_dir.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(
             self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
         )
-        self._lock = threading.RLock()
-        self._depth = 0
         self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         self._db.execute("PRAGMA journal_mode = WAL")
         self._db.execute("PRAGMA synchronous = NORMAL")  # durable transactions raise it (see transaction)
@@ -255,6 +292,14 @@ class Store:
         # to close checkpoints whatever remains.
         self._db.execute("PRAGMA wal_autocheckpoint = 10000")
         self._migrate()
+
+    @classmethod
+    def for_reading(cls, state_dir: Path) -> Store:
+        """The store, for commands that only read (status, list, logs): opened as usual, or
+        read-only when the state directory cannot be written."""
+        if not writable(state_dir):
+            return cls(state_dir, readonly=True)
+        return cls(state_dir)
 
     def close(self) -> None:
         self._db.close()
@@ -340,14 +385,17 @@ class Store:
         parent_run_id: str | None = None,
         parent_unit_id: str | None = None,
         invocation_key: str | None = None,
+        workdir: str | None = None,
+        agent_cmd: str | None = None,
         signature: Signature | None = None,
     ) -> str:
-        """Create a run and its step rows (and its signature, in the same transaction); with an
-        invocation key, return the existing run instead when one was already published under it
-        (the UNIQUE index arbitrates racing publishers)."""
+        """Create a run and its step rows, remembering its workdir and agent command (and its
+        signature, in the same transaction); with an invocation key, return the existing run instead
+        when one was already published under it (the UNIQUE index arbitrates racing publishers)."""
+        started = (workdir, agent_cmd)
         try:
             return self._publish(
-                run_id, plan, plan_hash, params, parent_run_id, parent_unit_id, invocation_key, signature
+                run_id, plan, plan_hash, params, parent_run_id, parent_unit_id, invocation_key, started, signature
             )
         except sqlite3.IntegrityError:
             if invocation_key is None:
@@ -364,6 +412,7 @@ class Store:
         parent_run_id: str | None,
         parent_unit_id: str | None,
         invocation_key: str | None,
+        started: tuple[str | None, str | None],
         signature: Signature | None,
     ) -> str:
         now = time.time()
@@ -374,10 +423,10 @@ class Store:
                     return str(row[0])
             self._execute(
                 "INSERT INTO runs (id, ref, title, plan_hash, plan_json, params_json, status, parent_run_id, "
-                "parent_unit_id, invocation_key, created_at, updated_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, ?, ?)",
+                "parent_unit_id, invocation_key, created_at, updated_at, workdir, agent_cmd) "
+                "VALUES (?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, ?, ?, ?, ?)",
                 (run_id, plan["ref"], plan["title"], plan_hash, dumps(plan), dumps(params), parent_run_id,
-                 parent_unit_id, invocation_key, now, now),
+                 parent_unit_id, invocation_key, now, now, *started),
             )  # fmt: skip
             for step in plan["steps"]:
                 self._execute(
@@ -415,6 +464,13 @@ class Store:
         rows = self._execute(sql + " ORDER BY created_at, id", (children, status, status)).fetchall()
         return [RunRow(*r) for r in rows]
 
+    def latest_run(self) -> RunRow | None:
+        """The most recently published top-level run."""
+        row = self._execute(
+            f"SELECT {RUN_COLUMNS} FROM runs WHERE parent_run_id IS NULL ORDER BY created_at DESC, id DESC LIMIT 1"
+        ).fetchone()
+        return RunRow(*row) if row is not None else None
+
     def child_runs(self, parent_run_id: str) -> list[RunRow]:
         rows = self._execute(
             f"SELECT {RUN_COLUMNS} FROM runs WHERE parent_run_id = ? ORDER BY created_at, id", (parent_run_id,)
@@ -443,6 +499,14 @@ class Store:
                 (now, run_id, step_id),
             )
             self.event(run_id, "step.started", step_id)
+
+    def release_running_steps(self, run_id: str) -> None:
+        """A drive ended (or the run was abandoned): steps still marked running go back to pending."""
+        with self.transaction(durable=False):
+            self._execute(
+                "UPDATE steps SET status = 'pending', updated_at = ? WHERE run_id = ? AND status = 'running'",
+                (time.time(), run_id),
+            )
 
     def count_dispatch(self, run_id: str, limit: int | None) -> bool:
         """Count one more dispatched unit against `limits.maxUnits`; False when the budget is spent."""
@@ -503,11 +567,25 @@ class Store:
 
     def attempts(self, run_id: str, unit_id: str) -> list[AttemptRow]:
         rows = self._execute(
-            "SELECT attempt, dispatch_id, status, reason, exit_code, pid, host, stderr_tail FROM attempts "
-            "WHERE run_id = ? AND unit_id = ? ORDER BY attempt",
+            f"SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE run_id = ? AND unit_id = ? ORDER BY attempt",
             (run_id, unit_id),
         ).fetchall()
-        return [AttemptRow(*r) for r in rows]
+        return [AttemptRow(unit_id, *r) for r in rows]
+
+    def run_attempts(self, run_id: str) -> list[tuple[UnitRow, list[AttemptRow]]]:
+        """Every unit of a run (in step order, then item order) with its attempts."""
+        units = self._execute(
+            "SELECT u.unit_id, u.step_id, u.item_index, u.input_hash, u.status, u.output_json, u.failure_reason, "
+            "u.failure_message, u.child_run_id FROM units u JOIN steps s ON s.run_id = u.run_id AND "
+            "s.step_id = u.step_id WHERE u.run_id = ? ORDER BY s.idx, u.item_index, u.created_at, u.unit_id",
+            (run_id,),
+        ).fetchall()
+        attempts: dict[str, list[AttemptRow]] = {}
+        for row in self._execute(
+            f"SELECT unit_id, {ATTEMPT_COLUMNS} FROM attempts WHERE run_id = ? ORDER BY attempt", (run_id,)
+        ):
+            attempts.setdefault(row[0], []).append(AttemptRow(*row))
+        return [(UnitRow(*u), attempts.get(u[0], [])) for u in units]
 
     def begin_attempt(
         self,
@@ -575,12 +653,12 @@ class Store:
         final: bool = True,
     ) -> None:
         """Finish an attempt; `final` also settles the unit (completed with its output, or failed)."""
-        now = time.time()
+        now, stored = time.time(), None if output is None else dumps(output)
         with self.transaction(durable=False):
             self._execute(
-                "UPDATE attempts SET status = ?, reason = ?, exit_code = ?, stderr_tail = ?, finished_at = ? "
-                "WHERE run_id = ? AND unit_id = ? AND attempt = ?",
-                (status, reason, exit_code, stderr_tail, now, run_id, unit_id, attempt),
+                "UPDATE attempts SET status = ?, reason = ?, exit_code = ?, stderr_tail = ?, finished_at = ?, "
+                "output_json = ?, message = ? WHERE run_id = ? AND unit_id = ? AND attempt = ?",
+                (status, reason, exit_code, stderr_tail, now, stored, message, run_id, unit_id, attempt),
             )
             if status == "completed":
                 self._execute(
@@ -619,11 +697,11 @@ class Store:
         """Attempts still marked running: their driver died. (unit id, step id, attempt)."""
         rows = self._execute(
             "SELECT a.unit_id, u.step_id, a.attempt, a.dispatch_id, a.status, a.reason, a.exit_code, a.pid, a.host, "
-            "a.stderr_tail FROM attempts a JOIN units u ON u.run_id = a.run_id AND u.unit_id = a.unit_id "
+            "a.stderr_tail, a.started_at FROM attempts a JOIN units u ON u.run_id = a.run_id AND u.unit_id = a.unit_id "
             "WHERE a.run_id = ? AND a.status = 'running'",
             (run_id,),
         ).fetchall()
-        return [(r[0], r[1], AttemptRow(*r[2:])) for r in rows]
+        return [(r[0], r[1], AttemptRow(r[0], *r[2:])) for r in rows]
 
     def events(self, run_id: str) -> list[tuple[str, str | None, str | None, dict[str, Any]]]:
         rows = self._execute(
@@ -634,6 +712,37 @@ class Store:
     def count_attempts(self, run_id: str) -> int:
         row = self._execute("SELECT COUNT(*) FROM attempts WHERE run_id = ?", (run_id,)).fetchone()
         return int(row[0])
+
+
+def writable(state_dir: Path) -> bool:
+    """Whether a state directory (or, before it exists, the directory it would be made in) can be
+    written: a probe file is created and removed (permission bits alone do not show a read-only mount)."""
+    existing = state_dir.absolute()
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return False
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".akm-run-probe-", dir=existing)
+    except OSError:
+        return False
+    os.close(fd)
+    os.unlink(probe)
+    return True
+
+
+def _open_readonly(path: Path) -> sqlite3.Connection:
+    """A read-only connection; where SQLite cannot even create its shared-memory file beside the
+    database (a read-only location), the database is read as an immutable snapshot."""
+    if not path.exists():
+        raise StateReadOnly(f"{path} does not exist")
+    uri = path.absolute().as_uri()
+    try:
+        db = sqlite3.connect(f"{uri}?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
+        db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+        return db
+    except sqlite3.OperationalError:
+        return sqlite3.connect(f"{uri}?immutable=1", uri=True, isolation_level=None, check_same_thread=False)
 
 
 def _statements(script: str) -> list[str]:

@@ -6,6 +6,8 @@ outcome before it is stored."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import os
 import shutil
@@ -19,9 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from akm_run import strictjson
+
 MAX_OUTPUT_BYTES = 1024 * 1024
 STDERR_TAIL_BYTES = 64 * 1024
-KILL_GRACE_SECONDS = 2.0
+KILL_GRACE_SECONDS = 1.0  # SIGTERM, then SIGKILL after this long (docs/runtime.md)
 BASE_ENV = ("PATH", "HOME", "LANG", "TMPDIR")
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 MIN_REDACTED = 4  # shorter secret values are not redacted: masking "a" everywhere would garble every output
@@ -116,16 +120,23 @@ def scratch_directory(state_dir: Path, run_id: str) -> Path:
     their context files may hold params a unit was given."""
     from akm_run.locks import pid_alive
 
-    base = state_dir / "scratch"
+    base = state_dir.absolute() / "scratch"  # a unit's cwd is the workdir: its paths must not be relative
     base.mkdir(mode=0o700, parents=True, exist_ok=True)
     for stale in base.glob(f"{run_id}.*"):
         pid = stale.name.rsplit(".", 1)[-1]
         if pid.isdigit() and not pid_alive(int(pid)):
-            shutil.rmtree(stale, ignore_errors=True)
+            _remove(stale)
     directory = base / f"{run_id}.{os.getpid()}"
-    shutil.rmtree(directory, ignore_errors=True)
+    _remove(directory)
     directory.mkdir(mode=0o700)
     return directory
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
 
 
 def execute(
@@ -146,7 +157,7 @@ def execute(
     if scratch is None:
         with tempfile.TemporaryDirectory(prefix="akm-unit-") as directory:
             return execute(unit, abort, on_spawn, environ, Path(directory))
-    prefix = scratch / f"{unit.context['dispatchId']}.{unit.context['attempt']}.{threading.get_ident()}"
+    prefix = scratch.absolute() / f"{unit.context['dispatchId']}.{unit.context['attempt']}.{threading.get_ident()}"
     created: list[Path] = []
 
     def write(name: str, text: str, mode: int) -> Path:
@@ -165,7 +176,8 @@ def execute(
         outcome = _run(argv, unit, env, stdin_path, abort, on_spawn)
     finally:
         for path in created:
-            path.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # a unit may have removed or replaced its files
+                path.unlink(missing_ok=True)
     return _redacted(outcome, secrets)
 
 
@@ -202,6 +214,7 @@ def _run(
 ) -> Outcome:
     import subprocess
 
+    adopt_orphans()
     with stdin_path.open("rb") as stdin:
         try:
             process = subprocess.Popen(
@@ -215,7 +228,7 @@ def _run(
     on_spawn(process.pid)
     deadline = None if unit.timeout_ms is None else time.monotonic() + unit.timeout_ms / 1000
     streams = _Streams(process)
-    ended = None
+    ended = stopped = None
     try:
         while not streams.collect(_slice(deadline)):
             if abort.is_set():
@@ -223,7 +236,7 @@ def _run(
             elif deadline is not None and time.monotonic() >= deadline:
                 ended = "timeout"
             if ended:
-                stop_group(process.pid)
+                stopped = stop_group(process.pid, functools.partial(_reap_group, process))
                 process.wait()
                 streams.drain()
                 break
@@ -231,11 +244,11 @@ def _run(
         streams.close()
     tail = streams.stderr.decode("utf-8", "replace") or None
     if ended == "aborted":
-        return Outcome("aborted", reason="aborted", message="the drive was aborted", stderr_tail=tail)
+        return Outcome("aborted", reason="aborted", message=f"the drive was aborted; {stopped}", stderr_tail=tail)
     if ended == "timeout":
         assert unit.timeout_ms is not None
-        return Outcome("failed", reason="timeout", message=f"{_what(unit)} exceeded its timeout of {unit.timeout_ms} ms",
-                       stderr_tail=tail)  # fmt: skip
+        return Outcome("failed", reason="timeout", message=f"{_what(unit)} exceeded its timeout of {unit.timeout_ms} ms; "
+                       f"{stopped}", stderr_tail=tail)  # fmt: skip
     code = process.returncode
     if code != 0:
         last = (tail or "").strip().splitlines()[-1:] or [""]
@@ -321,23 +334,50 @@ def _slice(deadline: float | None) -> float:
     return max(0.0, min(0.1, deadline - time.monotonic()))
 
 
-def stop_group(pid: int) -> None:
-    """Terminate a unit's whole process group: SIGTERM, then SIGKILL after a grace period."""
+@functools.cache
+def adopt_orphans() -> None:
+    """Make this driver the reaper of its units' orphans (Linux PR_SET_CHILD_SUBREAPER): a unit's
+    process that outlives its shell becomes this process's child, so a stopped group is reaped
+    here at once instead of lingering as zombies until an init process gets to them."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        pass
+
+
+def _reap_group(process: Any) -> None:
+    """Collect the exited members of a unit's process group: the leader through its Popen (which
+    keeps its status), then any adopted orphan of the group."""
+    process.poll()
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-process.pid, os.WNOHANG)[0]:
+            pass
+
+
+def stop_group(pid: int, reap: Callable[[], object] = lambda: None) -> str:
+    """Terminate a unit's whole process group: SIGTERM, then SIGKILL to whatever is left after
+    KILL_GRACE_SECONDS. `reap` collects the group leader when it is this process's child: a leader
+    that exited but was not reaped (a zombie) would keep the group alive for the whole grace period.
+    Returns how the group ended, in words."""
     try:
         os.killpg(pid, signal.SIGTERM)
     except (ProcessLookupError, PermissionError):
-        return
+        return "it had already exited"
     end = time.monotonic() + KILL_GRACE_SECONDS
     while time.monotonic() < end:
+        reap()
         try:
             os.killpg(pid, 0)
         except (ProcessLookupError, PermissionError):
-            return
-        time.sleep(0.02)
+            return "stopped by SIGTERM"
+        time.sleep(0.01)
     try:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
-        pass
+        return "stopped by SIGTERM"
+    return f"killed by SIGKILL after the {KILL_GRACE_SECONDS:g} s grace period"
 
 
 def stop_leftover(pid: int | None, host: str | None) -> None:
@@ -360,8 +400,11 @@ def _result(streams: _Streams, unit: Unit, tail: str | None) -> Outcome:
                        stderr_tail=tail)  # fmt: skip
     text = bytes(streams.stdout).decode("utf-8", "replace")
     try:
-        value: Any = json.loads(text)
+        value: Any = strictjson.loads(text)
         parsed = True
+    except strictjson.NotStrict as error:
+        return Outcome("failed", reason="output_invalid",
+                       message=f"{_what(unit)} printed JSON that is not strict JSON: {error}", stderr_tail=tail)  # fmt: skip
     except ValueError:
         value, parsed = (text[:-1] if text.endswith("\n") else text), False
     if unit.output_schema is not None:

@@ -1,0 +1,31 @@
+"""The commands akm-run prints for a person to paste (notes, errors, `status`): each one names the
+state directory unless it is the default, so it works as printed from any directory."""
+
+from __future__ import annotations
+
+import os
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_STATE_DIR = ".akm-run"
+
+
+@dataclass(frozen=True, slots=True)
+class Hints:
+    """Builds `akm-run VERB ARGS [--state-dir DIR]`; `state_dir` is None for the default one."""
+
+    state_dir: str | None = None
+
+    @classmethod
+    def of(cls, state_dir: Path) -> Hints:
+        """Hints for a state directory: the default one (what a bare command resolves in this
+        environment: $AKM_STATE_DIR, else ./.akm-run) is left out, any other is given absolute."""
+        default = Path(os.environ.get("AKM_STATE_DIR") or DEFAULT_STATE_DIR)
+        if state_dir.absolute() == default.absolute():
+            return cls(None)
+        return cls(str(state_dir.absolute()))
+
+    def __call__(self, verb: str, *args: str) -> str:
+        words = ["akm-run", verb, *args] + (["--state-dir", self.state_dir] if self.state_dir else [])
+        return " ".join(shlex.quote(w) for w in words)

@@ -1,0 +1,94 @@
+"""Strict JSON for everything that enters a run from outside: plan files, params and unit output.
+
+Strict means standard JSON and nothing a later step could trip on: no NaN or Infinity, no
+duplicate keys, integers within ±(2^53 − 1) (what every JSON reader agrees on), finite numbers,
+and for values a unit produces, nesting at most 64 deep. Parsing never recurses past the limit."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+MAX_INT = 2**53 - 1
+MAX_VALUE_DEPTH = 64
+_INT_DIGITS = len(str(MAX_INT))
+_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+class NotStrict(ValueError):
+    """Text that is JSON, or starts out as JSON, but not strict JSON; the message says why."""
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise NotStrict(f"duplicate key {json.dumps(key, ensure_ascii=False)}")
+        out[key] = value
+    return out
+
+
+def _constant(name: str) -> Any:
+    raise NotStrict(f"{name} is not JSON")
+
+
+def _int(text: str) -> int:
+    if len(text.lstrip("-")) > _INT_DIGITS or abs(int(text)) > MAX_INT:
+        shown = text if len(text) <= 24 else f"{text[:20]}… ({len(text.lstrip('-'))} digits)"
+        raise NotStrict(f"integer {shown} is outside ±(2^53 − 1)")
+    return int(text)
+
+
+def _bounded_int(text: str) -> int:
+    """An integer left for a later check to place (plans name the path), but never thousands of digits."""
+    if len(text.lstrip("-")) > 2 * _INT_DIGITS:
+        return _int(text)
+    return int(text)
+
+
+def _float(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        shown = text if len(text) <= 24 else f"{text[:20]}…"
+        raise NotStrict(f"number {shown} is too large to represent")
+    return value
+
+
+def depth(text: str) -> int:
+    """How deeply arrays and objects nest in `text` (brackets inside strings do not count); with
+    few brackets, their count (an upper bound that is already within every limit)."""
+    if text.count("[") + text.count("{") <= MAX_VALUE_DEPTH:
+        return text.count("[") + text.count("{")  # an upper bound, enough to pass
+    deepest = level = 0
+    for match in _TOKENS.finditer(text):
+        token = match.group()
+        if token in "[{":
+            level += 1
+            deepest = max(deepest, level)
+        elif token in "]}":
+            level -= 1
+    return deepest
+
+
+def loads(text: str, max_depth: int | None = MAX_VALUE_DEPTH, *, int_check: bool = True) -> Any:
+    """Parse strict JSON. Raises json.JSONDecodeError when `text` is not JSON at all and NotStrict
+    when it is JSON (or begins as JSON) but breaks a rule above. Without `int_check`, integers
+    past the limit (but not absurdly long ones) are left for the caller's own check."""
+    if max_depth is not None and text.lstrip()[:1] in ("[", "{") and depth(text) > max_depth:
+        raise NotStrict(f"nesting deeper than {max_depth} levels")
+    try:
+        return json.loads(
+            text,
+            object_pairs_hook=_pairs,
+            parse_constant=_constant,
+            parse_int=_int if int_check else _bounded_int,
+            parse_float=_float,
+        )
+    except RecursionError:
+        raise NotStrict("nested too deeply") from None
+
+
+def dumps(value: Any) -> str:
+    """Compact, sorted, standard JSON (NaN and Infinity are refused: ValueError)."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False)

@@ -1,0 +1,60 @@
+"""The README's quick start is CI: `.ci/run` runs its commands as printed, and the demo's own
+commands (tasks.DEMO) run here with real processes, twice, from a copy of the examples."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+
+MODULES = {"akmc": "akmc", "akm-run": "akm_run"}
+
+
+def _demo_commands() -> tuple[tuple[str, ...], ...]:
+    sys.path.insert(0, str(REPO))
+    try:
+        import tasks
+    finally:
+        sys.path.remove(str(REPO))
+    return tasks.DEMO
+
+
+def test_ci_runs_the_readme_quick_start_as_printed() -> None:
+    printed = subprocess.run([REPO / ".ci" / "run", "--print"], capture_output=True, text=True, check=True)
+    assert printed.stdout.splitlines() == ["python3 tasks.py demo", "python3 tasks.py test"]
+    readme = (REPO / "README.md").read_text()
+    quick_start = readme.split("## Quick start", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    for command in printed.stdout.splitlines():
+        assert command in quick_start
+
+
+def test_ci_refuses_a_readme_without_a_quick_start(tmp_path: Path) -> None:
+    (tmp_path / ".ci").mkdir()
+    shutil.copy(REPO / ".ci" / "run", tmp_path / ".ci" / "run")
+    (tmp_path / "README.md").write_text("# nothing to run\n")
+    result = subprocess.run([tmp_path / ".ci" / "run"], capture_output=True, text=True)
+    assert result.returncode == 2 and "Quick start" in result.stderr
+
+
+@pytest.mark.slow
+def test_the_demo_passes_from_a_clean_copy_and_again(tmp_path: Path) -> None:
+    shutil.copytree(REPO / "examples", tmp_path / "examples", ignore=shutil.ignore_patterns("plans", ".akm-run"))
+    for round_ in (1, 2):
+        for program, *argv in _demo_commands():
+            result = subprocess.run(
+                [sys.executable, "-m", MODULES[program], *argv], cwd=tmp_path, capture_output=True, text=True,
+                timeout=300,
+            )  # fmt: skip
+            assert result.returncode == 0, f"round {round_}: {program} {argv}: {result.stdout}\n{result.stderr}"
+    listed = subprocess.run(
+        [sys.executable, "-m", "akm_run", "list", "--state-dir", "examples/.akm-run", "--format", "json"],
+        cwd=tmp_path, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    runs = json.loads(listed.stdout)["runs"]
+    assert [r["status"] for r in runs] == ["completed", "completed"]

@@ -1,0 +1,80 @@
+"""tasks.py's set-up of system tools: Graphviz is installed where it may be, once, and never silently missing."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from conftest import REPO
+
+
+def _tasks() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("tasks", REPO / "tasks.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, ...]]:
+    seen: list[tuple[str, ...]] = []
+
+    def run(argv: Any, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        seen.append(tuple(argv))
+        assert kwargs["env"]["DEBIAN_FRONTEND"] == "noninteractive" and kwargs["check"] is True
+        return subprocess.CompletedProcess(argv, 0)
+
+    monkeypatch.setattr(subprocess, "run", run)
+    return seen
+
+
+def test_graphviz_is_installed_with_apt_when_dot_is_missing_and_root(
+    calls: list[tuple[str, ...]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tasks = _tasks()
+    monkeypatch.setattr(tasks.shutil, "which", lambda name: None if name == "dot" else f"/usr/bin/{name}")
+    monkeypatch.setattr(tasks.os, "geteuid", lambda: 0)
+    tasks.system_tools()
+    assert calls == [
+        ("apt-get", "update", "-q"),
+        ("apt-get", "install", "-y", "-q", "--no-install-recommends", "graphviz"),
+    ]
+
+
+def test_nothing_is_installed_when_dot_is_there(calls: list[tuple[str, ...]], monkeypatch: pytest.MonkeyPatch) -> None:
+    tasks = _tasks()
+    monkeypatch.setattr(tasks.shutil, "which", lambda name: f"/usr/bin/{name}")
+    tasks.system_tools()
+    assert calls == []
+
+
+def test_without_root_it_says_what_is_missing(
+    calls: list[tuple[str, ...]], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tasks = _tasks()
+    monkeypatch.setattr(tasks.shutil, "which", lambda name: None if name == "dot" else f"/usr/bin/{name}")
+    monkeypatch.setattr(tasks.os, "geteuid", lambda: 1000)
+    tasks.system_tools()
+    assert calls == [] and "apt-get install graphviz" in capsys.readouterr().err
+
+
+def test_the_test_command_sets_up_system_tools() -> None:
+    source = (REPO / "tasks.py").read_text()
+    body = source[source.index("def test() -> int:") :]
+    assert body.index("system_tools()") < body.index('"pytest"')
+    assert "python3 tasks.py test" in (REPO / ".ci" / "run").read_text()
+
+
+def test_every_missing_tool_comes_in_one_install(calls: list[tuple[str, ...]], monkeypatch: pytest.MonkeyPatch) -> None:
+    tasks = _tasks()
+    monkeypatch.setattr(
+        tasks.shutil, "which", lambda name: None if name in ("dot", "ssh-keygen") else f"/usr/bin/{name}"
+    )
+    monkeypatch.setattr(tasks.os, "geteuid", lambda: 0)
+    tasks.system_tools()
+    assert calls[-1] == ("apt-get", "install", "-y", "-q", "--no-install-recommends", "graphviz", "openssh-client")

@@ -276,8 +276,6 @@ def _no_cycle(edges: dict[str, list[str]], where: Callable[[str], str]) -> None:
                 path.append((child, iter(edges[child])))
 
 
-
-
 def _patterns(schema: Any, path: str) -> None:
     """Every `pattern` in a schema is one whose matching time is bounded (akm_run.patterns)."""
     from akm_run.patterns import unsafe

@@ -9,9 +9,9 @@ import jsonschema
 import pytest
 
 from akmc.diagnostics import CATALOG
-from conftest import REPO, Checker, run_cli
+from helpers import DATA, REPO, Checker, run_cli
 
-SARIF_SCHEMA = json.loads((REPO / "tests" / "data" / "sarif-2.1.0-subset.schema.json").read_text())
+SARIF_SCHEMA = json.loads((DATA / "sarif-2.1.0-subset.schema.json").read_text())
 BROKEN = 'workflow "w" {\n  params {\n    unused: bool = false\n  }\n  step a {\n    shell "x"\n    inputs = [steps.b.output]\n  }\n}\n'
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from akmc.workspace import MAX_SOURCE_BYTES
-from conftest import run_cli
+from helpers import run_cli
 
 GOOD = 'workflow "ok" {\n  step build {\n    shell "make"\n  }\n}\n'
 BAD = 'workflow "bad" {\n  step build {\n    shell "make"\n'

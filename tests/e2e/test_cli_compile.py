@@ -6,7 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
-from conftest import REPO, run_cli
+from helpers import REPO, run_cli
 
 CORPUS = REPO / "golden" / "corpus"
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from helpers import REPO
 
 MODULES = {"akmc": "akmc", "akm-run": "akm_run"}
 

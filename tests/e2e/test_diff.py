@@ -13,7 +13,7 @@ from syrupy.assertion import SnapshotAssertion
 
 from akmc.compiler import Session
 from akmc.diff import diff
-from conftest import LANGUAGE_EXAMPLE, run_cli
+from helpers import LANGUAGE_EXAMPLE, run_cli
 
 EDITS = {
     "workflows/release.akm": [
@@ -155,7 +155,7 @@ def test_every_pair_of_golden_plans_diffs_cleanly() -> None:
     """Any two verified plans diff without error, in both formats; equal exactly when the hashes are."""
     from akm_run.plan import plan_hash
     from akmc.render import diff as renderer
-    from conftest import REPO
+    from helpers import REPO
 
     plans = []
     for root in [REPO / "golden" / "corpus", LANGUAGE_EXAMPLE, *sorted((REPO / "golden" / "compose").iterdir())]:

@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml  # installed with pre-commit, a test dependency
 
 from akmc.config import load
-from conftest import LANGUAGE_EXAMPLE, REPO
+from helpers import LANGUAGE_EXAMPLE, REPO
 
 CLI = (REPO / "docs" / "cli.md").read_text()
 CI = (REPO / "docs" / "ci.md").read_text()

@@ -13,7 +13,7 @@ from syrupy.assertion import SnapshotAssertion
 
 from akmc.compiler import Session
 from akmc.render import graph
-from conftest import LANGUAGE_EXAMPLE, REPO, run_cli
+from helpers import LANGUAGE_EXAMPLE, REPO, run_cli
 
 CORPUS = REPO / "golden" / "corpus"
 NESTED = REPO / "golden" / "compose" / "nested"

@@ -17,7 +17,7 @@ from syrupy.assertion import SnapshotAssertion
 from akmc.render import markdown
 from akmc.render.diff import text_diff
 from akmc.render.plan import text_lines, visible
-from conftest import LANGUAGE_EXAMPLE, REPO, run_cli
+from helpers import LANGUAGE_EXAMPLE, REPO, run_cli
 
 CORPUS = REPO / "golden" / "corpus"
 LONG = 'echo token-len=$(printf %s "$TOKEN" | wc -c) && ./configure --prefix=/opt/app && make -j4 all install'

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Runtime
+from helpers import Runtime
 
 LOG = 'echo \\"$AKM_RUN_ID $AKM_UNIT_ID\\" >> log'
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from akm_run.identity import unit_id
-from conftest import Runtime
+from helpers import Runtime
 
 # Side effect first (a line in `log`), then, once, kill the driver's process group and the unit itself.
 CRASH = """#!/bin/sh

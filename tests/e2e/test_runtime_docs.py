@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, Runtime
+from helpers import REPO, Runtime
 
 PAGE = (REPO / "docs" / "runtime.md").read_text()
 FILE_BLOCK = re.compile(r"```\w+ file=(\S+)\n(.*?)```", re.S)

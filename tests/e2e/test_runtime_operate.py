@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import Runtime
+from helpers import Runtime
 
 
 def _wf(body: str, title: str = "t", head: str = "") -> str:

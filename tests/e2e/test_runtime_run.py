@@ -9,7 +9,7 @@ import sqlite3
 import stat
 from pathlib import Path
 
-from conftest import Runtime
+from helpers import Runtime
 
 ECHO_CONTEXT = 'workflow "ctx" {\n  params { who: string = "ada" }\n  step show {\n    shell "cat"\n    inputs = [params.who]\n  }\n}\n'
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from akm_run.plan import plan_hash, render_file
-from conftest import Keys, Runtime, run_cli
+from helpers import Keys, Runtime, run_cli
 
 TOUCH = 'workflow "t" {\n  step touch {\n    shell "touch touched"\n  }\n}\n'
 WAIT = 'workflow "w" {\n  step wait {\n    approval "ok?"\n  }\n  step after {\n    shell "touch after"\n  }\n}\n'

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from akmc.diagnostics import CATALOG, ERROR, WARNING
-from conftest import REPO, Checker, run_cli
+from helpers import REPO, Checker, run_cli
 
 PAGES = REPO / "docs" / "diagnostics"
 EXAMPLE = re.compile(r"```akm\n(.*?)```", re.S)

@@ -19,7 +19,7 @@ from akm_run.plan import render_file, verify_file
 from akmc.compiler import Session
 from akmc.diagnostics import ERROR
 from akmc.workspace import SourceError
-from conftest import REPO, run_cli
+from helpers import REPO, run_cli
 
 SNIPPET = re.compile(r"```akm(?: [^\n]*)?\n(.*?)```", re.S)
 CHILD = """workflow "child" {

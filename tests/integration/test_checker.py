@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import Checker
+from helpers import Checker
 
 HEAD = 'workflow "w" {\n'
 

@@ -15,7 +15,7 @@ from syrupy.assertion import SnapshotAssertion
 from akm_run.plan import MAX_PLAN_BYTES, canonical_bytes, plan_hash, verify_plan
 from akmc.compiler import FileResult, Session
 from akmc.workspace import discover
-from conftest import LANGUAGE_EXAMPLE, REPO, run_cli
+from helpers import LANGUAGE_EXAMPLE, REPO, run_cli
 
 COMPOSE = REPO / "golden" / "compose"
 CLEAN = ["direct", "outputs", "nested", "diamond"]

@@ -21,7 +21,7 @@ from akm_run.plan import plan_hash, verify_file
 from akmc.compiler import check_file
 from akmc.planmodel import plan_file_schema
 from akmc.render import text
-from conftest import LANGUAGE_EXAMPLE, REPO, run_cli
+from helpers import LANGUAGE_EXAMPLE, REPO, run_cli
 
 CORPUS = REPO / "golden" / "corpus"
 ERRORS = REPO / "golden" / "errors"

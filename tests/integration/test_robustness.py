@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from akmc.compiler import check_file
-from conftest import LANGUAGE_EXAMPLE
+from helpers import LANGUAGE_EXAMPLE
 
 SEED = (LANGUAGE_EXAMPLE / "workflows" / "release.akm").read_bytes()
 TOKENS = [
@@ -139,7 +139,7 @@ def test_any_cache_entry_is_used_or_ignored_never_trusted_blindly(entry: object)
 def test_a_fifo_named_on_the_command_line_is_an_error_not_a_hang(tmp_path: Path) -> None:
     import os
 
-    from conftest import run_cli
+    from helpers import run_cli
 
     (tmp_path / "akm.toml").write_text("")
     os.mkfifo(tmp_path / "pipe.akm")
@@ -153,7 +153,7 @@ def test_a_fifo_named_on_the_command_line_is_an_error_not_a_hang(tmp_path: Path)
 def test_symlink_loops_and_fifos_inside_a_workflow_are_e500_or_e400(tmp_path: Path) -> None:
     import os
 
-    from conftest import Checker, run_cli
+    from helpers import Checker, run_cli
 
     codes = Checker(tmp_path)
     (tmp_path / "loop1").symlink_to("loop2")

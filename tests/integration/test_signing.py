@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from akm_run import signing
 from akm_run.signing import SignatureRefused, Signer
-from conftest import Keys
+from helpers import Keys
 
 ARMOR = b"-----BEGIN SSH SIGNATURE-----\n%s\n-----END SSH SIGNATURE-----\n"
 
@@ -73,7 +73,7 @@ def test_admit_keeps_the_bytes_it_checked_when_the_file_changes_meanwhile(
 ) -> None:
     """Time of check is time of use: the plan is read once, and those bytes are checked and kept."""
     from akm_run import trust
-    from conftest import Runtime
+    from helpers import Runtime
 
     (tmp_path / "ws").mkdir()
     plan = Runtime(tmp_path / "ws").compile("wf.akm", 'workflow "t" {\n  step a {\n    shell "true"\n  }\n}\n')

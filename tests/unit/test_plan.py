@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from akm_run.plan import MAX_FILE_BYTES, PlanError, canonical_bytes, plan_hash, render_file, verify_file
-from conftest import REPO, run_cli
+from helpers import REPO, run_cli
 
 GOLDEN = REPO / "golden" / "corpus" / "plans" / "workflows" / "everything.plan.json"
 

@@ -7,7 +7,7 @@ import pytest
 from akmc import ast
 from akmc.diagnostics import Report
 from akmc.syntax import dedent_block, parse
-from conftest import LANGUAGE_EXAMPLE
+from helpers import LANGUAGE_EXAMPLE
 
 
 def parse_ok(src: str) -> ast.Workflow:

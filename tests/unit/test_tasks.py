@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from conftest import REPO
+from helpers import REPO
 
 
 def _tasks() -> ModuleType:

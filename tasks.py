@@ -47,7 +47,7 @@ def setup() -> None:
     STAMP.write_text(wanted)
 
 
-# The demo, run from the repository root: what a new user sees first. tests/test_demo.py runs
+# The demo, run from the repository root: what a new user sees first. tests/e2e/test_demo.py runs
 # exactly these commands (twice, from a copy of examples/), so the demo cannot break unnoticed.
 DEMO_STATE = ("--state-dir", "examples/.akm-run")
 DEMO: tuple[tuple[str, ...], ...] = (

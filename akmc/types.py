@@ -213,7 +213,7 @@ def validation_errors(value: Any, t: Type) -> list[str]:
     """Why `value` does not validate against the lowered schema of `t` (empty when it does).
 
     Native, so that checking a param default never loads a JSON Schema library; it decides exactly
-    as JSON Schema does on the schemas `schema(t)` produces (tests/test_types.py compares the two)."""
+    as JSON Schema does on the schemas `schema(t)` produces (tests/unit/test_types.py compares the two)."""
     problems: list[str] = []
     _validate(value, t, "", problems)
     return problems

@@ -25,7 +25,7 @@ DB_NAME = "state.db"
 BUSY_TIMEOUT_MS = 10_000
 
 # Ordered and append-only: a released migration is never edited, only followed by a new one.
-# tests/test_store.py pins this list.
+# tests/unit/test_store.py pins this list.
 MIGRATIONS: tuple[str, ...] = (
     """
     CREATE TABLE runs (

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from akmc.workspace import MAX_SOURCE_BYTES
-from helpers import run_cli
+from helpers import Checker, run_cli
 
 GOOD = 'workflow "ok" {\n  step build {\n    shell "make"\n  }\n}\n'
 BAD = 'workflow "bad" {\n  step build {\n    shell "make"\n'
@@ -133,3 +133,27 @@ def test_each_file_belongs_to_its_own_workspace(tmp_path: Path) -> None:
     found = [(d["file"], d["code"]) for d in json.loads(result.stdout)]
     assert found == [("b/workflows/c.akm", "W700")], result.stderr
     assert "(4 files checked)" in run_cli("check", ".", cwd=tmp_path).stdout
+
+
+def test_a_fifo_named_on_the_command_line_is_an_error_not_a_hang(tmp_path: Path) -> None:
+    (tmp_path / "akm.toml").write_text("")
+    os.mkfifo(tmp_path / "pipe.akm")
+    result = run_cli("check", "pipe.akm", cwd=tmp_path)  # run_cli's timeout fails the test on a hang
+    assert result.returncode == 2 and "cannot read pipe.akm: not a regular file" in result.stderr
+    assert "internal error" not in result.stderr
+    checked = run_cli("check", ".", cwd=tmp_path)  # discovery skips it
+    assert checked.returncode == 0, checked.stderr
+
+
+def test_symlink_loops_and_fifos_inside_a_workflow_are_e500_or_e400(tmp_path: Path) -> None:
+    codes = Checker(tmp_path)
+    (tmp_path / "loop1").symlink_to("loop2")
+    (tmp_path / "loop2").symlink_to("loop1")
+    (tmp_path / "child.akm").symlink_to("child.akm")
+    os.mkfifo(tmp_path / "prompt.md")
+    src = 'workflow "w" {\n  step a { script "loop1" }\n  step b { agent file("prompt.md") }\n'
+    src += '  step c { uses "child" }\n}\n'
+    assert sorted(codes(src)) == ["E400@4", "E500@2", "E500@3"]
+    (tmp_path / "self.akm").symlink_to("self.akm")
+    result = run_cli("check", "self.akm", cwd=tmp_path)
+    assert result.returncode == 2 and "cannot read self.akm" in result.stderr and "internal" not in result.stderr

@@ -1,4 +1,4 @@
-"""`akmc compile`, `plan`, `hash` and `schema` as real subprocesses; determinism of plan bytes."""
+"""`akmc compile`, `verify`, `plan`, `hash` and `schema` as real subprocesses; determinism of plan bytes."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
+from akm_run.plan import plan_hash
 from helpers import REPO, run_cli
 
 CORPUS = REPO / "golden" / "corpus"
@@ -83,3 +84,32 @@ def test_schema_is_json_schema() -> None:
     result = run_cli("schema")
     document = json.loads(result.stdout)
     assert document["$schema"].endswith("2020-12/schema") and "plan" in document["properties"]
+
+
+def test_committed_plans_are_up_to_date() -> None:
+    result = run_cli("compile", "workflows", "--out-dir", "plans", "--check", cwd=CORPUS)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_akmc_verify_exit_codes(tmp_path: Path) -> None:
+    golden = CORPUS / "plans" / "workflows" / "everything.plan.json"
+    assert run_cli("verify", golden).returncode == 0
+    document = json.loads(golden.read_text())
+    document["plan"]["steps"][0]["foo"] = 1
+    document["planHash"] = plan_hash(document["plan"])  # re-hashed, so only the unknown key is under test
+    bad = tmp_path / "bad.plan.json"
+    bad.write_bytes(json.dumps(document).encode())
+    result = run_cli("verify", bad)
+    assert result.returncode == 4
+    assert 'plan.steps[0].foo: unknown key "foo"' in result.stderr and "Traceback" not in result.stderr
+
+
+def test_the_real_commands_agree_on_a_checked_file(tmp_path: Path) -> None:
+    """`akmc check` exit 0 → `akmc compile` exit 0 → `akmc verify` exit 0, as real subprocesses."""
+    shutil.copytree(REPO / "golden" / "corpus", tmp_path / "ws")
+    ws = tmp_path / "ws"
+    for path in sorted((ws / "workflows").glob("*.akm")):
+        rel = path.relative_to(ws).as_posix()
+        assert run_cli("check", "-q", rel, cwd=ws).returncode == 0
+        assert run_cli("compile", rel, "-o", "out.plan.json", cwd=ws).returncode == 0
+        assert run_cli("verify", "out.plan.json", cwd=ws).returncode == 0

@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 
 from akmc.diagnostics import CATALOG, ERROR, WARNING
-from helpers import REPO, Checker, run_cli
+from helpers import REPO, Checker
 
 PAGES = REPO / "docs" / "diagnostics"
 EXAMPLE = re.compile(r"```akm\n(.*?)```", re.S)
+FILE_EXAMPLE = re.compile(r"```akm file=(\S+)\n(.*?)```", re.S)  # a multi-file example (tests/e2e/test_cli_compose.py)
 
 
 def test_every_code_has_a_page_and_every_page_a_code() -> None:
@@ -31,7 +32,7 @@ def test_page_structure(code: str) -> None:
 
 @pytest.mark.parametrize("code", sorted(CATALOG))
 def test_page_example_is_a_golden_error_case(code: str) -> None:
-    """Each page's example is the golden case that tests/test_golden.py checks produces exactly that code."""
+    """Each page's example is the golden case that tests/integration/test_golden.py checks produces exactly that code."""
     match = EXAMPLE.search((PAGES / f"{code}.md").read_text())
     case = REPO / "golden" / "errors" / f"{code}.akm"
     if match is None:
@@ -56,28 +57,6 @@ def test_every_situation_case_is_on_its_page() -> None:
 def test_situation_example_is_its_golden_case(code: str, name: str) -> None:
     shown = dict(CASE_EXAMPLE.findall((PAGES / f"{code}.md").read_text()))
     assert (REPO / "golden" / "errors" / f"{name}.akm").read_text() == shown[name]
-
-
-FILE_EXAMPLE = re.compile(r"```akm file=(\S+)\n(.*?)```", re.S)
-OUTPUT = re.compile(r"`akmc check -q workflows` there prints:\n\n```text\n(.*?)```", re.S)
-COMPOSE_PAGES = sorted(p.stem for p in PAGES.glob("*.md") if FILE_EXAMPLE.search(p.read_text()))
-
-
-def test_composition_codes_have_multi_file_examples() -> None:
-    assert set(COMPOSE_PAGES) >= {"E307", "E400", "E401", "E402", "E403", "E405", "E406", "E407", "E408"}
-
-
-@pytest.mark.parametrize("code", COMPOSE_PAGES)
-def test_multi_file_example_is_the_compose_fixture_and_its_output(code: str) -> None:
-    """The files a page shows are the golden/compose/<CODE>/ workspace, and the output is what akmc prints there."""
-    page = (PAGES / f"{code}.md").read_text()
-    case = REPO / "golden" / "compose" / code
-    for name, body in FILE_EXAMPLE.findall(page):
-        assert (case / name).read_text() == body, name
-    shown = OUTPUT.search(page)
-    assert shown is not None
-    result = run_cli("check", "-q", "workflows", cwd=case)
-    assert result.stdout == shown.group(1)
 
 
 def test_page_example_checks_in_a_fresh_workspace(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from syrupy.assertion import SnapshotAssertion
 from akm_run.plan import MAX_PLAN_BYTES, canonical_bytes, plan_hash, verify_plan
 from akmc.compiler import FileResult, Session
 from akmc.workspace import discover
-from helpers import LANGUAGE_EXAMPLE, REPO, run_cli
+from helpers import LANGUAGE_EXAMPLE, REPO
 
 COMPOSE = REPO / "golden" / "compose"
 CLEAN = ["direct", "outputs", "nested", "diamond"]
@@ -201,50 +201,3 @@ def test_symlinked_child_outside_the_root_is_e400(tmp_path: Path) -> None:
     result = Session(root).check(root / "parent.akm")
     assert [d.code for d in result.report.diagnostics] == ["E400"]
     assert "outside the workspace root" in result.report.diagnostics[0].message
-
-
-# -- the command line ------------------------------------------------------------------------------
-
-
-def test_checking_a_child_rechecks_the_parents_it_breaks(tmp_path: Path) -> None:
-    shutil.copytree(COMPOSE / "nested", tmp_path / "ws")
-    root = tmp_path / "ws"
-    assert run_cli("check", "workflows/build.akm", cwd=root).returncode == 0
-    build = root / "workflows" / "build.akm"
-    build.write_text(build.read_text().replace("artifact: {", "binary: {"))
-    result = run_cli("check", "workflows/build.akm", cwd=root)
-    assert result.returncode == 1
-    assert "workflows/stage.akm:8:" in result.stdout and "error[E407]" in result.stdout
-    assert "workflows/release.akm" in result.stdout and "error[E408]" in result.stdout
-    assert "(3 files checked)" in result.stdout
-
-
-def test_a_uses_inside_a_prompt_does_not_make_a_parent(tmp_path: Path) -> None:
-    shutil.copytree(COMPOSE / "direct", tmp_path / "ws")
-    root = tmp_path / "ws"
-    (root / "workflows" / "talker.akm").write_text(
-        'workflow "mentions" {\n  step s {\n    agent """\n      Never write uses "workflows/leaf" here.\n      """\n  }\n}\n'
-    )
-    result = run_cli("check", "workflows/leaf.akm", cwd=root)
-    assert result.returncode == 0
-    assert "(2 files checked)" in result.stdout  # leaf and its real parent, not the prompt
-
-
-def test_child_errors_are_reported_once(tmp_path: Path) -> None:
-    result = run_cli("check", ".", cwd=COMPOSE / "E408")
-    assert result.returncode == 1
-    assert result.stdout.count("error[E203]") == 1 and result.stdout.count("error[E408]") == 1
-
-
-def test_compile_and_verify_a_composing_workflow(tmp_path: Path) -> None:
-    root = COMPOSE / "nested"
-    out = tmp_path / "release.plan.json"
-    assert run_cli("compile", "workflows/release.akm", "-o", str(out), cwd=root).returncode == 0
-    assert run_cli("verify", str(out), cwd=root).returncode == 0
-    result = run_cli("compile", "workflows", "--out-dir", str(tmp_path / "plans"), cwd=root)
-    assert result.returncode == 0, result.stderr
-    assert sorted(p.name for p in (tmp_path / "plans" / "workflows").iterdir()) == [
-        "build.plan.json",
-        "release.plan.json",
-        "stage.plan.json",
-    ]

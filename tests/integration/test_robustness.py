@@ -134,35 +134,3 @@ def test_any_cache_entry_is_used_or_ignored_never_trusted_blindly(entry: object)
         path.parent.mkdir(parents=True)
         path.write_text(json.dumps(entry))
         assert cache.load("w.akm") is None  # a random document never carries this compiler's key
-
-
-def test_a_fifo_named_on_the_command_line_is_an_error_not_a_hang(tmp_path: Path) -> None:
-    import os
-
-    from helpers import run_cli
-
-    (tmp_path / "akm.toml").write_text("")
-    os.mkfifo(tmp_path / "pipe.akm")
-    result = run_cli("check", "pipe.akm", cwd=tmp_path)  # run_cli's timeout fails the test on a hang
-    assert result.returncode == 2 and "cannot read pipe.akm: not a regular file" in result.stderr
-    assert "internal error" not in result.stderr
-    checked = run_cli("check", ".", cwd=tmp_path)  # discovery skips it
-    assert checked.returncode == 0, checked.stderr
-
-
-def test_symlink_loops_and_fifos_inside_a_workflow_are_e500_or_e400(tmp_path: Path) -> None:
-    import os
-
-    from helpers import Checker, run_cli
-
-    codes = Checker(tmp_path)
-    (tmp_path / "loop1").symlink_to("loop2")
-    (tmp_path / "loop2").symlink_to("loop1")
-    (tmp_path / "child.akm").symlink_to("child.akm")
-    os.mkfifo(tmp_path / "prompt.md")
-    src = 'workflow "w" {\n  step a { script "loop1" }\n  step b { agent file("prompt.md") }\n'
-    src += '  step c { uses "child" }\n}\n'
-    assert sorted(codes(src)) == ["E400@4", "E500@2", "E500@3"]
-    (tmp_path / "self.akm").symlink_to("self.akm")
-    result = run_cli("check", "self.akm", cwd=tmp_path)
-    assert result.returncode == 2 and "cannot read self.akm" in result.stderr and "internal" not in result.stderr

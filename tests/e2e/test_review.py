@@ -224,6 +224,7 @@ def test_rev_compares_the_working_tree_with_uncommitted_edits(repo: Path) -> Non
     assert result.returncode == 1 and "~ 2. review: concurrency 8 -> 2" in result.stdout
 
 
+@pytest.mark.slow
 def test_rev_errors_exit_2(repo: Path, tmp_path: Path) -> None:
     unknown = run_cli("diff", "--rev", "no-such-branch", cwd=repo / "ops")
     assert unknown.returncode == 2 and "does not name a commit" in unknown.stderr and "Traceback" not in unknown.stderr

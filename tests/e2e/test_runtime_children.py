@@ -125,6 +125,7 @@ def test_bindings_that_do_not_fit_the_child_fail_publication(runtime: Runtime) -
 APPROVING_LEAF = LEAF.replace("  step double {", '  step ok {\n    approval "Double it?"\n  }\n  step double {')
 
 
+@pytest.mark.slow
 def test_a_blocked_child_blocks_the_parent_until_cleared(runtime: Runtime) -> None:
     runtime.write({"workflows/leaf.akm": APPROVING_LEAF})
     source = 'workflow "p" {\n  step c {\n    uses "workflows/leaf" {\n      n = 5\n    }\n  }\n}\n'
@@ -255,6 +256,7 @@ def test_crash_in_the_middle_of_a_child(runtime: Runtime) -> None:
     assert len(_child_rows(runtime)) == 2
 
 
+@pytest.mark.slow
 def test_two_drivers_contending_for_one_child(runtime: Runtime) -> None:
     """A child driven directly while its parent tries to drive it: the parent fails busy, names the
     holder, and converges on the same child after resume."""

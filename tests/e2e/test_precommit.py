@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -16,11 +17,27 @@ from helpers import REPO
 
 pytestmark = pytest.mark.slow
 
-CHILD = 'workflow "child" {\n  outputs {\n    report = steps.work.output\n  }\n  step work {\n    shell "echo done"\n  }\n}\n'
-PARENT = (
-    'workflow "parent" {\n  step call {\n    uses "workflows/child"\n  }\n'
-    '  step after {\n    shell "cat"\n    inputs = [steps.call.output.report]\n  }\n}\n'
-)
+CHILD = textwrap.dedent("""\
+    workflow "child" {
+      outputs {
+        report = steps.work.output
+      }
+      step work {
+        shell "echo done"
+      }
+    }
+    """)
+PARENT = textwrap.dedent("""\
+    workflow "parent" {
+      step call {
+        uses "workflows/child"
+      }
+      step after {
+        shell "cat"
+        inputs = [steps.call.output.report]
+      }
+    }
+    """)
 
 
 def _git(cwd: Path, *args: str) -> str:

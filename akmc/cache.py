@@ -16,6 +16,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from akm_run.atomic import write_atomically
+from akm_run.digest import tagged_sha256
 from akmc import __version__
 from akmc.diagnostics import CATALOG, Diagnostic, Related
 from akmc.spans import Span
@@ -76,7 +78,7 @@ class Cache:
                 self._hashes[relative] = None
             else:
                 self._bytes[relative] = data
-                self._hashes[relative] = "sha256:" + hashlib.sha256(data).hexdigest()
+                self._hashes[relative] = tagged_sha256(data)
         return self._hashes[relative]
 
     def load(self, relative: str) -> Cached | None:
@@ -115,14 +117,9 @@ class Cache:
             "uses": sorted(uses),
             "sha256": own,
         }
-        import tempfile
-
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            handle, temporary = tempfile.mkstemp(dir=self.directory, prefix=".entry-", suffix=".tmp")
-            with os.fdopen(handle, "w", encoding="utf-8") as out:
-                json.dump(entry, out, separators=(",", ":"))
-            os.replace(temporary, self._entry_path(relative))
+            write_atomically(self._entry_path(relative), json.dumps(entry, separators=(",", ":")), mode=0o600)
         except OSError:
             return
 
@@ -183,14 +180,9 @@ class UsesIndex:
     def save(self) -> None:
         if not self.changed:
             return
-        import tempfile
-
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            handle, temporary = tempfile.mkstemp(dir=self.path.parent, prefix=".index-", suffix=".tmp")
-            with os.fdopen(handle, "w", encoding="utf-8") as out:
-                json.dump(self.entries, out, separators=(",", ":"))
-            os.replace(temporary, self.path)
+            write_atomically(self.path, json.dumps(self.entries, separators=(",", ":")), mode=0o600)
         except OSError:
             return
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from akm_run.digest import tagged_sha256
 from akmc import ast
 from akmc.compose import Child
 from akmc.diagnostics import ERROR, Report
@@ -192,8 +193,8 @@ class Session:
         children, sites = self._link(result, model)
         typed = typecheck(model, report, children)
         reads = ReadSet()
-        plan = lower(model, typed, ref=ref, root=result.root, report=report, reads=reads,
-                     children=children)  # fmt: skip
+        plan: dict[str, Any] = dict(lower(model, typed, ref=ref, root=result.root, report=report, reads=reads,
+                                          children=children))  # fmt: skip
         result.deps = self._deps(result, reads, children)
         chain, embedded = compose.bounds(report, ref, sites)
         data = canonical_bytes(plan)
@@ -274,10 +275,8 @@ def _summary(result: FileResult, model: Any, typed: Any) -> Child:
 
 def _own(result: FileResult) -> dict[str, str | None] | None:
     """The file's own source as a dependency (None when it lies outside the root)."""
-    import hashlib
-
     try:
         relative = result.path.relative_to(result.root).as_posix()
     except ValueError:
         return None
-    return {relative: "sha256:" + hashlib.sha256(result.data).hexdigest()}
+    return {relative: tagged_sha256(result.data)}

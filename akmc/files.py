@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from akm_run.digest import tagged_sha256
 from akmc import ast
 from akmc.diagnostics import Report
 from akmc.workspace import read_regular, real_path
@@ -40,7 +40,7 @@ class ReadSet:
     def probe(self, path: str, data: bytes | None) -> str:
         """Record a path the compile depended on without reading it into the plan (the result cache
         re-checks these)."""
-        digest = "sha256:" + hashlib.sha256(data).hexdigest() if data is not None else ""
+        digest = tagged_sha256(data) if data is not None else ""
         self.probed[path] = digest or None
         return digest
 

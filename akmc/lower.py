@@ -1,11 +1,13 @@
-"""AST → plan: the canonical plan object of one checked workflow (format in docs/plan-format.md)."""
+"""AST → plan: the canonical plan object of one checked workflow, built as the typed dicts of
+akm_run.planformat (the one definition of the format; prose in docs/plan-format.md)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from akm_run import planformat as pf
 from akmc import ast, compose
 from akmc import types as t
 from akmc.compose import Child
@@ -30,31 +32,40 @@ class Lowering:
         frozen = freeze(self.root, text.value, text.span, "file", self.report, self.reads)
         return (frozen.text if frozen else ""), frozen
 
-    def target(self, target: ast.Target, child: Child | None = None) -> dict[str, Any]:
+    def target(self, target: ast.Target, child: Child | None = None) -> pf.Target:
         kind = target.kind
         if kind == "script":
-            assert target.path is not None
-            frozen = freeze(self.root, target.path.value, target.path.span, "script", self.report, self.reads)
-            if frozen is None:
-                return {"kind": "script", "path": target.path.value, "sha256": "", "text": ""}
-            return {"kind": "script", "path": frozen.path, "sha256": frozen.sha256, "text": frozen.text}
+            return self.script(target)
         if kind == "uses":
             if child is not None:
                 self.reads.files.update(child.reads)  # the read set covers every child's reads
-            return compose.target(target, child)
+            return cast(pf.ChildTarget, compose.target(target, child))
         assert target.text is not None
         value, frozen = self.text(target.text, kind)
         if kind == "shell":
-            return {"kind": "shell", "command": value}
+            return pf.ShellTarget(kind="shell", command=value)
         if kind == "approval":
-            return {"kind": "approval", "message": value}
-        out = {"kind": "agent", "instructions": value}
+            return pf.ApprovalTarget(kind="approval", message=value)
+        out = pf.AgentTarget(kind="agent", instructions=value)
         if frozen is not None:
             out["path"] = frozen.path
         return out
 
-    def env(self, entries: dict[str, ast.EnvEntry]) -> list[dict[str, Any]]:
-        out = []
+    def script(self, target: ast.Target) -> pf.ScriptTarget:
+        assert target.path is not None
+        frozen = freeze(self.root, target.path.value, target.path.span, "script", self.report, self.reads)
+        if frozen is None:
+            return pf.ScriptTarget(kind="script", path=target.path.value, sha256="", text="")
+        return pf.ScriptTarget(kind="script", path=frozen.path, sha256=frozen.sha256, text=frozen.text)
+
+    def check(self, target: ast.Target) -> pf.CheckTarget:
+        """A gate's check: a shell command or a script (the checker allows nothing else)."""
+        checked = self.target(target)
+        assert checked["kind"] in ("shell", "script")
+        return checked
+
+    def env(self, entries: dict[str, ast.EnvEntry]) -> list[pf.EnvEntry]:
+        out: list[pf.EnvEntry] = []
         for name in sorted(entries):
             entry = entries[name]
             if entry.kind == "literal":
@@ -66,16 +77,16 @@ class Lowering:
                         message=f"env `{name}` holds what looks like {found}; a plan must never contain a secret",
                         help=f'read it at dispatch instead: `{name} = secret("{name}")`, and rotate the credential',
                     )  # fmt: skip
-                out.append({"name": name, "kind": "literal", "value": entry.value})
+                out.append(pf.EnvLiteral(name=name, kind="literal", value=entry.value))
             elif entry.kind == "secret":
-                out.append({"name": name, "kind": "secret", "secret": entry.value or ""})
+                out.append(pf.EnvSecret(name=name, kind="secret", secret=entry.value or ""))
             else:
-                out.append({"name": name, "kind": "passthrough"})
+                out.append(pf.EnvPassthrough(name=name, kind="passthrough"))
         return out
 
 
-def _retry(retry: Retry) -> dict[str, Any]:
-    out: dict[str, Any] = {"max": retry.max, "on": retry.on}
+def _retry(retry: Retry) -> pf.Retry:
+    out = pf.Retry(max=retry.max, on=cast(list[pf.RetryReason], retry.on))
     if retry.backoff_ms is not None:
         out["backoffMs"] = retry.backoff_ms
     return out
@@ -90,73 +101,105 @@ def lower(
     report: Report,
     reads: ReadSet,
     children: Mapping[str, Child] | None = None,
-) -> dict[str, Any]:
+) -> pf.Plan:
     """The plan object. `children` maps the id of each `uses` step to its compiled child."""
     lowering = Lowering(root, report, reads)
-    plan: dict[str, Any] = {"irVersion": 1, "ref": ref, "title": model.workflow.title.value}
+    plan = pf.Plan(
+        irVersion=pf.IR_VERSION, ref=ref, title=model.workflow.title.value, sourceReadSet=[], limits=_limits(model),
+        steps=[],
+    )  # fmt: skip
     if model.description is not None:
         description, _ = lowering.text(model.description, "description")
         if description:
             plan["description"] = description
     reads.add_source(ref + ".akm")
+    params = _params(model, typed)
+    if params:
+        plan["params"] = params
+    outputs = _outputs(model, typed)
+    if outputs:
+        plan["outputs"] = outputs
+    plan["steps"] = [_step(sm, typed, lowering, children or {}) for sm in model.steps]
+    plan["sourceReadSet"] = cast(list[pf.ReadEntry], reads.entries())
+    return plan
+
+
+def _params(model: Model, typed: Typed) -> dict[str, pf.Param]:
     params = {}
     for name, param in model.params.items():
-        entry: dict[str, Any] = {"schema": t.schema(typed.params[name])}
+        entry = pf.Param(schema=t.schema(typed.params[name]))
         if param.default is not None:
             entry["default"] = t.value_of(param.default)
         if param.description is not None and param.description.value:
             entry["description"] = param.description.value
         params[name] = entry
-    if params:
-        plan["params"] = params
+    return params
+
+
+def _outputs(model: Model, typed: Typed) -> dict[str, pf.Output]:
     outputs = {}
     for name, output in model.outputs.items():
-        entry = {"from": output.source.text}
+        entry = pf.Output({"from": output.source.text})
         if name in typed.output_declared and (schema := t.schema(typed.output_declared[name])):
             entry["schema"] = schema  # `any` lowers to {}, which a plan leaves out
         outputs[name] = entry
-    if outputs:
-        plan["outputs"] = outputs
-    limits: dict[str, Any] = {"concurrency": model.concurrency}
+    return outputs
+
+
+def _limits(model: Model) -> pf.Limits:
+    limits = pf.Limits(concurrency=model.concurrency)
     if model.max_units is not None:
         limits["maxUnits"] = model.max_units
     if model.timeout_ms is not None:
         limits["timeoutMs"] = model.timeout_ms
-    plan["limits"] = limits
-    plan["steps"] = [_step(sm, model, typed, lowering, children or {}) for sm in model.steps]
-    plan["sourceReadSet"] = reads.entries()
-    return plan
+    return limits
 
 
-def _step(
-    sm: StepModel, model: Model, typed: Typed, lowering: Lowering, children: Mapping[str, Child]
-) -> dict[str, Any]:
-    step: dict[str, Any] = {"stepId": sm.id, "index": sm.index, "kind": sm.kind or "unit"}
-    if sm.kind == "route":
-        assert sm.route is not None
-        step["input"] = sm.route.subject.text
-        step["cases"] = [{"match": c.match.value, "next": c.target.text} for c in sm.route.cases if c.match is not None]
-        wildcard = [c for c in sm.route.cases if c.match is None]
-        if wildcard:
-            step["default"] = wildcard[0].target.text
-    else:
-        if sm.target is not None:
-            step["target"] = lowering.target(sm.target, children.get(sm.id))
-        if sm.map is not None:
-            step["over"] = sm.map.over.text
-            step["concurrency"] = sm.concurrency
-        if sm.gate_check is not None:
-            step["gate"] = {"check": lowering.target(sm.gate_check), "maxLoops": sm.max_loops}
-        if sm.retry is not None:
-            step["retry"] = _retry(sm.retry)
-        if sm.timeout_ms is not None:
-            step["timeoutMs"] = sm.timeout_ms
-        env = lowering.env(sm.env)
-        if env:
-            step["env"] = env
+def _step(sm: StepModel, typed: Typed, lowering: Lowering, children: Mapping[str, Child]) -> pf.Step:
+    step = _route(sm) if sm.kind == "route" else _work(sm, lowering, children)
     if sm.inputs:
         step["inputs"] = [r.text for r in sm.inputs]
     if sm.id in typed.declared and sm.kind != "route" and (schema := t.schema(typed.declared[sm.id])):
         step["outputSchema"] = schema  # `output: any` lowers to {}, which a plan leaves out
-    step["onError"] = sm.on_error or "fail"
+    return step
+
+
+def _on_error(sm: StepModel) -> pf.OnError:
+    return "continue" if sm.on_error == "continue" else "fail"
+
+
+def _route(sm: StepModel) -> pf.RouteStep:
+    assert sm.route is not None
+    cases = [pf.Case(match=c.match.value, next=c.target.text) for c in sm.route.cases if c.match is not None]
+    step = pf.RouteStep(
+        stepId=sm.id, index=sm.index, kind="route", onError=_on_error(sm), input=sm.route.subject.text, cases=cases
+    )
+    wildcard = [c for c in sm.route.cases if c.match is None]
+    if wildcard:
+        step["default"] = wildcard[0].target.text
+    return step
+
+
+def _work(sm: StepModel, lowering: Lowering, children: Mapping[str, Child]) -> pf.WorkStep:
+    """A unit or map step. A step whose target did not check has none (its plan is never written)."""
+    target = lowering.target(sm.target, children.get(sm.id)) if sm.target is not None else cast(pf.Target, {})
+    step: pf.WorkStep
+    if sm.map is not None:
+        step = pf.MapStep(
+            stepId=sm.id, index=sm.index, kind="map", onError=_on_error(sm), target=target, over=sm.map.over.text,
+            concurrency=sm.concurrency,
+        )  # fmt: skip
+    else:
+        step = pf.UnitStep(stepId=sm.id, index=sm.index, kind="unit", onError=_on_error(sm), target=target)
+    if sm.gate_check is not None:
+        step["gate"] = pf.Gate(check=lowering.check(sm.gate_check), maxLoops=sm.max_loops)
+    if sm.retry is not None:
+        step["retry"] = _retry(sm.retry)
+    if sm.timeout_ms is not None:
+        step["timeoutMs"] = sm.timeout_ms
+    env = lowering.env(sm.env)
+    if env:
+        step["env"] = env
+    if sm.target is None:
+        cast(dict[str, Any], step).pop("target")
     return step

@@ -1,8 +1,8 @@
 """Pydantic models of the plan file format; `akmc schema` publishes their JSON Schema.
 
-The runtime's strict decoder (akm_run.plan) is the one definition of a valid
-plan; these models describe the same shape for editors and other tools, and a
-test proves both accept every golden plan.
+The format is stated once, in akm_run.planformat: these models take every bound and pattern from
+there, and the runtime's strict decoder (akm_run.plan) builds its checks from the same definition.
+A test proves the two accept and refuse the same plans at every limit.
 """
 
 from __future__ import annotations
@@ -11,16 +11,34 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
-Sha = Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
-StepId = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_-]*$")]
-Name = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
-Reference = Annotated[
-    str,
-    Field(
-        pattern=r"^(params\.[A-Za-z_][A-Za-z0-9_]*|steps\.[A-Za-z_][A-Za-z0-9_-]*\.output(\.[A-Za-z_][A-Za-z0-9_]*|\[[0-9]+\])*)$"
-    ),
-]
-Millis = Annotated[int, Field(ge=1, le=24 * 3600 * 1000)]
+from akm_run.planformat import (
+    ITEM_REFERENCE,
+    MAX_CONCURRENCY,
+    MAX_INT,
+    MAX_LOOPS,
+    MAX_OUTPUTS,
+    MAX_PARAMS,
+    MAX_RETRY,
+    MAX_STEPS,
+    MAX_TIMEOUT_MS,
+    MIN_DURATION_MS,
+    NAME,
+    REF,
+    REFERENCE,
+    RETRY_REASONS,
+    SHA256,
+    STEP_ID,
+    OnError,
+    RetryReason,
+    json_schema_pattern,
+)
+
+Sha = Annotated[str, Field(pattern=json_schema_pattern(SHA256))]
+StepId = Annotated[str, Field(pattern=json_schema_pattern(STEP_ID))]
+Name = Annotated[str, Field(pattern=json_schema_pattern(NAME))]
+Ref = Annotated[str, Field(pattern=json_schema_pattern(REF))]
+Reference = Annotated[str, Field(pattern=json_schema_pattern(REFERENCE))]
+Millis = Annotated[int, Field(ge=MIN_DURATION_MS, le=MAX_TIMEOUT_MS)]
 
 
 class Closed(BaseModel):
@@ -34,7 +52,7 @@ class Shell(Closed):
 
 class Script(Closed):
     kind: Literal["script"]
-    path: str
+    path: Ref
     sha256: Sha
     text: str
 
@@ -42,7 +60,7 @@ class Script(Closed):
 class Agent(Closed):
     kind: Literal["agent"]
     instructions: str
-    path: str | None = None
+    path: Ref | None = None
 
 
 class Approval(Closed):
@@ -67,12 +85,12 @@ class ItemBinding(Closed):
 
     name: Name
     kind: Literal["item"]
-    from_: Annotated[str, Field(pattern=r"^item(\.[A-Za-z_][A-Za-z0-9_]*|\[[0-9]+\])*$")] = Field(alias="from")
+    from_: Annotated[str, Field(pattern=json_schema_pattern(ITEM_REFERENCE))] = Field(alias="from")
 
 
 class ChildWorkflow(Closed):
     kind: Literal["child-workflow"]
-    ref: str
+    ref: Ref
     bindings: (
         list[Annotated[Union[LiteralBinding, ReferenceBinding, ItemBinding], Field(discriminator="kind")]] | None
     ) = Field(default=None, min_length=1)
@@ -85,12 +103,12 @@ Target = Annotated[Union[Shell, Script, Agent, Approval, ChildWorkflow], Field(d
 
 class Gate(Closed):
     check: Annotated[Union[Shell, Script], Field(discriminator="kind")]
-    maxLoops: int = Field(ge=1, le=10)
+    maxLoops: int = Field(ge=1, le=MAX_LOOPS)
 
 
 class Retry(Closed):
-    max: int = Field(ge=1, le=10)
-    on: list[Literal["exit", "timeout", "spawn_error", "output_invalid"]] = Field(min_length=1)
+    max: int = Field(ge=1, le=MAX_RETRY)
+    on: list[RetryReason] = Field(min_length=1, max_length=len(RETRY_REASONS))
     backoffMs: Millis | None = None
 
 
@@ -116,10 +134,10 @@ Env = Annotated[Union[EnvLiteral, EnvSecret, EnvPassthrough], Field(discriminato
 
 class StepBase(Closed):
     stepId: StepId
-    index: int = Field(ge=0, le=255)
+    index: int = Field(ge=0, le=MAX_STEPS - 1)
     inputs: list[Reference] | None = Field(default=None, min_length=1)
     outputSchema: dict[str, Any] | None = None
-    onError: Literal["fail", "continue"]
+    onError: OnError
 
 
 class WorkStep(StepBase):
@@ -137,7 +155,7 @@ class UnitStep(WorkStep):
 class MapStep(WorkStep):
     kind: Literal["map"]
     over: Reference
-    concurrency: int = Field(ge=1, le=64)
+    concurrency: int = Field(ge=1, le=MAX_CONCURRENCY)
 
 
 class Case(Closed):
@@ -164,26 +182,28 @@ class Output(Closed):
 
 
 class Limits(Closed):
-    concurrency: int = Field(ge=1, le=64)
-    maxUnits: int | None = Field(default=None, ge=1)
+    concurrency: int = Field(ge=1, le=MAX_CONCURRENCY)
+    maxUnits: int | None = Field(default=None, ge=1, le=MAX_INT)
     timeoutMs: Millis | None = None
 
 
 class ReadEntry(Closed):
-    path: str
+    path: Ref
     sha256: Sha | None = None  # absent for an `.akm` source: the plan carries its meaning
 
 
 class Plan(Closed):
     irVersion: Literal[1]
-    ref: str
+    ref: Ref
     title: str
     description: str | None = None
     sourceReadSet: list[ReadEntry] = Field(min_length=1)
-    params: dict[Name, Param] | None = Field(default=None, max_length=64)
-    outputs: dict[Name, Output] | None = Field(default=None, max_length=64)
+    params: dict[Name, Param] | None = Field(default=None, max_length=MAX_PARAMS)
+    outputs: dict[Name, Output] | None = Field(default=None, max_length=MAX_OUTPUTS)
     limits: Limits
-    steps: list[Annotated[Union[UnitStep, MapStep, RouteStep], Field(discriminator="kind")]] = Field(max_length=256)
+    steps: list[Annotated[Union[UnitStep, MapStep, RouteStep], Field(discriminator="kind")]] = Field(
+        max_length=MAX_STEPS
+    )
 
 
 class PlanFile(Closed):
@@ -194,7 +214,26 @@ class PlanFile(Closed):
 
 def plan_file_schema() -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of a plan file."""
-    document = PlanFile.model_json_schema(by_alias=True)
+    document: dict[str, Any] = _exact(PlanFile.model_json_schema(by_alias=True))
     document["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     document["title"] = "akm plan file (irVersion 1)"
     return document
+
+
+def _exact(node: Any) -> Any:
+    """The schema pydantic generates, made as strict as the decoder where it is looser: an optional
+    key is absent, never `null`; a map's keys must all match its name pattern."""
+    if isinstance(node, list):
+        return [_exact(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    node = {key: _exact(value) for key, value in node.items()}
+    members = node.get("anyOf")
+    if isinstance(members, list) and {"type": "null"} in members and "default" in node and node["default"] is None:
+        rest = [m for m in members if m != {"type": "null"}]
+        node.pop("default")
+        node.pop("anyOf")
+        node = {**node, **rest[0]} if len(rest) == 1 else {**node, "anyOf": rest}
+    if "patternProperties" in node:
+        node["additionalProperties"] = False
+    return node

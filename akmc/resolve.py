@@ -3,19 +3,25 @@
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from akm_run.planformat import (
+    MAX_CONCURRENCY,
+    MAX_LOOPS,
+    MAX_OUTPUTS,
+    MAX_PARAMS,
+    MAX_RETRY,
+    MAX_STEPS,
+    MAX_TIMEOUT_MS,
+    NAME,
+    RETRY_REASONS,
+)
 from akmc import ast
 from akmc.diagnostics import Report, did_you_mean, position
 from akmc.spans import keyword
 
-MAX_STEPS, MAX_PARAMS, MAX_OUTPUTS = 256, 64, 64
-MAX_TIMEOUT_MS = 24 * 3600 * 1000
-MAX_RETRY, MAX_LOOPS, MAX_CONCURRENCY = 10, 10, 64
 DEFAULT_CONCURRENCY = 4
-RETRY_REASONS = ("exit", "timeout", "spawn_error", "output_invalid")
 
 # Where each setting may stand.
 STEP_SETTINGS = {"timeout", "retry", "on_error"}
@@ -52,7 +58,7 @@ WHY_NOT = {
     ("approval", "retry"): "an approval runs no process that could be retried",
     ("approval", "gate"): "an approval runs no process that a check could re-run",
 }
-SECRET_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+SECRET_NAME = NAME
 
 
 @dataclass(slots=True)
@@ -314,7 +320,7 @@ def _retry(value: ast.Value, report: Report) -> Retry | None:
     if not isinstance(maximum, ast.Literal) or not isinstance(maximum.value, int) or isinstance(maximum.value, bool):
         report.add("E207", maximum.span, message="`retry.max` takes an integer")
         return None
-    reasons = list(RETRY_REASONS)
+    reasons: list[str] = list(RETRY_REASONS)
     if "on" in entries:
         on = entries["on"][1]
         items = on.items if isinstance(on, ast.ListValue) else None

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from akm_run.atomic import write_atomically
 from akmc import exitcodes
 from akmc.compiler import FileResult, Session
 from akmc.diagnostics import ERROR, Diagnostic
@@ -130,6 +131,4 @@ def _compare(wanted: dict[Path, str]) -> int:
 
 def _write(target: Path, rendered: str) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
-    temporary = target.with_name(target.name + ".tmp")
-    temporary.write_text(rendered, encoding="utf-8")
-    temporary.replace(target)
+    write_atomically(target, rendered)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from akm_run.atomic import write_atomically
 from akmc import exitcodes
 
 
@@ -34,8 +35,6 @@ def run(plans: list[Path], key: Path, signature: Path | None) -> int:
             print(f"akmc: {error}", file=sys.stderr)
             return exitcodes.USAGE
         target = signature_path(path, signature)
-        temporary = target.with_name(target.name + ".tmp")
-        temporary.write_bytes(armored)
-        temporary.replace(target)
+        write_atomically(target, armored)
         print(f"signed {path}: {plan_hash(plan)} -> {target}")
     return code

@@ -6,19 +6,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from akm_run.durations import format_ms
+
 _TYPES = {"string": "string", "integer": "int", "number": "number", "boolean": "bool", "null": "null"}
 
 
-def duration(ms: int) -> str:
-    """Milliseconds as the language writes them: 2h, 1h30m, 90s → 1m30s, 250ms."""
-    parts, rest = [], ms
-    for unit, size in (("h", 3_600_000), ("m", 60_000), ("s", 1000)):
-        if rest >= size:
-            parts.append(f"{rest // size}{unit}")
-            rest %= size
-    if rest or not parts:
-        parts.append(f"{rest}ms")
-    return "".join(parts)
+duration = format_ms  # milliseconds as the language writes them: 2h, 1h30m, 90s → 1m30s, 250ms
 
 
 def schema_text(schema: dict[str, Any]) -> str:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import signal
 import sys
 from pathlib import Path
@@ -15,7 +14,6 @@ from typing import Any
 
 from akm_run import __version__, exitcodes
 
-_DURATION = re.compile(r"(?:(\d+)h)?(?:(\d+)m(?!s))?(?:(\d+)s)?(?:(\d+)ms)?")
 EXAMPLES = {
     "run": "akm-run run plans/workflows/release.plan.json --param version=1.4.0",
     "status": "akm-run status 20261130T101500-3fa9c2d1 --format json",
@@ -162,17 +160,6 @@ def state_dir(args: argparse.Namespace) -> Path:
     if args.state_dir is not None:
         return Path(args.state_dir)
     return Path(os.environ.get("AKM_STATE_DIR") or ".akm-run")
-
-
-def parse_duration(text: str) -> int:
-    """Milliseconds of `2h`, `1h30m`, `90s`, `250ms`; a bare number is seconds."""
-    if text.isdigit():
-        return int(text) * 1000
-    match = _DURATION.fullmatch(text)
-    if not text or match is None or not any(match.groups()):
-        raise ValueError(f"invalid duration {text!r} (use e.g. 90s, 10m, 2h, 1h30m, 250ms)")
-    h, m, s, ms = (int(g or 0) for g in match.groups())
-    return ((h * 60 + m) * 60 + s) * 1000 + ms
 
 
 def emit(document: dict[str, Any], text: str, fmt: str) -> None:

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from akm_run import children, exitcodes, progress, report
-from akm_run.cli import emit, on_signals, parse_duration, state_dir
+from akm_run.cli import emit, on_signals, state_dir
+from akm_run.durations import parse_option as parse_duration
 from akm_run.engine import Engine, Options, resolve, stored_plan
 from akm_run.hints import Hints
 from akm_run.identity import new_run_id

@@ -10,7 +10,8 @@ import json
 import re
 from typing import Any
 
-MAX_INT = 2**53 - 1
+from akm_run.planformat import MAX_INT
+
 MAX_VALUE_DEPTH = 64
 _INT_DIGITS = len(str(MAX_INT))
 _TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')

@@ -1,0 +1,184 @@
+"""Embedded JSON Schemas (param, output and step types): what a plan may carry, and validation."""
+
+from __future__ import annotations
+
+import json
+import urllib.parse
+from collections.abc import Callable
+from typing import Any
+
+from akm_run.planformat import MAX_INT, PlanError
+
+
+def _fail(path: str, message: str) -> PlanError:
+    return PlanError(path, message)
+
+
+def type_name(value: Any) -> str:
+    """A JSON value's type in JSON's words."""
+    if value is None:
+        return "null"
+    return {bool: "boolean", int: "integer", float: "number", str: "string", list: "array", dict: "object"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def json_value(value: Any, path: str) -> None:
+    """Any JSON value; integers within ±(2^53 − 1)."""
+    stack = [(value, path)]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, bool) or item is None or isinstance(item, str | float):
+            continue
+        if isinstance(item, int):
+            if abs(item) > MAX_INT:
+                raise _fail(where, f"integer {item} is outside ±(2^53 − 1)")
+        elif isinstance(item, list):
+            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(item))
+        elif isinstance(item, dict):
+            stack.extend((v, f"{where}.{k}") for k, v in item.items())
+        else:
+            raise _fail(where, f"unexpected {type_name(item)}")
+
+
+def check_schema(value: Any, path: str) -> None:
+    """A JSON Schema a plan may carry: draft 2020-12, references inside itself, bounded patterns."""
+    if not isinstance(value, dict):
+        raise _fail(path, f"expected a JSON Schema object, found {type_name(value)}")
+    json_value(value, path)
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
+    try:
+        Draft202012Validator.check_schema(value)
+    except SchemaError as error:
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
+        raise _fail(path + where, f"invalid JSON Schema: {error.message}") from error
+    _schema_refs(value, path)
+    _patterns(value, path)
+
+
+_IN_PLACE = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependentSchemas")
+_VALUES = ("const", "enum", "default", "examples")
+_ELSEWHERE = ("$id", "$anchor", "$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor")
+
+
+def _schema_refs(schema: dict[str, Any], path: str) -> None:
+    """Every `$ref` is a JSON pointer into the same schema (`#` or `#/…`) that names a schema, and
+    no chain of references comes back to where it started without descending into the value (such
+    a schema never finishes validating anything)."""
+    nodes: dict[str, Any] = {}
+    stack: list[tuple[Any, str]] = [(schema, "")]
+    while stack:
+        node, pointer = stack.pop()
+        if isinstance(node, dict):
+            nodes[pointer] = node
+            for key, child in node.items():
+                if key in _VALUES:  # plain JSON values, not schemas
+                    continue
+                stack.append((child, f"{pointer}/{str(key).replace('~', '~0').replace('/', '~1')}"))
+        elif isinstance(node, list):
+            stack.extend((child, f"{pointer}/{i}") for i, child in enumerate(node))
+
+    def where(pointer: str) -> str:
+        return path + "".join(f".{part}" for part in pointer.split("/")[1:])
+
+    edges: dict[str, list[str]] = {}
+    for pointer, node in nodes.items():
+        for key in _ELSEWHERE:
+            if key in node and not (key == "$id" and pointer == ""):
+                raise _fail(where(pointer), f"{key} is not supported in plan schemas (use $ref to #/$defs/…)")
+        targets = []
+        if "$ref" in node:
+            ref = node["$ref"]
+            if not isinstance(ref, str) or not (ref == "#" or ref.startswith("#/")):
+                raise _fail(where(pointer) + ".$ref", f"{json.dumps(ref)} does not point inside this schema")
+            target = urllib.parse.unquote(ref[1:])
+            if target not in nodes and not isinstance(_pointer_value(schema, target), bool):
+                raise _fail(where(pointer) + ".$ref", f"{json.dumps(ref)} does not name a schema in this schema")
+            targets.append(target)
+        for key in _IN_PLACE:
+            child = node.get(key)
+            if isinstance(child, dict) and key != "dependentSchemas":
+                targets.append(f"{pointer}/{key}")
+            elif isinstance(child, list):
+                targets += [f"{pointer}/{key}/{i}" for i in range(len(child))]
+            elif isinstance(child, dict):
+                targets += [f"{pointer}/{key}/{k.replace('~', '~0').replace('/', '~1')}" for k in child]
+        edges[pointer] = [t for t in targets if t in nodes]
+    _no_cycle(edges, where)
+
+
+def _pointer_value(schema: Any, pointer: str) -> Any:
+    """The value at a JSON pointer, or None."""
+    node = schema
+    for part in pointer.split("/")[1:] if pointer else []:
+        part = part.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return None
+    return node
+
+
+def _no_cycle(edges: dict[str, list[str]], where: Callable[[str], str]) -> None:
+    """Refuse a cycle in the in-place reference graph (iterative depth-first search)."""
+    state: dict[str, int] = {}  # 1 on the current path, 2 finished
+    for start in edges:
+        if state.get(start):
+            continue
+        path = [(start, iter(edges[start]))]
+        state[start] = 1
+        while path:
+            node, children = path[-1]
+            child = next(children, None)
+            if child is None:
+                state[node] = 2
+                path.pop()
+            elif state.get(child) == 1:
+                raise _fail(where(node), "$ref loops back to itself without descending into the value")
+            elif not state.get(child):
+                state[child] = 1
+                path.append((child, iter(edges[child])))
+
+
+def _patterns(schema: Any, path: str) -> None:
+    """Every `pattern` in a schema is one whose matching time is bounded (akm_run.patterns)."""
+    from akm_run.patterns import unsafe
+
+    if isinstance(schema, list):
+        for i, item in enumerate(schema):
+            _patterns(item, f"{path}[{i}]")
+    if not isinstance(schema, dict):
+        return
+    for key, item in schema.items():
+        if key == "pattern" and isinstance(item, str):
+            why = unsafe(item)
+            if why is not None:
+                raise _fail(f"{path}.pattern", f"{json.dumps(item)} may backtrack catastrophically: {why}")
+        elif key not in _VALUES:
+            _patterns(item, f"{path}.{key}")
+
+
+def schema_errors(value: Any, schema: dict[str, Any]) -> list[str]:
+    """Validation errors of `value` against a plan schema, each naming where it failed."""
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
+    out = []
+    for error in errors:
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
+        out.append(f"{'value' + where if where else 'value'}: {error.message}")
+    return out
+
+
+def default_fits(value: Any, schema: dict[str, Any], path: str) -> None:
+    """Refuse a param default that its own schema rejects."""
+    from jsonschema import Draft202012Validator
+
+    error = next(iter(Draft202012Validator(schema).iter_errors(value)), None)
+    if error is not None:
+        raise _fail(path, f"the default does not fit the param's schema: {error.message}")

@@ -1,0 +1,187 @@
+"""The one definition of the plan format: the decoder and `akmc schema` take every key set and bound
+from akm_run.planformat, and accept and refuse the same plans at each limit."""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+from typing import Any, get_args
+
+import jsonschema
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import BaseModel
+
+from akm_run import planformat as pf
+from akm_run.plan import PlanError, render_file, verify_plan
+from akmc import planmodel as pm
+
+PAIRS = [
+    (pf.ShellTarget, pm.Shell), (pf.ScriptTarget, pm.Script), (pf.AgentTarget, pm.Agent),
+    (pf.ApprovalTarget, pm.Approval), (pf.LiteralBinding, pm.LiteralBinding),
+    (pf.ReferenceBinding, pm.ReferenceBinding), (pf.ItemBinding, pm.ItemBinding), (pf.ChildTarget, pm.ChildWorkflow),
+    (pf.Gate, pm.Gate), (pf.Retry, pm.Retry), (pf.EnvLiteral, pm.EnvLiteral), (pf.EnvSecret, pm.EnvSecret),
+    (pf.EnvPassthrough, pm.EnvPassthrough), (pf.UnitStep, pm.UnitStep), (pf.MapStep, pm.MapStep),
+    (pf.RouteStep, pm.RouteStep), (pf.Case, pm.Case), (pf.Param, pm.Param), (pf.Output, pm.Output),
+    (pf.Limits, pm.Limits), (pf.ReadEntry, pm.ReadEntry), (pf.Plan, pm.Plan), (pf.PlanFile, pm.PlanFile),
+]  # fmt: skip
+
+
+def _model_keys(model: type[BaseModel]) -> tuple[set[str], set[str]]:
+    required, optional = set(), set()
+    for name, info in model.model_fields.items():
+        (required if info.is_required() else optional).add(info.alias or name)
+    return required, optional
+
+
+@pytest.mark.parametrize(("shape", "model"), PAIRS, ids=lambda p: getattr(p, "__name__", ""))
+def test_schema_models_have_the_key_sets_of_the_definition(shape: Any, model: type[BaseModel]) -> None:
+    required, optional = pf.keys(shape)
+    model_required, model_optional = _model_keys(model)
+    # `Param.default` may be `null` in a plan, so the model has it optional without being required
+    assert (model_required, model_optional) == (set(required), set(optional))
+
+
+def test_retry_reasons_and_on_error_are_their_literal_types() -> None:
+    assert pf.RETRY_REASONS == get_args(pf.RetryReason)
+    assert pf.ON_ERROR == get_args(pf.OnError)
+
+
+# -- the decoder and the schema agree ---------------------------------------------------------------
+
+
+@functools.cache
+def _schema() -> dict[str, Any]:
+    return pm.plan_file_schema()
+
+
+def _base() -> dict[str, Any]:
+    return {
+        "irVersion": 1,
+        "ref": "workflows/limits",
+        "title": "Limits",
+        "sourceReadSet": [{"path": "workflows/limits.akm"}],
+        "params": {"p": {"schema": {"type": "string"}}},
+        "outputs": {"o": {"from": "steps.work.output"}},
+        "limits": {"concurrency": 4, "maxUnits": 10, "timeoutMs": 1000},
+        "steps": [
+            {
+                "stepId": "work", "index": 0, "kind": "map", "onError": "fail", "over": "steps.list.output",
+                "concurrency": 2, "target": {"kind": "shell", "command": "true"},
+                "gate": {"check": {"kind": "shell", "command": "true"}, "maxLoops": 2},
+                "retry": {"max": 2, "on": ["exit"], "backoffMs": 10}, "timeoutMs": 1000,
+            },
+        ],
+    }  # fmt: skip
+
+
+def _with_list_step(plan: dict[str, Any]) -> dict[str, Any]:
+    """The base plan, whose map step reads an earlier step (the decoder checks that it exists)."""
+    plan["steps"].insert(0, {"stepId": "list", "index": 0, "kind": "unit", "onError": "fail",
+                             "target": {"kind": "shell", "command": "echo []"}})  # fmt: skip
+    for i, step in enumerate(plan["steps"]):
+        step["index"] = i
+    return plan
+
+
+def _verdicts(plan: dict[str, Any]) -> tuple[bool, bool]:
+    """(the decoder accepts, the published schema accepts)."""
+    try:
+        verify_plan(copy.deepcopy(plan))
+        decoded = True
+    except PlanError:
+        decoded = False
+    document = json.loads(render_file(plan))
+    schema_ok = jsonschema.Draft202012Validator(_schema()).is_valid(document)
+    return decoded, schema_ok
+
+
+def _set(plan: dict[str, Any], path: tuple[Any, ...], value: Any) -> dict[str, Any]:
+    node = plan
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    return plan
+
+
+# (where in the plan, lowest allowed, highest allowed); the map step stands at steps[1]
+BOUNDS = [
+    (("limits", "concurrency"), 1, pf.MAX_CONCURRENCY),
+    (("limits", "maxUnits"), 1, pf.MAX_INT),
+    (("limits", "timeoutMs"), pf.MIN_DURATION_MS, pf.MAX_TIMEOUT_MS),
+    (("steps", 1, "timeoutMs"), pf.MIN_DURATION_MS, pf.MAX_TIMEOUT_MS),
+    (("steps", 1, "concurrency"), 1, pf.MAX_CONCURRENCY),
+    (("steps", 1, "retry", "max"), 1, pf.MAX_RETRY),
+    (("steps", 1, "retry", "backoffMs"), pf.MIN_DURATION_MS, pf.MAX_TIMEOUT_MS),
+    (("steps", 1, "gate", "maxLoops"), 1, pf.MAX_LOOPS),
+]
+
+
+def test_the_base_plan_is_accepted_by_both() -> None:
+    assert _verdicts(_with_list_step(_base())) == (True, True)
+
+
+@pytest.mark.parametrize(
+    ("path", "low", "high"), BOUNDS, ids=lambda p: ".".join(map(str, p)) if isinstance(p, tuple) else ""
+)
+def test_both_accept_every_limit_and_refuse_one_past_it(path: tuple[Any, ...], low: int, high: int) -> None:
+    for value, accepted in ((low, True), (high, True), (low - 1, False), (high + 1, False)):
+        plan = _set(_with_list_step(_base()), path, value)
+        assert _verdicts(plan) == (accepted, accepted), (path, value)
+
+
+@pytest.mark.parametrize(
+    ("key", "limit"), [("params", pf.MAX_PARAMS), ("outputs", pf.MAX_OUTPUTS)], ids=["params", "outputs"]
+)
+def test_both_bound_the_number_of_params_and_outputs(key: str, limit: int) -> None:
+    for count, accepted in ((limit, True), (limit + 1, False)):
+        plan = _with_list_step(_base())
+        entry = {"schema": {"type": "string"}} if key == "params" else {"from": "steps.work.output"}
+        plan[key] = {f"n{i}": dict(entry) for i in range(count)}
+        assert _verdicts(plan) == (accepted, accepted), count
+
+
+def test_both_bound_the_number_of_steps() -> None:
+    for count, accepted in ((pf.MAX_STEPS, True), (pf.MAX_STEPS + 1, False)):
+        plan = _base()
+        plan.pop("outputs")
+        plan["steps"] = [
+            {"stepId": f"s{i}", "index": i, "kind": "unit", "onError": "fail",
+             "target": {"kind": "shell", "command": "true"}}
+            for i in range(count)
+        ]  # fmt: skip
+        assert _verdicts(plan)[1] is accepted
+        if accepted:
+            assert _verdicts(plan)[0]
+        else:  # the decoder refuses it too (its index runs past the bound as well)
+            assert not _verdicts(plan)[0]
+
+
+@settings(max_examples=150, deadline=None)
+@given(path=st.sampled_from([b[0] for b in BOUNDS]), value=st.integers(min_value=-5, max_value=pf.MAX_INT + 5))
+def test_decoder_and_schema_agree_on_any_integer_at_any_limit(path: tuple[Any, ...], value: int) -> None:
+    decoded, schema_ok = _verdicts(_set(_with_list_step(_base()), path, value))
+    assert decoded == schema_ok
+
+
+_names = st.text(alphabet="aZ_9-.é$ ", min_size=0, max_size=6)
+
+
+@settings(max_examples=150, deadline=None)
+@given(name=_names, where=st.sampled_from(["param", "stepId", "env", "secret"]))
+def test_decoder_and_schema_agree_on_names(name: str, where: str) -> None:
+    plan = _with_list_step(_base())
+    if where == "param":
+        plan["params"] = {name: {"schema": {"type": "string"}}}
+    elif where == "stepId":
+        plan["steps"][1]["stepId"] = name
+        plan["outputs"] = {"o": {"from": "steps.list.output"}}
+    else:
+        entry = (
+            {"name": name, "kind": "passthrough"} if where == "env" else {"name": "E", "kind": "secret", "secret": name}
+        )
+        plan["steps"][1]["env"] = [entry]
+    decoded, schema_ok = _verdicts(plan)
+    assert decoded == schema_ok

@@ -5,14 +5,11 @@ Each command parses its arguments and calls one function that returns an exit co
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import signal
 import sys
 from pathlib import Path
-from typing import Any
 
 from akm_run import __version__, exitcodes
+from akm_run.console import state_dir
 
 EXAMPLES = {
     "run": "akm-run run plans/workflows/release.plan.json --param version=1.4.0",
@@ -142,6 +139,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from akm_run import commands
 
+    if args.command == "completion":
+        sys.stdout.write(completion_script(args.shell))
+        return exitcodes.COMPLETED
     try:
         code: int = commands.COMMANDS[args.command](args)
     except BrokenPipeError:
@@ -154,22 +154,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"akm-run: internal error: {type(error).__name__}: {error}", file=sys.stderr)
         return exitcodes.INTERNAL
     return code
-
-
-def state_dir(args: argparse.Namespace) -> Path:
-    if args.state_dir is not None:
-        return Path(args.state_dir)
-    return Path(os.environ.get("AKM_STATE_DIR") or ".akm-run")
-
-
-def emit(document: dict[str, Any], text: str, fmt: str) -> None:
-    if fmt == "json":
-        sys.stdout.write(json.dumps(document, ensure_ascii=False, sort_keys=True, indent=2, allow_nan=False) + "\n")
-    else:
-        sys.stdout.write(text)
-    sys.stdout.flush()
-
-
-def on_signals(handler: Any) -> None:
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, handler)

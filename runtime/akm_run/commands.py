@@ -10,17 +10,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from akm_run import children, exitcodes, progress, report
-from akm_run.cli import emit, on_signals, state_dir
+from akm_run import children, exitcodes, operations, progress, report
+from akm_run import planformat as pf
+from akm_run.console import emit, on_signals, state_dir
 from akm_run.durations import parse_option as parse_duration
-from akm_run.engine import Engine, Options, resolve, stored_plan
+from akm_run.engine import Engine, Options, stored_plan
 from akm_run.hints import Hints
 from akm_run.identity import new_run_id
 from akm_run.locks import LockHeld, RunLock
 from akm_run.params import ParamsError, collect
 from akm_run.plan import PlanError, plan_hash
 from akm_run.signing import SignatureRefused, SigningUnavailable
-from akm_run.store import RunRow, Store, writable
+from akm_run.store import RunRow, StepRow, Store, writable
 from akm_run.trust import Admitted, admit, allowed_signers, recheck
 
 EXIT_OF = {"completed": exitcodes.COMPLETED, "failed": exitcodes.FAILED, "blocked": exitcodes.BLOCKED,
@@ -272,7 +273,7 @@ def resume(args: argparse.Namespace) -> int:
             more = f"; drive it with `{hint('run', row.id)}`" if row.status == "active" else ""
             print(f"run {row.id} is {row.status}: nothing to reopen{more}")
             return exitcodes.COMPLETED
-        reopened = reopen_run(store, row)
+        reopened = operations.reopen(store, row)
         print(f"reopened run {row.id}: {', '.join(reopened) or 'no steps'} pending again; "
               f"continue with `{hint('run', row.id)}`")  # fmt: skip
         return exitcodes.COMPLETED
@@ -280,62 +281,18 @@ def resume(args: argparse.Namespace) -> int:
     return _locked(args, reopen)
 
 
-def reopen_run(store: Store, row: RunRow) -> list[str]:
-    """Blocked and failed steps back to pending (gate loop counts reset), the run active again."""
-    reopened = []
-    with store.transaction():
-        for step in store.steps(row.id):
-            if step.status in ("blocked", "failed"):
-                fields: dict[str, Any] = {"gate_loops": 0, "notes": None, "reason": None, "message": None}
-                if step.gate_feedback is not None and step.status == "blocked":
-                    fields["gate_iteration"] = step.gate_iteration + 1  # the next drive re-runs the work
-                store.set_step(row.id, step.step_id, "pending", **fields)
-                reopened.append(step.step_id)
-        store.set_run_status(row.id, "active", failure=None, notes=None)
-    return reopened
-
-
 def approve(args: argparse.Namespace) -> int:
-    by = args.by or getpass.getuser()
+    decision = operations.Decision(args.step_id, args.by or getpass.getuser(), not args.reject, args.note)
     hint = Hints.of(state_dir(args))
 
     def decide(store: Store, row: RunRow) -> int:
         plan = stored_plan(row)
-        step = next((s for s in plan["steps"] if s["stepId"] == args.step_id), None)
         current = store.step(row.id, args.step_id)
-        if step is not None and step.get("target", {}).get("kind") == "child-workflow" and current is not None:
-            clear = children.clearing(store, hint, row)[1] if current.status == "blocked" else []
-            if len(clear) > 1:  # the step waits on its child: name the child's own command
-                return _fail(f"step {args.step_id} of run {row.id} composes a child run; clear the child with "
-                             f"`{clear[0]}`, then {', then '.join(f'`{c}`' for c in clear[1:])} and "
-                             f"`{hint('run', row.id)}`", exitcodes.USAGE)  # fmt: skip
-        if step is None or step.get("target", {}).get("kind") != "approval":
-            return _fail(f"run {row.id} has no approval step {args.step_id!r}", exitcodes.USAGE)
-        if current is None or current.status != "blocked":
-            state = current.status if current else "unknown"
-            return _fail(f"step {args.step_id} of run {row.id} is {state}, not waiting for approval", exitcodes.USAGE)
-        approval: dict[str, Any] = {"approved": not args.reject, "by": by}
-        if args.note:
-            approval["note"] = args.note
-        output: Any = approval
-        if step["kind"] == "map":  # one decision per item, like any map step's output
-            ok, items = resolve(step["over"], row.params, {s.step_id: s for s in store.steps(row.id)})
-            output = [approval] * len(items) if ok and isinstance(items, list) else [approval]
-        failed = args.reject and step["onError"] != "continue"
-        with store.transaction():
-            if failed:
-                message = f"rejected by {by}" + (f": {args.note}" if args.note else "")
-                store.set_step(row.id, args.step_id, "failed", output=output, notes=None,
-                               reason="approval_rejected", message=message)  # fmt: skip
-                store.event(row.id, "step.rejected", args.step_id, by=by)
-                failure = {"stepId": args.step_id, "reason": "approval_rejected", "message": message}
-                store.set_run_status(row.id, "failed", failure=failure, notes=None)
-            else:
-                store.set_step(row.id, args.step_id, "completed", output=output, notes=None)
-                store.event(row.id, "step.rejected" if args.reject else "step.approved", args.step_id, by=by)
-                if not any(s.status == "blocked" for s in store.steps(row.id)):
-                    store.set_run_status(row.id, "active", notes=None)
-        if failed:
+        if (waiting := _child_waits(store, hint, plan, row, current)) is not None:
+            return _fail(waiting, exitcodes.USAGE)
+        if (refused := operations.approval_refusal(plan, row, current, decision)) is not None:
+            return _fail(refused, exitcodes.USAGE)
+        if operations.decide(store, plan, row, decision):
             print(f"rejected step {args.step_id} of run {row.id}: the run failed (approval_rejected); "
                   f"see `{hint('status', row.id)}`")  # fmt: skip
         else:
@@ -346,17 +303,24 @@ def approve(args: argparse.Namespace) -> int:
     return _locked(args, decide)
 
 
+def _child_waits(store: Store, hint: Hints, plan: pf.Plan, row: RunRow, current: StepRow | None) -> str | None:
+    """For `approve` on a step that waits on its child run: the child's own command to run instead."""
+    step = next((s for s in plan["steps"] if current is not None and s["stepId"] == current.step_id), None)
+    if step is None or step["kind"] == "route" or step["target"]["kind"] != "child-workflow" or current is None:
+        return None
+    clear = children.clearing(store, hint, row)[1] if current.status == "blocked" else []
+    if len(clear) <= 1:
+        return None
+    return (f"step {current.step_id} of run {row.id} composes a child run; clear the child with `{clear[0]}`, "
+            f"then {', then '.join(f'`{c}`' for c in clear[1:])} and `{hint('run', row.id)}`")  # fmt: skip
+
+
 def abandon(args: argparse.Namespace) -> int:
     def give_up(store: Store, row: RunRow) -> int:
-        if row.status in ("completed", "failed"):
+        if operations.abandon(store, row):
+            print(f"abandoned run {row.id}")
+        else:
             print(f"run {row.id} is already {row.status}")
-            return exitcodes.COMPLETED
-        failure = {"stepId": None, "reason": "abandoned", "message": "abandoned by akm-run abandon"}
-        with store.transaction():
-            store.release_running_steps(row.id)
-            store.set_run_status(row.id, "failed", failure=failure)
-        store.event(row.id, "run.abandoned")
-        print(f"abandoned run {row.id}")
         return exitcodes.COMPLETED
 
     return _locked(args, give_up, trusted=False)  # stopping a run needs no trust in its plan
@@ -373,13 +337,6 @@ def verify(args: argparse.Namespace) -> int:
     return exitcodes.COMPLETED
 
 
-def completion(args: argparse.Namespace) -> int:
-    from akm_run.cli import completion_script
-
-    sys.stdout.write(completion_script(args.shell))
-    return exitcodes.COMPLETED
-
-
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "run": run,
     "status": status,
@@ -389,5 +346,4 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "approve": approve,
     "abandon": abandon,
     "verify": verify,
-    "completion": completion,
 }

@@ -2,13 +2,15 @@
 
 A drive takes the run's lock, re-verifies the stored plan, reclaims attempts a crashed driver
 left running, then walks the spine. Every unit is journaled before its process starts and
-after it ends; a completed unit is reused and never dispatched again."""
+after it ends; a completed unit is reused and never dispatched again.
+
+What the plan means is decided by akm_run.core; state changes go through the named transitions
+of akm_run.journal; attempts run through a akm_run.dispatch dispatcher."""
 
 from __future__ import annotations
 
 import functools
 import queue
-import re
 import shutil
 import threading
 import time
@@ -16,22 +18,24 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from akm_run import children, identity, units
+from akm_run import children, core, identity, units
+from akm_run import planformat as pf
+from akm_run.core import Aborted, DriveResult, End, Placement
+from akm_run.dispatch import ChildDispatcher, Dispatcher, ProcessDispatcher, Request, Routing, Settings
 from akm_run.hints import Hints
+from akm_run.journal import Journal
 from akm_run.locks import RunLock
-from akm_run.plan import PlanError, canonical_bytes, plan_hash, verify_plan
+from akm_run.plan import PlanError, loads_strict, plan_hash, verify_plan
 from akm_run.progress import Progress
-from akm_run.store import RunRow, StepRow, Store
+from akm_run.rows import AttemptFailure, RunRow, StepRow
 from akm_run.strictjson import dumps
 
 DEFAULT_MAX_CONCURRENCY = 16
-_SEGMENT = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[([0-9]+)\]")
-
-
-class Aborted(Exception):
-    """The drive was interrupted (signal or run timeout); the run stays active and resumable."""
+Result = DriveResult  # how one drive ended
+resolve = core.resolve  # the names the command modules import
+walk = core.walk
 
 
 class OutputsInvalid(Exception):
@@ -53,47 +57,23 @@ class Options:
     admit: Callable[[RunRow], None] | None = None  # re-checks a run under its lock (trust.recheck); raises
 
 
-@dataclass(slots=True)
-class Result:
-    """How one drive ended. `status` is the run's status, or "aborted" (run still active)."""
-
-    run_id: str
-    status: str
-    failure: dict[str, Any] | None = None
-    blocked: dict[str, Any] | None = None
-    error: dict[str, Any] | None = None
-    exported: Any = None
-
-
-@dataclass(slots=True)
-class Step:
-    """How a step ended in this drive."""
-
-    status: str  # completed | failed | blocked
-    output: Any = None
-    reason: str | None = None
-    message: str | None = None
-    notes: str | None = None
-    recorded: bool = False  # its completion is already journaled (with its one unit's)
-
-
-@dataclass(slots=True)
-class UnitEnd:
-    status: str  # completed | failed | blocked | not_dispatched
-    output: Any = None
-    reason: str | None = None
-    message: str | None = None
-    recorded: bool = False  # the step's completion was journaled with the unit's
-
-
 @dataclass
 class Engine:
-    store: Store
+    """Drives runs of one journal. `process` runs shell, script and agent units (default: real
+    processes); child-workflow units are driven as child runs by this same engine."""
+
+    store: Journal
     options: Options
     abort: threading.Event = field(default_factory=threading.Event)
     why_aborted: str = "interrupted"
+    process: Dispatcher | None = None
 
-    def drive(self, run_id: str) -> Result:
+    def __post_init__(self) -> None:
+        settings = Settings(self.options.workdir, self.options.agent_cmd, self.options.environ, self.options.hints)
+        process = self.process or ProcessDispatcher(self.store, settings, self.abort)
+        self.dispatcher: Dispatcher = Routing(process, ChildDispatcher(self.store, settings, self.drive))
+
+    def drive(self, run_id: str) -> DriveResult:
         """Drive a run until it completes, fails, blocks or is aborted. Raises LockHeld when another
         driver holds the run, PlanError when the stored plan no longer verifies."""
         with RunLock(self.options.state_dir, run_id):
@@ -112,26 +92,24 @@ class Engine:
         """Attempts left `running` by a crashed driver: stop their leftover processes, mark them."""
         for unit_id, step_id, attempt in self.store.interrupted_attempts(run_id):
             units.stop_leftover(attempt.pid, attempt.host)
-            self.store.finish_attempt(run_id, unit_id, step_id, attempt.attempt, "interrupted", final=False)
+            self.store.interrupt_attempt(run_id, unit_id, step_id, attempt.attempt)
 
 
-def stored_plan(run: RunRow) -> dict[str, Any]:
+def stored_plan(run: RunRow) -> pf.Plan:
     """The run's plan, re-verified: a tampered row is refused (PlanError)."""
     import json
-
-    from akm_run.plan import loads_strict
 
     plan = loads_strict(run.plan_json.encode())
     verify_plan(plan)
     if plan_hash(plan) != run.plan_hash:
         raise PlanError("plan", f"stored plan hash {plan_hash(plan)} does not match the run's {run.plan_hash}")
-    verified: dict[str, Any] = json.loads(run.plan_json)
+    verified: pf.Plan = json.loads(run.plan_json)
     return verified
 
 
-def settled(run: RunRow, store: Store, hints: Hints) -> Result:
+def settled(run: RunRow, store: Journal, hints: Hints) -> DriveResult:
     """The result of a run that is not active: nothing is dispatched."""
-    result = Result(run.id, run.status, failure=run.failure, exported=run.exported)
+    result = DriveResult(run.id, run.status, failure=run.failure, exported=run.exported)
     if run.status == "blocked":
         step = next((s for s in store.steps(run.id) if s.status == "blocked"), None)
         notes = children.step_notes(store, hints, run.id, step) if step is not None else run.notes
@@ -139,35 +117,26 @@ def settled(run: RunRow, store: Store, hints: Hints) -> Result:
     return result
 
 
-def resolve(reference: str, params: Mapping[str, Any], steps: Mapping[str, StepRow]) -> tuple[bool, Any]:
-    """(True, value) for a reference that resolves against the run's params and stored outputs."""
-    if reference.startswith("params."):
-        name = reference[len("params.") :]
-        return (name in params), params.get(name)
-    head, _, rest = reference[len("steps.") :].partition(".output")
-    row = steps.get(head)
-    if row is None or row.status != "completed":
-        return False, None
-    return walk(row.output, rest)
+@dataclass(frozen=True, slots=True)
+class _Work:
+    """One unit to run: its step, target and placement, what it reads, and how its end is recorded."""
 
-
-def walk(value: Any, path: str) -> tuple[bool, Any]:
-    """(True, the value at `path`, a run of `.name` and `[n]` segments) when every segment exists."""
-    for match in _SEGMENT.finditer(path):
-        key, index = match.group(1), match.group(2)
-        if key is not None and isinstance(value, dict) and key in value:
-            value = value[key]
-        elif index is not None and isinstance(value, list) and int(index) < len(value):
-            value = value[int(index)]
-        else:
-            return False, None
-    return True, value
+    step: pf.WorkStep
+    target: pf.Target
+    place: Placement
+    loop: int
+    inputs: dict[str, Any]
+    feedback: str | None
+    schema: pf.Schema | None
+    gate_output: Any = None
+    gate_check: bool = False  # the unit is a gate's check (never retried)
+    completes: bool = False  # the step completes with this unit (journaled together)
 
 
 class _Drive:
     """One drive of one run (the state of the loop)."""
 
-    def __init__(self, engine: Engine, run: RunRow, plan: dict[str, Any]) -> None:
+    def __init__(self, engine: Engine, run: RunRow, plan: pf.Plan) -> None:
         self.engine, self.store, self.options = engine, engine.store, engine.options
         self.plan = plan
         self.run_id = run.id
@@ -176,16 +145,17 @@ class _Drive:
         self.where = "" if run.parent_run_id is None else f"{run.ref} ({run.id}): "
         self.starting: tuple[str, int] | None = None  # the step the spine reached, not yet journaled
         self.last = False  # whether it is the last step (completed together with the outputs)
+        self.scratch: Path | None = None
 
     # -- the spine ---------------------------------------------------------------------------------
 
-    def run(self) -> Result:
+    def run(self) -> DriveResult:
         timer = self._deadline()
         self.scratch = units.scratch_directory(self.options.state_dir, self.run_id)
         try:
             return self._spine()
         except Aborted:
-            return Result(self.run_id, "aborted", error={"code": "ABORTED", "message": self._abort_message()})
+            return DriveResult(self.run_id, "aborted", error={"code": "ABORTED", "message": self._abort_message()})
         finally:
             if timer is not None:
                 timer.cancel()
@@ -217,23 +187,21 @@ class _Drive:
     def _abort_message(self) -> str:
         return f"{self.engine.why_aborted}; the run is resumable: {self.options.hints('run', self.run_id)}"
 
-    def _spine(self) -> Result:
+    def _spine(self) -> DriveResult:
         steps = self.plan["steps"]
         last_completion: tuple[str, Any] | None = None
         for index, step in enumerate(steps):
             row = self.rows[step["stepId"]]
-            if row.status in ("completed", "skipped") or (row.status == "failed" and step["onError"] == "continue"):
+            action = core.spine_action(step, row)
+            if action == "pass":
                 continue
-            if row.status == "blocked":
+            if action == "blocked":
                 return self._blocked(step["stepId"], row.notes or "")
             self._check_abort()
             # Recorded with the step's first write (usually its first unit's dispatch): one commit fewer.
             self.starting = (step["stepId"], index)
             self.last = index == len(steps) - 1
-            started = time.monotonic()
-            self.options.progress.step_started(self.where, step["stepId"], index, len(steps))
-            ended = self._step(step, row)
-            self.options.progress.step_ended(self.where, step["stepId"], ended.status, time.monotonic() - started)
+            ended = self._timed(step, row, index)
             if ended.status == "completed":
                 if self.last:
                     last_completion = (step["stepId"], ended.output)  # completed with the outputs, below
@@ -241,22 +209,35 @@ class _Drive:
                 if not ended.recorded:
                     self._complete_step(step, ended.output)
             elif ended.status == "blocked":
-                blocked: dict[str, Any] = {"reason": ended.reason} if ended.reason else {}
-                with self.store.transaction(durable=False):
-                    self._record_start()
-                    self.store.set_step(self.run_id, step["stepId"], "blocked", notes=ended.notes, **blocked)
-                return self._blocked(step["stepId"], ended.notes or "")
-            else:
-                with self.store.transaction(durable=False):
-                    self._record_start()
-                    self.store.set_step(self.run_id, step["stepId"], "failed", reason=ended.reason,
-                                        message=ended.message)  # fmt: skip
-                self.rows[step["stepId"]].status = "failed"
-                if step["onError"] != "continue":
-                    failure = {"stepId": step["stepId"], "reason": ended.reason, "message": ended.message}
-                    self.store.set_run_status(self.run_id, "failed", failure=failure)
-                    return Result(self.run_id, "failed", failure=failure)
+                return self._block(step, ended)
+            elif (stopped := self._fail(step, ended)) is not None:
+                return stopped
         return self._finish(last_completion)
+
+    def _timed(self, step: pf.Step, row: StepRow, index: int) -> End:
+        started = time.monotonic()
+        self.options.progress.step_started(self.where, step["stepId"], index, len(self.plan["steps"]))
+        ended = self._step(step, row)
+        self.options.progress.step_ended(self.where, step["stepId"], ended.status, time.monotonic() - started)
+        return ended
+
+    def _block(self, step: pf.Step, ended: End) -> DriveResult:
+        with self.store.transaction(durable=False):
+            self._record_start()
+            self.store.block_step(self.run_id, step["stepId"], ended.notes, ended.reason)
+        return self._blocked(step["stepId"], ended.notes or "")
+
+    def _fail(self, step: pf.Step, ended: End) -> DriveResult | None:
+        """Journal a failed step; the run fails with it unless the step says `continue`."""
+        with self.store.transaction(durable=False):
+            self._record_start()
+            self.store.fail_step(self.run_id, step["stepId"], ended.reason, ended.message)
+        self.rows[step["stepId"]].status = "failed"
+        if step["onError"] == "continue":
+            return None
+        failure = core.failure(step, ended)
+        self.store.fail_run(self.run_id, failure)
+        return DriveResult(self.run_id, "failed", failure=failure)
 
     def _check_abort(self) -> None:
         if self.engine.abort.is_set():
@@ -268,182 +249,127 @@ class _Drive:
         if starting is not None:
             self.store.start_step(self.run_id, *starting)
 
-    def _complete_step(self, step: dict[str, Any], output: Any) -> None:
+    def _complete_step(self, step: pf.Step, output: Any) -> None:
         with self.store.transaction(durable=False):
             self._record_start()
-            self.store.set_step(self.run_id, step["stepId"], "completed", output=output)
+            self.store.complete_step(self.run_id, step["stepId"], output)
             if step["kind"] == "route":
-                self._skip_unselected(step, output)
-        row = self.rows[step["stepId"]]
-        row.status, row.output_json = "completed", dumps(output)
+                for name in core.not_selected(step, output, self.rows):
+                    self.store.skip_step(self.run_id, name, f"route {step['stepId']} selected {output}")
+                    self.rows[name].status = "skipped"
+        self._completed_row(step["stepId"], output)
 
-    def _skip_unselected(self, step: dict[str, Any], selected: str) -> None:
-        targets = [c["next"] for c in step["cases"]] + ([step["default"]] if "default" in step else [])
-        for name in dict.fromkeys(targets):
-            if name != selected and self.rows[name].status == "pending":
-                self.store.set_step(self.run_id, name, "skipped", notes=f"route {step['stepId']} selected {selected}")
-                self.rows[name].status = "skipped"
+    def _completed_row(self, step_id: str, output: Any) -> None:
+        row = self.rows[step_id]
+        row.status, row.output_json = "completed", dumps(output)
 
     def _refresh(self) -> None:
         self.rows = {row.step_id: row for row in self.store.steps(self.run_id)}
 
-    def _blocked(self, step_id: str, notes: str) -> Result:
-        self.store.set_run_status(self.run_id, "blocked", notes=notes)
-        return Result(self.run_id, "blocked", blocked={"stepId": step_id, "notes": notes})
+    def _blocked(self, step_id: str, notes: str) -> DriveResult:
+        self.store.block_run(self.run_id, notes)
+        return DriveResult(self.run_id, "blocked", blocked={"stepId": step_id, "notes": notes})
 
-    def _finish(self, last: tuple[str, Any] | None) -> Result:
+    def _finish(self, last: tuple[str, Any] | None) -> DriveResult:
         """Complete the run: the last step's completion, the outputs and the run's status in one
         transaction; an invalid output rolls all of it back."""
         try:
             with self.store.transaction():
                 if last is not None:
-                    step = self.plan["steps"][-1]
-                    self._complete_step(step, last[1])
-                exported = self._outputs()
-                self.store.set_run_status(self.run_id, "completed", exported=exported)
+                    self._complete_step(self.plan["steps"][-1], last[1])
+                exported, problems = core.outputs(self.plan, self.run_id, self.params, self.rows)
+                if problems:
+                    raise OutputsInvalid(problems)
+                self.store.complete_run(self.run_id, exported)
         except OutputsInvalid as invalid:
             self._refresh()
             message = "; ".join(invalid.problems)
-            return Result(self.run_id, "active", error={"code": "WORKFLOW_OUTPUT_INVALID", "message": message})
-        return Result(self.run_id, "completed", exported=exported)
-
-    def _outputs(self) -> Any:
-        declared = self.plan.get("outputs")
-        if not declared:
-            return {"runId": self.run_id, "status": "completed"}
-        exported, problems = {}, []
-        for name, output in declared.items():
-            ok, value = resolve(output["from"], self.params, self.rows)
-            if not ok:
-                problems.append(f"output {name}: {output['from']} did not resolve")
-                continue
-            errors = units.schema_errors(value, output["schema"]) if "schema" in output else []
-            if errors:
-                problems.append(f"output {name}: {errors[0]}")
-                continue
-            exported[name] = value
-        if problems:
-            raise OutputsInvalid(problems)
-        return exported
+            return DriveResult(self.run_id, "active", error={"code": "WORKFLOW_OUTPUT_INVALID", "message": message})
+        return DriveResult(self.run_id, "completed", exported=exported)
 
     # -- steps -------------------------------------------------------------------------------------
 
-    def _step(self, step: dict[str, Any], row: StepRow) -> Step:
+    def _step(self, step: pf.Step, row: StepRow) -> End:
         if step["kind"] == "route":
-            return self._route(step)
+            return core.route(step, self.params, self.rows)
         if step["target"]["kind"] == "approval":
-            message, hint = step["target"]["message"], self.options.hints
-            notes = (
-                f'Waiting for approval: "{message}"\n'
-                f"Approve with `{hint('approve', self.run_id, step['stepId'])}` "
-                f"(or reject with `{hint('approve', self.run_id, step['stepId'], '--reject')}`), "
-                f"then `{hint('run', self.run_id)}`."
-            )
-            return Step("blocked", notes=notes)
+            notes = core.approval_notes(self.options.hints, self.run_id, step["stepId"], step["target"]["message"])
+            return End("blocked", notes=notes)
         if "gate" not in step:
             return self._work(step, 0, None)
         return self._gated(step, row)
 
-    def _route(self, step: dict[str, Any]) -> Step:
-        ok, value = resolve(step["input"], self.params, self.rows)
-        if not ok:
-            return Step("failed", reason="input_unresolved", message=f"{step['input']} did not resolve")
-        for case in step["cases"]:
-            if canonical_bytes(case["match"]) == canonical_bytes(value):
-                return Step("completed", output=case["next"])
-        if "default" in step:
-            return Step("completed", output=step["default"])
-        return Step("failed", reason="route_no_match", message=f"no case of the route matches {dumps(value)}")
-
-    def _gated(self, step: dict[str, Any], row: StepRow) -> Step:
+    def _gated(self, step: pf.WorkStep, row: StepRow) -> End:
         gate = step["gate"]
         iteration, loops, feedback = row.gate_iteration, row.gate_loops, row.gate_feedback
         while True:
-            work = self._work(step, iteration, feedback if iteration else None)
+            given = feedback if iteration else None
+            work = self._work(step, iteration, given)
             if work.status != "completed":
                 return work
-            check = self._unit(step, gate["check"], f"{step['stepId']}:gate", iteration, None, None, {},
-                               feedback if iteration else None, gate_output=work.output, schema=None)  # fmt: skip
+            place = Placement(step["stepId"], identity.journal_id(f"{step['stepId']}:gate", iteration))
+            check = self._unit(_Work(step, gate["check"], place, iteration, {}, given, None, work.output, True))
             if check.status == "completed":
                 return work
             if check.reason != "exit":
-                return Step("failed", reason=check.reason, message=f"gate check: {check.message}")
-            feedback = check.output if isinstance(check.output, str) else dumps(check.output)
-            self.store.event(self.run_id, "gate.rejected", step["stepId"], iteration=iteration, feedback=feedback)
+                return End("failed", reason=check.reason, message=f"gate check: {check.message}")
+            feedback = core.gate_feedback(check)
+            self.store.reject_gate(self.run_id, step["stepId"], iteration, feedback)
             if loops >= gate["maxLoops"]:
-                quoted = (
-                    "\n".join(f"  > {line}" for line in (feedback or "(no output)").splitlines()) or "  > (no output)"
-                )
-                notes = (
-                    f"The gate check rejected the output {loops + 1} time(s); max_loops is {gate['maxLoops']}. "
-                    f"Last feedback:\n{quoted}\n"
-                    f"Resume with `{self.options.hints('resume', self.run_id)}`, "
-                    f"then `{self.options.hints('run', self.run_id)}`."
-                )
-                return Step("blocked", reason="gate_rejected", notes=notes)
+                return core.gate_exhausted(self.options.hints, self.run_id, loops, gate["maxLoops"], feedback)
             iteration, loops = iteration + 1, loops + 1
-            self.store.set_step(self.run_id, step["stepId"], "running", event=False, gate_iteration=iteration,
-                                gate_loops=loops, gate_feedback=feedback)  # fmt: skip
+            self.store.loop_gate(self.run_id, step["stepId"], iteration, loops, feedback)
 
-    def _work(self, step: dict[str, Any], loop: int, feedback: str | None) -> Step:
-        inputs, missing = self._inputs(step)
-        if step["kind"] == "unit":
-            if missing:
-                return self._unresolved(
-                    step, identity.journal_id(identity.unit_id(step["stepId"]), loop), None, missing
-                )
-            solo = "gate" not in step and not self.last  # its output is its one unit's: complete both at once
-            end = self._unit(step, step["target"], identity.unit_id(step["stepId"]), loop, None, None, inputs,
-                             feedback, schema=step.get("outputSchema"), completes=solo)  # fmt: skip
-            if end.status == "blocked":
-                return Step("blocked", reason=end.reason, notes=end.message)
-            return Step(end.status, end.output, end.reason, end.message, recorded=end.recorded)
-        ok, items = resolve(step["over"], self.params, self.rows)
-        if missing or not ok or not isinstance(items, list):
-            problem = missing or [f"{step['over']} is not a list" if ok else f"{step['over']} did not resolve"]
-            return Step("failed", reason="input_unresolved", message="; ".join(problem))
-        return self._map(step, items, inputs, loop, feedback)
+    def _work(self, step: pf.WorkStep, loop: int, feedback: str | None) -> End:
+        inputs, missing = core.step_inputs(step, self.params, self.rows)
+        if step["kind"] == "map":
+            items = core.map_items(step, self.params, self.rows)
+            if missing or isinstance(items, str):
+                return core.failed("input_unresolved", "; ".join(missing or [str(items)]))
+            return self._map(step, items, inputs, loop, feedback)
+        place = Placement(step["stepId"], identity.journal_id(identity.unit_id(step["stepId"]), loop))
+        if missing:
+            return self._unit_failed(step, place, "input_unresolved", "; ".join(missing))
+        solo = "gate" not in step and not self.last  # its output is its one unit's: complete both at once
+        end = self._unit(_Work(step, step["target"], place, loop, inputs, feedback, core.item_schema(step),
+                               completes=solo))  # fmt: skip
+        if end.status == "blocked":
+            return End("blocked", reason=end.reason, notes=end.message)
+        return end
 
-    def _inputs(self, step: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-        inputs, missing = {}, []
-        for reference in step.get("inputs", []):
-            ok, value = resolve(reference, self.params, self.rows)
-            if ok:
-                inputs[reference] = value
-            else:
-                missing.append(f"{reference} did not resolve")
-        return inputs, missing
+    def _unit_failed(self, step: pf.Step, place: Placement, reason: str, message: str) -> End:
+        """A unit that fails before any attempt: journaled as failed, never dispatched."""
+        self.store.fail_unit(self.run_id, place.journal, step["stepId"], place.index, reason, message)
+        return core.failed(reason, message)
 
-    def _unresolved(self, step: dict[str, Any], journal: str, index: int | None, missing: list[str]) -> Step:
-        message = "; ".join(missing)
-        self.store.fail_unit(self.run_id, journal, step["stepId"], index, "input_unresolved", message)
-        return Step("failed", reason="input_unresolved", message=message)
-
-    def _map(
-        self, step: dict[str, Any], items: list[Any], inputs: dict[str, Any], loop: int, feedback: str | None
-    ) -> Step:
-        width = max(1, min(step["concurrency"], self.plan["limits"]["concurrency"], self.options.max_concurrency))
+    def _map(self, step: pf.MapStep, items: list[Any], inputs: dict[str, Any], loop: int, feedback: str | None) -> End:
         stop = threading.Event()
-        ends: list[UnitEnd | None] = [None] * len(items)
+        schema = core.item_schema(step)
 
-        def one(index: int) -> UnitEnd:
+        def one(index: int) -> End:
             if stop.is_set() or self.engine.abort.is_set():
-                return UnitEnd("not_dispatched")
+                return End("not_dispatched")
             unit = identity.unit_id(step["stepId"], items[index], mapped=True)
-            end = self._unit(step, step["target"], unit, loop, items[index], index, inputs, feedback,
-                             schema=step.get("outputSchema", {}).get("items") if "outputSchema" in step else None)  # fmt: skip
+            place = Placement(step["stepId"], identity.journal_id(unit, loop), items[index], index)
+            end = self._unit(_Work(step, step["target"], place, loop, inputs, feedback, schema))
             if end.status in ("failed", "blocked"):
                 stop.set()
             return end
 
+        ends = self._fan_out(one, len(items), core.map_width(step, self.plan, self.options.max_concurrency), stop)
+        return core.map_end(step, ends)
+
+    def _fan_out(self, one: Callable[[int], End], count: int, width: int, stop: threading.Event) -> list[End | None]:
+        """Run `one` for every index on `width` threads; an abort or an internal error stops the rest."""
+        ends: list[End | None] = [None] * count
         aborted, broken = False, None
         # Completions arrive on a queue: each wake-up handles one finished unit, never a scan of all
         # pending ones, so dispatch costs the same per unit at 2,000 items as at 200.
-        finished: queue.SimpleQueue[tuple[int, Future[UnitEnd]]] = queue.SimpleQueue()
+        finished: queue.SimpleQueue[tuple[int, Future[End]]] = queue.SimpleQueue()
         with ThreadPoolExecutor(max_workers=width, thread_name_prefix="akm-unit") as pool:
-            for i in range(len(items)):
+            for i in range(count):
                 pool.submit(one, i).add_done_callback(functools.partial(_report, finished, i))
-            for _ in range(len(items)):
+            for _ in range(count):
                 index, future = finished.get()
                 try:
                     ends[index] = future.result()
@@ -457,161 +383,107 @@ class _Drive:
             raise broken
         if aborted or self.engine.abort.is_set():
             raise Aborted
-        for index, end in enumerate(ends):
-            if end is not None and end.status == "failed":
-                return Step("failed", reason=end.reason, message=f"item {index}: {end.message}")
-        blocked = [end for end in ends if end is not None and end.status == "blocked"]
-        if blocked:
-            return Step("blocked", reason=blocked[0].reason, notes="\n".join(end.message or "" for end in blocked))
-        outputs = [end.output for end in ends if end is not None]
-        if "outputSchema" in step:
-            problems = units.schema_errors(outputs, step["outputSchema"])
-            if problems:
-                return Step("failed", reason="output_invalid", message=problems[0])
-        return Step("completed", output=outputs)
+        return ends
 
     # -- units -------------------------------------------------------------------------------------
 
-    def _unit(
-        self,
-        step: dict[str, Any],
-        target: dict[str, Any],
-        unit: str,
-        loop: int,
-        item: Any,
-        index: int | None,
-        inputs: dict[str, Any],
-        feedback: str | None,
-        *,
-        schema: dict[str, Any] | None,
-        gate_output: Any = None,
-        completes: bool = False,
-    ) -> UnitEnd:
+    def _unit(self, work: _Work) -> End:
         """One unit to its end: reuse a completed journal row, else dispatch, retrying as the step says."""
-        journal = identity.journal_id(unit, loop)
-        known = self.store.unit(self.run_id, journal)
+        known = self.store.unit(self.run_id, work.place.journal)
         if known is not None and known.status == "completed":
-            return UnitEnd("completed", known.output)
-        bindings = None
-        if target["kind"] == "child-workflow":
-            bindings, missing = self._bindings(target, item)
-            if missing:
-                message = "; ".join(missing)
-                self.store.fail_unit(self.run_id, journal, step["stepId"], index, "input_unresolved", message)
-                return UnitEnd("failed", reason="input_unresolved", message=message)
-        digest = identity.input_hash(target, self.params, inputs, item, bindings, feedback)
-        failed_before = (
-            0 if known is None else sum(1 for a in self.store.attempts(self.run_id, journal) if a.status == "failed")
-        )
-        retry = step.get("retry") if not journal.startswith(f"{step['stepId']}:gate") else None
+            return End("completed", known.output)
+        bound = self._bound(work)
+        if isinstance(bound, End):
+            return bound
+        digest = identity.input_hash(dict(work.target), self.params, work.inputs, work.place.item, bound,
+                                     work.feedback)  # fmt: skip
+        failed_before = 0 if known is None else self._failed_attempts(work.place.journal)
+        retry = core.retry_policy(work.step, work.gate_check)
         retries, new_unit = 0, known is None
         while True:
             self._check_abort()
-            dispatch = identity.dispatch_id(self.run_id, journal, failed_before)
-            with self.store.transaction(durable=False):
-                self._record_start()
-                attempt = self.store.begin_attempt(self.run_id, journal, step["stepId"], index, digest, dispatch,
-                                                   new_unit=new_unit, max_units=self.plan["limits"].get("maxUnits"))  # fmt: skip
+            dispatch = identity.dispatch_id(self.run_id, work.place.journal, failed_before)
+            attempt = self._begin(work, digest, dispatch, new_unit)
             new_unit = False
             if not attempt:
-                message = f"the run has dispatched its limit of {self.plan['limits']['maxUnits']} units (max_units)"
-                self.store.fail_unit(self.run_id, journal, step["stepId"], index, "budget_exceeded", message)
-                return UnitEnd("failed", reason="budget_exceeded", message=message)
-            # Only what the step declares reaches a unit (language-v2.md): its inputs, its item, and
-            # a gate's feedback; never the run's other params.
-            context: dict[str, Any] = {
-                "runId": self.run_id, "stepId": step["stepId"], "unitId": journal, "dispatchId": dispatch,
-                "attempt": attempt, "inputs": inputs,
-            }  # fmt: skip
-            if index is not None:
-                context["item"], context["itemIndex"] = item, index
-            if feedback is not None:
-                context["gateFeedback"] = feedback
-            if gate_output is not None:
-                context["output"] = gate_output
-            spec = units.Unit(target, context, step.get("env", []), schema, step.get("timeoutMs"),
-                              self.options.workdir, self.options.agent_cmd)  # fmt: skip
-            self.options.progress.unit_started()
-            try:
-                if bindings is not None:  # the one place a unit is dispatched: child runs too
-                    outcome, _ = children.drive_child(
-                        self.engine, self.run_id, step["stepId"], journal, digest, target, bindings
-                    )
-                else:
-                    outcome = units.execute(
-                        spec,
-                        self.engine.abort,
-                        functools.partial(self.store.attempt_process, self.run_id, journal, attempt, host=_host()),
-                        self.options.environ,
-                        self.scratch,
-                    )
-            except Exception:
-                self._interrupted(journal, step["stepId"], attempt)
-                raise
-            finally:
-                self.options.progress.unit_ended()
-            if outcome.status == "aborted":
-                self.store.finish_attempt(self.run_id, journal, step["stepId"], attempt, "aborted", reason="aborted",
-                                          message=outcome.message, stderr_tail=outcome.stderr_tail)  # fmt: skip
-                raise Aborted
-            if outcome.status == "completed":
-                with self.store.transaction(durable=False):
-                    self.store.finish_attempt(self.run_id, journal, step["stepId"], attempt, "completed",
-                                              stderr_tail=outcome.stderr_tail, output=outcome.output)  # fmt: skip
-                    if completes:
-                        self.store.set_step(self.run_id, step["stepId"], "completed", output=outcome.output)
-                if completes:
-                    row = self.rows[step["stepId"]]
-                    row.status, row.output_json = "completed", dumps(outcome.output)
-                return UnitEnd("completed", outcome.output, recorded=completes)
-            again = retry is not None and outcome.reason in retry["on"] and retries < retry["max"]
-            self.store.finish_attempt(self.run_id, journal, step["stepId"], attempt, "failed", reason=outcome.reason,
-                                      message=outcome.message, exit_code=outcome.exit_code, output=outcome.output,
-                                      stderr_tail=outcome.stderr_tail, final=not again)  # fmt: skip
+                limit = self.plan["limits"].get("maxUnits")
+                message = f"the run has dispatched its limit of {limit} units (max_units)"
+                return self._unit_failed(work.step, work.place, "budget_exceeded", message)
+            outcome = self._dispatch(work, attempt, dispatch, digest, bound)
+            again = outcome.status == "failed" and core.retries_again(retry, outcome.reason, retries)
+            ended = self._record(work, attempt, outcome, final=not again)
             if not again:
-                status = "blocked" if outcome.reason == "child_workflow_blocked" else "failed"
-                return UnitEnd(status, outcome.output, outcome.reason, outcome.message)
-            retries += 1
-            failed_before += 1
-            assert retry is not None
-            self._backoff(retry.get("backoffMs", 0) * (2 ** (retries - 1)))
+                return ended
+            retries, failed_before = retries + 1, failed_before + 1
+            self._backoff(core.backoff_ms(cast(pf.Retry, retry), retries))
 
-    def _interrupted(self, journal: str, step_id: str, attempt: int) -> None:
+    def _failed_attempts(self, journal: str) -> int:
+        return sum(1 for a in self.store.attempts(self.run_id, journal) if a.status == "failed")
+
+    def _bound(self, work: _Work) -> dict[str, Any] | End | None:
+        """A child-workflow target's bindings, resolved (None for any other target); a binding that
+        does not resolve fails the unit."""
+        if work.target["kind"] != "child-workflow":
+            return None
+        bound, missing = core.bindings(work.target, work.place.item, self.params, self.rows)
+        if missing:
+            return self._unit_failed(work.step, work.place, "input_unresolved", "; ".join(missing))
+        return bound
+
+    def _begin(self, work: _Work, digest: str, dispatch: str, new_unit: bool) -> int:
+        """Journal the start of an attempt (with the step's start); 0 when the unit budget is spent."""
+        with self.store.transaction(durable=False):
+            self._record_start()
+            return self.store.begin_attempt(self.run_id, work.place.journal, work.step["stepId"], work.place.index,
+                                            digest, dispatch, new_unit=new_unit,
+                                            max_units=self.plan["limits"].get("maxUnits"))  # fmt: skip
+
+    def _dispatch(self, work: _Work, attempt: int, dispatch: str, digest: str, bound: dict[str, Any] | None) -> End:
+        """Run one attempt through the dispatcher (the one place a unit runs: child runs too)."""
+        context = core.unit_context(self.run_id, work.place, dispatch, attempt, work.inputs, work.feedback,
+                                    work.gate_output)  # fmt: skip
+        request = Request(self.run_id, work.place, attempt, digest, work.target, context, work.step.get("env", []),
+                          work.schema, work.step.get("timeoutMs"), bound, self.scratch)  # fmt: skip
+        self.options.progress.unit_started()
+        try:
+            return self.engine.dispatcher.dispatch(request)
+        except Exception:
+            self._interrupted(work, attempt)
+            raise
+        finally:
+            self.options.progress.unit_ended()
+
+    def _record(self, work: _Work, attempt: int, outcome: End, *, final: bool) -> End:
+        """Journal how an attempt ended; an aborted one ends the drive."""
+        run_id, journal, step_id = self.run_id, work.place.journal, work.step["stepId"]
+        if outcome.status == "aborted":
+            self.store.abort_attempt(run_id, journal, step_id, attempt, outcome.message, outcome.stderr_tail)
+            raise Aborted
+        if outcome.status == "completed":
+            with self.store.transaction(durable=False):
+                self.store.complete_attempt(run_id, journal, step_id, attempt, outcome.output, outcome.stderr_tail)
+                if work.completes:
+                    self.store.complete_step(run_id, step_id, outcome.output)
+            if work.completes:
+                self._completed_row(step_id, outcome.output)
+            return End("completed", outcome.output, recorded=work.completes)
+        failure = AttemptFailure(outcome.reason, outcome.message, outcome.exit_code, outcome.output,
+                                 outcome.stderr_tail, final)  # fmt: skip
+        self.store.fail_attempt(run_id, journal, step_id, attempt, failure)
+        return core.unit_end(outcome)
+
+    def _interrupted(self, work: _Work, attempt: int) -> None:
         """An internal error ends an attempt: finish it as interrupted (the unit runs again on resume)
         if the journal can still be written."""
         try:
-            self.store.finish_attempt(self.run_id, journal, step_id, attempt, "interrupted", final=False)
+            self.store.interrupt_attempt(self.run_id, work.place.journal, work.step["stepId"], attempt)
         except Exception:  # noqa: BLE001 - the error being raised says what went wrong
             pass
-
-    def _bindings(self, target: dict[str, Any], item: Any) -> tuple[dict[str, Any], list[str]]:
-        """A child-workflow target's bindings, resolved: literals as they are, references from the run,
-        `item` from the element this unit of a map step handles."""
-        bound, missing = {}, []
-        for binding in target.get("bindings", []):
-            if binding["kind"] == "literal":
-                bound[binding["name"]] = binding["value"]
-                continue
-            if binding["kind"] == "item":
-                ok, value = walk(item, binding["from"][len("item") :])
-            else:
-                ok, value = resolve(binding["from"], self.params, self.rows)
-            if ok:
-                bound[binding["name"]] = value
-            else:
-                missing.append(f"binding {binding['name']}: {binding['from']} did not resolve")
-        return bound, missing
 
     def _backoff(self, ms: int) -> None:
         if ms and self.engine.abort.wait(ms / 1000):
             raise Aborted
 
 
-def _report(finished: queue.SimpleQueue[tuple[int, Future[UnitEnd]]], index: int, future: Future[UnitEnd]) -> None:
+def _report(finished: queue.SimpleQueue[tuple[int, Future[End]]], index: int, future: Future[End]) -> None:
     finished.put((index, future))
-
-
-def _host() -> str:
-    import socket
-
-    return socket.gethostname()

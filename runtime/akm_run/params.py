@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from akm_run import strictjson
-from akm_run.units import schema_errors
+from akm_run.schemas import schema_errors
 
 
 class ParamsError(Exception):

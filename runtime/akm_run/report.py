@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from akm_run import children
-from akm_run.engine import Result
+from akm_run.core import DriveResult as Result
 from akm_run.hints import Hints
 from akm_run.locks import RunLock
 from akm_run.store import AttemptRow, RunRow, Store

@@ -1,255 +1,27 @@
-"""The state store: one SQLite database (WAL), append-only migrations, and every SQL statement.
+"""The state store: the run journal's SQL, as named state transitions over one SQLite database.
 
-Each state change is one short transaction (`with store.transaction():`). The events table is
-append-only; every event kind names the transition it records (see EVENT_KINDS)."""
+Each state change is one short transaction (`with store.transaction():`) and a method named for the
+transition (`complete_step`, `fail_attempt`, `reopen_run` …), never a bag of fields. The events table
+is append-only; every event kind names the transition it records (migrations.EVENT_KINDS)."""
 
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
-import tempfile
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from akm_run.database import BUSY_TIMEOUT_MS, DB_NAME, Database, StateReadOnly, writable
+from akm_run.migrations import EVENT_KINDS, MIGRATIONS
+from akm_run.rows import AttemptFailure, AttemptRow, AttemptStatus, RunRow, RunStatus, StepRow, StepStatus, UnitRow
 from akm_run.signing import Signer
 from akm_run.strictjson import dumps
 from akm_run.trust import Signature
-
-DB_NAME = "state.db"
-BUSY_TIMEOUT_MS = 10_000
-
-# Ordered and append-only: a released migration is never edited, only followed by a new one.
-# tests/unit/test_store.py pins this list.
-MIGRATIONS: tuple[str, ...] = (
-    """
-    CREATE TABLE runs (
-        id TEXT PRIMARY KEY,
-        ref TEXT NOT NULL,
-        title TEXT NOT NULL,
-        plan_hash TEXT NOT NULL,
-        plan_json TEXT NOT NULL,
-        params_json TEXT NOT NULL,
-        status TEXT NOT NULL CHECK (status IN ('active', 'completed', 'failed', 'blocked')),
-        current_step INTEGER NOT NULL DEFAULT 0,
-        parent_run_id TEXT REFERENCES runs(id),
-        parent_unit_id TEXT,
-        invocation_key TEXT UNIQUE,
-        exported_json TEXT,
-        failure_json TEXT,
-        notes TEXT,
-        units_dispatched INTEGER NOT NULL DEFAULT 0,
-        created_at REAL NOT NULL,
-        updated_at REAL NOT NULL
-    );
-    CREATE INDEX runs_by_parent ON runs(parent_run_id);
-    CREATE TABLE steps (
-        run_id TEXT NOT NULL REFERENCES runs(id),
-        step_id TEXT NOT NULL,
-        idx INTEGER NOT NULL,
-        status TEXT NOT NULL
-            CHECK (status IN ('pending', 'running', 'completed', 'failed', 'blocked', 'skipped')),
-        output_json TEXT,
-        notes TEXT,
-        failure_reason TEXT,
-        failure_message TEXT,
-        gate_iteration INTEGER NOT NULL DEFAULT 0,
-        gate_loops INTEGER NOT NULL DEFAULT 0,
-        gate_feedback TEXT,
-        updated_at REAL NOT NULL,
-        PRIMARY KEY (run_id, step_id)
-    );
-    CREATE TABLE units (
-        run_id TEXT NOT NULL REFERENCES runs(id),
-        unit_id TEXT NOT NULL,
-        step_id TEXT NOT NULL,
-        item_index INTEGER,
-        input_hash TEXT NOT NULL,
-        status TEXT NOT NULL CHECK (status IN ('running', 'completed', 'failed')),
-        output_json TEXT,
-        failure_reason TEXT,
-        failure_message TEXT,
-        child_run_id TEXT,
-        created_at REAL NOT NULL,
-        updated_at REAL NOT NULL,
-        PRIMARY KEY (run_id, unit_id)
-    );
-    CREATE TABLE attempts (
-        run_id TEXT NOT NULL,
-        unit_id TEXT NOT NULL,
-        attempt INTEGER NOT NULL,
-        dispatch_id TEXT NOT NULL,
-        status TEXT NOT NULL CHECK (status IN ('running', 'completed', 'failed', 'aborted', 'interrupted')),
-        reason TEXT,
-        exit_code INTEGER,
-        pid INTEGER,
-        host TEXT,
-        stderr_tail TEXT,
-        started_at REAL NOT NULL,
-        finished_at REAL,
-        PRIMARY KEY (run_id, unit_id, attempt),
-        FOREIGN KEY (run_id, unit_id) REFERENCES units(run_id, unit_id)
-    );
-    CREATE TABLE events (
-        seq INTEGER PRIMARY KEY AUTOINCREMENT,
-        run_id TEXT NOT NULL,
-        kind TEXT NOT NULL,
-        step_id TEXT,
-        unit_id TEXT,
-        data_json TEXT,
-        at REAL NOT NULL
-    );
-    CREATE INDEX events_by_run ON events(run_id, seq);
-    CREATE TRIGGER events_append_only_update BEFORE UPDATE ON events
-        BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
-    CREATE TRIGGER events_append_only_delete BEFORE DELETE ON events
-        BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
-    """,
-    # Runs remember how they were started (`resume`, `approve` and `run RUN` reuse it); each
-    # attempt keeps what its unit printed and why it failed (`akm-run logs`).
-    """
-    ALTER TABLE runs ADD COLUMN workdir TEXT;
-    ALTER TABLE runs ADD COLUMN agent_cmd TEXT;
-    ALTER TABLE attempts ADD COLUMN output_json TEXT;
-    ALTER TABLE attempts ADD COLUMN message TEXT;
-    """,
-    # Signed runs (signing.md): the signed file's exact bytes and the signature, so every re-drive
-    # re-checks them; the allowed signers file they were checked against, read again by re-drives.
-    """
-    CREATE TABLE signatures (
-        run_id TEXT PRIMARY KEY REFERENCES runs(id),
-        plan_file BLOB NOT NULL,
-        signature BLOB NOT NULL,
-        principal TEXT NOT NULL,
-        fingerprint TEXT NOT NULL,
-        allowed_signers TEXT NOT NULL
-    );
-    """,
-)
-
-EVENT_KINDS = (
-    "run.published",  # a run row was created (top level or child)
-    "run.completed",
-    "run.failed",
-    "run.blocked",
-    "run.reopened",  # resume: blocked or failed steps back to pending
-    "run.abandoned",
-    "step.started",
-    "step.completed",
-    "step.failed",
-    "step.blocked",
-    "step.skipped",  # a route did not select it
-    "step.approved",
-    "step.rejected",  # akm-run approve --reject
-    "unit.dispatched",  # an attempt started (a new unit, a retry or a crash reclaim)
-    "unit.completed",
-    "unit.failed",  # an attempt failed; `final` says whether the unit failed for good
-    "unit.aborted",  # an attempt ended by an abort (signal, run timeout)
-    "unit.interrupted",  # a crash reclaim found the attempt still marked running
-    "gate.rejected",
-)
 
 RUN_COLUMNS = (
     "id, ref, title, plan_hash, plan_json, params_json, status, current_step, parent_run_id, parent_unit_id, "
     "invocation_key, exported_json, failure_json, notes, units_dispatched, created_at, updated_at, workdir, agent_cmd"
 )
-
-
-@dataclass(slots=True)
-class RunRow:
-    id: str
-    ref: str
-    title: str
-    plan_hash: str
-    plan_json: str
-    params_json: str
-    status: str
-    current_step: int
-    parent_run_id: str | None
-    parent_unit_id: str | None
-    invocation_key: str | None
-    exported_json: str | None
-    failure_json: str | None
-    notes: str | None
-    units_dispatched: int
-    created_at: float
-    updated_at: float
-    workdir: str | None  # absolute; None for runs published before it was stored
-    agent_cmd: str | None
-
-    @property
-    def params(self) -> dict[str, Any]:
-        value: dict[str, Any] = json.loads(self.params_json)
-        return value
-
-    @property
-    def exported(self) -> Any:
-        return None if self.exported_json is None else json.loads(self.exported_json)
-
-    @property
-    def failure(self) -> dict[str, Any] | None:
-        return None if self.failure_json is None else json.loads(self.failure_json)
-
-
-@dataclass(slots=True)
-class StepRow:
-    step_id: str
-    idx: int
-    status: str
-    output_json: str | None
-    notes: str | None
-    failure_reason: str | None
-    failure_message: str | None
-    gate_iteration: int
-    gate_loops: int
-    gate_feedback: str | None
-
-    @property
-    def output(self) -> Any:
-        return None if self.output_json is None else json.loads(self.output_json)
-
-
-@dataclass(slots=True)
-class UnitRow:
-    unit_id: str
-    step_id: str
-    item_index: int | None
-    input_hash: str
-    status: str
-    output_json: str | None
-    failure_reason: str | None
-    failure_message: str | None
-    child_run_id: str | None
-
-    @property
-    def output(self) -> Any:
-        return None if self.output_json is None else json.loads(self.output_json)
-
-
-@dataclass(slots=True)
-class AttemptRow:
-    unit_id: str
-    attempt: int
-    dispatch_id: str
-    status: str
-    reason: str | None
-    exit_code: int | None
-    pid: int | None
-    host: str | None
-    stderr_tail: str | None
-    started_at: float = 0.0
-    finished_at: float | None = None
-    output_json: str | None = None
-    message: str | None = None
-
-    @property
-    def output(self) -> Any:
-        return None if self.output_json is None else json.loads(self.output_json)
 
 
 ATTEMPT_COLUMNS = (
@@ -258,111 +30,8 @@ ATTEMPT_COLUMNS = (
 )
 
 
-class StateReadOnly(Exception):
-    """The state directory cannot be written (read-only location, permissions)."""
-
-
-class Store:
-    """The state database of one state directory. Safe to share between the threads of one driver:
-    statements are serialised by a lock, and each transaction is short."""
-
-    def __init__(self, state_dir: Path, *, readonly: bool = False) -> None:
-        self.state_dir = state_dir
-        self.path = state_dir / DB_NAME
-        self._lock = threading.RLock()
-        self._depth = 0
-        if readonly:
-            self._db = _open_readonly(self.path)
-            if self.schema_version() != len(MIGRATIONS):
-                raise StateReadOnly(
-                    f"{self.path} has schema version {self.schema_version()}, this akm-run reads version "
-                    f"{len(MIGRATIONS)}, and the state directory cannot be written to upgrade it"
-                )
-            return
-        state_dir.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(
-            self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
-        )
-        self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        self._db.execute("PRAGMA journal_mode = WAL")
-        self._db.execute("PRAGMA synchronous = NORMAL")  # durable transactions raise it (see transaction)
-        self._db.execute("PRAGMA foreign_keys = ON")
-        # Checkpoint the WAL into the database every ~40 MB instead of every ~4 MB: each checkpoint
-        # syncs, and the default made them a third of a unit's journaling cost. The last connection
-        # to close checkpoints whatever remains.
-        self._db.execute("PRAGMA wal_autocheckpoint = 10000")
-        self._migrate()
-
-    @classmethod
-    def for_reading(cls, state_dir: Path) -> Store:
-        """The store, for commands that only read (status, list, logs): opened as usual, or
-        read-only when the state directory cannot be written."""
-        if not writable(state_dir):
-            return cls(state_dir, readonly=True)
-        return cls(state_dir)
-
-    def close(self) -> None:
-        self._db.close()
-
-    # -- transactions and migrations --------------------------------------------------------------
-
-    @contextmanager
-    def transaction(self, durable: bool = True) -> Iterator[None]:
-        """One short write transaction (BEGIN IMMEDIATE); nested uses join the outer one.
-
-        A durable commit is fsynced (it survives power loss); the others reach the operating system
-        before the call returns (they survive any crash of akm-run) and are fsynced by the next
-        durable commit or checkpoint. Runs are published and settled durably; the unit journal is
-        not, because losing its last entries to a power cut only repeats a unit, which dispatch
-        (at-least-once) already allows, and a process it started died with the machine."""
-        with self._lock:
-            if self._depth:
-                self._depth += 1
-                try:
-                    yield
-                finally:
-                    self._depth -= 1
-                return
-            if durable:
-                self._db.execute("PRAGMA synchronous = FULL")
-            self._db.execute("BEGIN IMMEDIATE")
-            self._depth = 1
-            try:
-                yield
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            else:
-                self._db.execute("COMMIT")
-            finally:
-                self._depth = 0
-                if durable:
-                    self._db.execute("PRAGMA synchronous = NORMAL")
-
-    def _migrate(self) -> None:
-        with self.transaction():
-            self._db.execute("CREATE TABLE IF NOT EXISTS migrations (version INTEGER PRIMARY KEY, applied_at REAL)")
-            applied = {row[0] for row in self._db.execute("SELECT version FROM migrations")}
-            for version, script in enumerate(MIGRATIONS, start=1):
-                if version in applied:
-                    continue
-                for statement in _statements(script):
-                    self._db.execute(statement)
-                self._db.execute("INSERT INTO migrations VALUES (?, ?)", (version, time.time()))
-            newest = max(applied, default=0)
-            if newest > len(MIGRATIONS):
-                raise RuntimeError(
-                    f"{self.path} was written by a newer akm-run (schema version {newest}); upgrade akm-run"
-                )
-
-    def schema_version(self) -> int:
-        with self._lock:
-            row = self._db.execute("SELECT MAX(version) FROM migrations").fetchone()
-        return int(row[0] or 0)
-
-    def _execute(self, sql: str, args: tuple[Any, ...] = ()) -> sqlite3.Cursor:
-        with self._lock:
-            return self._db.execute(sql, args)
+class Store(Database):
+    """The run journal of one state directory (akm_run.journal.Journal, on SQLite)."""
 
     def event(
         self, run_id: str, kind: str, step_id: str | None = None, unit_id: str | None = None, **data: Any
@@ -477,17 +146,44 @@ class Store:
         ).fetchall()
         return [RunRow(*r) for r in rows]
 
-    def set_run_status(self, run_id: str, status: str, **fields: Any) -> None:
-        """Move a run to `status` (with its failure, exported result or notes) and record the event."""
-        columns = {"failure": "failure_json", "exported": "exported_json", "notes": "notes"}
-        sets, args = ["status = ?", "updated_at = ?"], [status, time.time()]
-        for key, value in fields.items():
-            sets.append(f"{columns[key]} = ?")
-            args.append(value if key == "notes" or value is None else dumps(value))
+    # The run's transitions. Each records its event; `notes` and `failure` as the transition says.
+
+    def complete_run(self, run_id: str, exported: Any) -> None:
+        """The last step completed and the outputs were exported."""
+        self._move_run(run_id, "completed", {"exported_json": dumps(exported)}, {})
+
+    def fail_run(self, run_id: str, failure: dict[str, Any], *, clear_notes: bool = False) -> None:
+        """A step failed for good (or the run was abandoned); `clear_notes` drops a blocked run's notes."""
+        columns: dict[str, Any] = {"failure_json": dumps(failure)}
+        data: dict[str, Any] = {"failure": failure}
+        if clear_notes:
+            columns["notes"] = data["notes"] = None
+        self._move_run(run_id, "failed", columns, data)
+
+    def block_run(self, run_id: str, notes: str) -> None:
+        """A step blocked: the run waits for a person (the notes say what to do)."""
+        self._move_run(run_id, "blocked", {"notes": notes}, {"notes": notes})
+
+    def reopen_run(self, run_id: str) -> None:
+        """`resume`: the run is active again, its failure and notes cleared."""
+        self._move_run(run_id, "active", {"failure_json": None, "notes": None}, {"failure": None, "notes": None})
+
+    def unblock_run(self, run_id: str) -> None:
+        """The last blocked step was decided (`approve`): the run is active again."""
+        self._move_run(run_id, "active", {"notes": None}, {"notes": None})
+
+    def abandon_run(self, run_id: str, failure: dict[str, Any]) -> None:
+        """`abandon`: the run fails and will not be driven again; nothing stays marked running."""
         with self.transaction():
-            self._execute(f"UPDATE runs SET {', '.join(sets)} WHERE id = ?", (*args, run_id))
-            kind = {"active": "run.reopened", "completed": "run.completed", "failed": "run.failed"}.get(status)
-            self.event(run_id, kind or f"run.{status}", **{k: v for k, v in fields.items() if k != "exported"})
+            self.release_running_steps(run_id)
+            self.fail_run(run_id, failure)
+        self.event(run_id, "run.abandoned")
+
+    def _move_run(self, run_id: str, status: RunStatus, columns: dict[str, Any], data: dict[str, Any]) -> None:
+        sets = ", ".join(["status = ?", "updated_at = ?", *(f"{column} = ?" for column in columns)])
+        with self.transaction():
+            self._execute(f"UPDATE runs SET {sets} WHERE id = ?", (status, time.time(), *columns.values(), run_id))
+            self.event(run_id, "run.reopened" if status == "active" else f"run.{status}", **data)
 
     def start_step(self, run_id: str, step_id: str, index: int) -> None:
         """The spine reaches a step: it becomes the run's current step and starts running."""
@@ -529,22 +225,70 @@ class Store:
     def step(self, run_id: str, step_id: str) -> StepRow | None:
         return next((s for s in self.steps(run_id) if s.step_id == step_id), None)
 
-    def set_step(self, run_id: str, step_id: str, status: str, *, event: bool = True, **fields: Any) -> None:
-        """Move a step to `status`; `output` is stored as JSON, the other fields as given."""
-        sets, args = ["status = ?", "updated_at = ?"], [status, time.time()]
-        for key, value in fields.items():
-            column = {"output": "output_json", "reason": "failure_reason", "message": "failure_message",
-                      "notes": "notes", "gate_iteration": "gate_iteration", "gate_loops": "gate_loops",
-                      "gate_feedback": "gate_feedback"}[key]  # fmt: skip
-            sets.append(f"{column} = ?")
-            args.append(dumps(value) if key == "output" else value)
+    # A step's transitions. Each records its event with the data shown in `status` and `logs`.
+
+    def complete_step(self, run_id: str, step_id: str, output: Any) -> None:
+        self._move_step(run_id, step_id, "completed", {"output_json": dumps(output)}, {})
+
+    def fail_step(self, run_id: str, step_id: str, reason: str | None, message: str | None) -> None:
+        self._move_step(run_id, step_id, "failed", {"failure_reason": reason, "failure_message": message},
+                        {"reason": reason, "message": message})  # fmt: skip
+
+    def block_step(self, run_id: str, step_id: str, notes: str | None, reason: str | None = None) -> None:
+        """The step waits for a person; `reason` names why when it is not an approval (gate_rejected …)."""
+        columns: dict[str, Any] = {"notes": notes}
+        data: dict[str, Any] = {"notes": notes}
+        if reason:
+            columns["failure_reason"] = data["reason"] = reason
+        self._move_step(run_id, step_id, "blocked", columns, data)
+
+    def skip_step(self, run_id: str, step_id: str, notes: str) -> None:
+        """A route selected another step."""
+        self._move_step(run_id, step_id, "skipped", {"notes": notes}, {"notes": notes})
+
+    def loop_gate(self, run_id: str, step_id: str, iteration: int, loops: int, feedback: str) -> None:
+        """A gate check rejected the work: the next iteration runs with its feedback (no event: the
+        rejection is recorded as gate.rejected)."""
+        columns = {"gate_iteration": iteration, "gate_loops": loops, "gate_feedback": feedback}
+        self._move_step(run_id, step_id, "running", columns, None)
+
+    def reject_gate(self, run_id: str, step_id: str, iteration: int, feedback: str) -> None:
+        """A gate check rejected iteration `iteration` of the work, with this feedback."""
+        self.event(run_id, "gate.rejected", step_id, iteration=iteration, feedback=feedback)
+
+    def reopen_step(self, run_id: str, step_id: str, gate_iteration: int | None = None) -> None:
+        """`resume`: back to pending with its gate loop count reset (recorded as run.reopened);
+        `gate_iteration` moves a rejected gate on to a new iteration of the work."""
+        columns: dict[str, Any] = {"gate_loops": 0, "notes": None, "failure_reason": None, "failure_message": None}
+        if gate_iteration is not None:
+            columns["gate_iteration"] = gate_iteration
+        self._move_step(run_id, step_id, "pending", columns, None)
+
+    def decide_step(self, run_id: str, step_id: str, output: Any, by: str, *, approved: bool) -> None:
+        """An approval was decided and the run goes on (approved, or rejected under on_error = continue)."""
         with self.transaction(durable=False):
-            self._execute(
-                f"UPDATE steps SET {', '.join(sets)} WHERE run_id = ? AND step_id = ?", (*args, run_id, step_id)
-            )
-            if event and status != "pending":  # back to pending only on reopen, recorded as run.reopened
-                data = {k: v for k, v in fields.items() if k in ("reason", "message", "notes")}
-                self.event(run_id, f"step.{status}" if status != "running" else "step.started", step_id, **data)
+            self._move_step(run_id, step_id, "completed", {"output_json": dumps(output), "notes": None},
+                            {"notes": None})  # fmt: skip
+            self.event(run_id, "step.approved" if approved else "step.rejected", step_id, by=by)
+
+    def reject_step(self, run_id: str, step_id: str, output: Any, message: str, by: str) -> None:
+        """An approval was rejected: the step fails with approval_rejected."""
+        columns = {"output_json": dumps(output), "notes": None, "failure_reason": "approval_rejected",
+                   "failure_message": message}  # fmt: skip
+        with self.transaction(durable=False):
+            self._move_step(run_id, step_id, "failed", columns,
+                            {"notes": None, "reason": "approval_rejected", "message": message})  # fmt: skip
+            self.event(run_id, "step.rejected", step_id, by=by)
+
+    def _move_step(
+        self, run_id: str, step_id: str, status: StepStatus, columns: dict[str, Any], data: dict[str, Any] | None
+    ) -> None:
+        sets = ", ".join(["status = ?", "updated_at = ?", *(f"{column} = ?" for column in columns)])
+        with self.transaction(durable=False):
+            self._execute(f"UPDATE steps SET {sets} WHERE run_id = ? AND step_id = ?",
+                          (status, time.time(), *columns.values(), run_id, step_id))  # fmt: skip
+            if data is not None:
+                self.event(run_id, "step.started" if status == "running" else f"step.{status}", step_id, **data)
 
     # -- units and attempts ---------------------------------------------------------------------------
 
@@ -637,46 +381,61 @@ class Store:
                 "UPDATE units SET child_run_id = ? WHERE run_id = ? AND unit_id = ?", (child_run_id, run_id, unit_id)
             )
 
-    def finish_attempt(
-        self,
-        run_id: str,
-        unit_id: str,
-        step_id: str,
-        attempt: int,
-        status: str,
-        *,
-        reason: str | None = None,
-        message: str | None = None,
-        exit_code: int | None = None,
-        stderr_tail: str | None = None,
-        output: Any = None,
-        final: bool = True,
+    # An attempt's endings. A completed attempt completes its unit; a failed one fails it when `final`.
+
+    def complete_attempt(
+        self, run_id: str, unit_id: str, step_id: str, attempt: int, output: Any, stderr_tail: str | None
     ) -> None:
-        """Finish an attempt; `final` also settles the unit (completed with its output, or failed)."""
-        now, stored = time.time(), None if output is None else dumps(output)
+        now = time.time()
         with self.transaction(durable=False):
-            self._execute(
-                "UPDATE attempts SET status = ?, reason = ?, exit_code = ?, stderr_tail = ?, finished_at = ?, "
-                "output_json = ?, message = ? WHERE run_id = ? AND unit_id = ? AND attempt = ?",
-                (status, reason, exit_code, stderr_tail, now, stored, message, run_id, unit_id, attempt),
+            self._end_attempt(
+                run_id, unit_id, attempt, "completed", (None, None, stderr_tail, now, dumps(output), None)
             )
-            if status == "completed":
+            self._execute(
+                "UPDATE units SET status = 'completed', output_json = ?, failure_reason = NULL, "
+                "failure_message = NULL, updated_at = ? WHERE run_id = ? AND unit_id = ?",
+                (dumps(output), now, run_id, unit_id),
+            )
+            self.event(run_id, "unit.completed", step_id, unit_id, attempt=attempt)
+
+    def fail_attempt(self, run_id: str, unit_id: str, step_id: str, attempt: int, failure: AttemptFailure) -> None:
+        now, stored = time.time(), None if failure.output is None else dumps(failure.output)
+        with self.transaction(durable=False):
+            ended = (failure.reason, failure.exit_code, failure.stderr_tail, now, stored, failure.message)
+            self._end_attempt(run_id, unit_id, attempt, "failed", ended)
+            if failure.final:
                 self._execute(
-                    "UPDATE units SET status = 'completed', output_json = ?, failure_reason = NULL, "
-                    "failure_message = NULL, updated_at = ? WHERE run_id = ? AND unit_id = ?",
-                    (dumps(output), now, run_id, unit_id),
+                    "UPDATE units SET status = 'failed', failure_reason = ?, failure_message = ?, updated_at = ? "
+                    "WHERE run_id = ? AND unit_id = ?",
+                    (failure.reason, failure.message, now, run_id, unit_id),
                 )
-                self.event(run_id, "unit.completed", step_id, unit_id, attempt=attempt)
-            elif status == "failed":
-                if final:
-                    self._execute(
-                        "UPDATE units SET status = 'failed', failure_reason = ?, failure_message = ?, updated_at = ? "
-                        "WHERE run_id = ? AND unit_id = ?",
-                        (reason, message, now, run_id, unit_id),
-                    )
-                self.event(run_id, "unit.failed", step_id, unit_id, attempt=attempt, reason=reason, final=final)
-            else:
-                self.event(run_id, f"unit.{status}", step_id, unit_id, attempt=attempt)
+            self.event(run_id, "unit.failed", step_id, unit_id, attempt=attempt, reason=failure.reason,
+                       final=failure.final)  # fmt: skip
+
+    def abort_attempt(
+        self, run_id: str, unit_id: str, step_id: str, attempt: int, message: str | None, stderr_tail: str | None
+    ) -> None:
+        """The drive was aborted (signal, run timeout) while the attempt ran; the unit runs again."""
+        with self.transaction(durable=False):
+            self._end_attempt(run_id, unit_id, attempt, "aborted", ("aborted", None, stderr_tail, time.time(), None,
+                                                                   message))  # fmt: skip
+            self.event(run_id, "unit.aborted", step_id, unit_id, attempt=attempt)
+
+    def interrupt_attempt(self, run_id: str, unit_id: str, step_id: str, attempt: int) -> None:
+        """The attempt's driver died (a crash reclaim) or hit an internal error; the unit runs again."""
+        with self.transaction(durable=False):
+            self._end_attempt(run_id, unit_id, attempt, "interrupted", (None, None, None, time.time(), None, None))
+            self.event(run_id, "unit.interrupted", step_id, unit_id, attempt=attempt)
+
+    def _end_attempt(
+        self, run_id: str, unit_id: str, attempt: int, status: AttemptStatus, ended: tuple[Any, ...]
+    ) -> None:
+        """`ended`: reason, exit code, stderr tail, finish time, output JSON, message."""
+        self._execute(
+            "UPDATE attempts SET status = ?, reason = ?, exit_code = ?, stderr_tail = ?, finished_at = ?, "
+            "output_json = ?, message = ? WHERE run_id = ? AND unit_id = ? AND attempt = ?",
+            (status, *ended, run_id, unit_id, attempt),
+        )
 
     def fail_unit(
         self, run_id: str, unit_id: str, step_id: str, item_index: int | None, reason: str, message: str
@@ -714,45 +473,7 @@ class Store:
         return int(row[0])
 
 
-def writable(state_dir: Path) -> bool:
-    """Whether a state directory (or, before it exists, the directory it would be made in) can be
-    written: a probe file is created and removed (permission bits alone do not show a read-only mount)."""
-    existing = state_dir.absolute()
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if not existing.is_dir():
-        return False
-    try:
-        fd, probe = tempfile.mkstemp(prefix=".akm-run-probe-", dir=existing)
-    except OSError:
-        return False
-    os.close(fd)
-    os.unlink(probe)
-    return True
-
-
-def _open_readonly(path: Path) -> sqlite3.Connection:
-    """A read-only connection; where SQLite cannot even create its shared-memory file beside the
-    database (a read-only location), the database is read as an immutable snapshot."""
-    if not path.exists():
-        raise StateReadOnly(f"{path} does not exist")
-    uri = path.absolute().as_uri()
-    try:
-        db = sqlite3.connect(f"{uri}?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
-        db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
-        return db
-    except sqlite3.OperationalError:
-        return sqlite3.connect(f"{uri}?immutable=1", uri=True, isolation_level=None, check_same_thread=False)
-
-
-def _statements(script: str) -> list[str]:
-    """Split a migration into statements (sqlite3.complete_statement keeps triggers whole)."""
-    statements, current = [], ""
-    for line in script.strip().splitlines(keepends=True):
-        current += line
-        if sqlite3.complete_statement(current):
-            statements.append(current.strip())
-            current = ""
-    if current.strip():
-        statements.append(current.strip())
-    return statements
+__all__ = [
+    "BUSY_TIMEOUT_MS", "DB_NAME", "EVENT_KINDS", "MIGRATIONS", "AttemptFailure", "AttemptRow", "RunRow",
+    "StateReadOnly", "StepRow", "Store", "UnitRow", "writable",
+]  # fmt: skip

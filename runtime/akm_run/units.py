@@ -1,7 +1,7 @@
 """The unit process contract (runtime.md, "Units"): environment, context, spawn, result rules.
 
 One function, `execute`, runs one attempt of a shell, script or agent target and returns an
-`Outcome`; it never raises for anything a unit does. Secret values are redacted from every
+`End`; it never raises for anything a unit does. Secret values are redacted from every
 outcome before it is stored."""
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from akm_run import strictjson
+from akm_run.core import End
+from akm_run.schemas import schema_errors
 
 MAX_OUTPUT_BYTES = 1024 * 1024
 STDERR_TAIL_BYTES = 64 * 1024
@@ -39,16 +41,6 @@ class UnitFailure(Exception):
         super().__init__(message)
         self.reason = reason
         self.message = message
-
-
-@dataclass(slots=True)
-class Outcome:
-    status: str  # completed | failed | aborted
-    output: Any = None
-    reason: str | None = None
-    message: str | None = None
-    exit_code: int | None = None
-    stderr_tail: str | None = None
 
 
 @dataclass(slots=True)
@@ -145,7 +137,7 @@ def execute(
     on_spawn: Callable[[int], None] = lambda pid: None,
     environ: Mapping[str, str] | None = None,
     scratch: Path | None = None,
-) -> Outcome:
+) -> End:
     """Run one attempt of a shell, script or agent target to its outcome. Its context and script
     files live in `scratch` (private, 0700) and are removed afterwards; stdout and stderr are pipes."""
     environ = os.environ if environ is None else environ
@@ -153,7 +145,7 @@ def execute(
         env, secrets = environment(unit, environ)
         argv, stdin_text = _command(unit, environ)
     except UnitFailure as failure:
-        return Outcome("failed", reason=failure.reason, message=failure.message)
+        return End("failed", reason=failure.reason, message=failure.message)
     if scratch is None:
         with tempfile.TemporaryDirectory(prefix="akm-unit-") as directory:
             return execute(unit, abort, on_spawn, environ, Path(directory))
@@ -211,7 +203,7 @@ def _run(
     stdin_path: Path,
     abort: threading.Event,
     on_spawn: Callable[[int], None],
-) -> Outcome:
+) -> End:
     import subprocess
 
     adopt_orphans()
@@ -222,9 +214,7 @@ def _run(
                 start_new_session=True,
             )  # fmt: skip
         except OSError as error:
-            return Outcome(
-                "failed", reason="spawn_error", message=f"cannot start {_what(unit)}: {error.strerror or error}"
-            )
+            return End("failed", reason="spawn_error", message=f"cannot start {_what(unit)}: {error.strerror or error}")
     on_spawn(process.pid)
     deadline = None if unit.timeout_ms is None else time.monotonic() + unit.timeout_ms / 1000
     streams = _Streams(process)
@@ -244,10 +234,10 @@ def _run(
         streams.close()
     tail = streams.stderr.decode("utf-8", "replace") or None
     if ended == "aborted":
-        return Outcome("aborted", reason="aborted", message=f"the drive was aborted; {stopped}", stderr_tail=tail)
+        return End("aborted", reason="aborted", message=f"the drive was aborted; {stopped}", stderr_tail=tail)
     if ended == "timeout":
         assert unit.timeout_ms is not None
-        return Outcome("failed", reason="timeout", message=f"{_what(unit)} exceeded its timeout of {unit.timeout_ms} ms; "
+        return End("failed", reason="timeout", message=f"{_what(unit)} exceeded its timeout of {unit.timeout_ms} ms; "
                        f"{stopped}", stderr_tail=tail)  # fmt: skip
     code = process.returncode
     if code != 0:
@@ -256,7 +246,7 @@ def _run(
         message = f"{_what(unit)} failed with {status}" + (f": {last[0][:200]}" if last[0] else "")
         # stdout of a failed unit is kept as text: a gate check's stdout is the feedback of its loop
         text = bytes(streams.stdout[:STDERR_TAIL_BYTES]).decode("utf-8", "replace")
-        return Outcome("failed", output=text[:-1] if text.endswith("\n") else text, reason="exit", message=message,
+        return End("failed", output=text[:-1] if text.endswith("\n") else text, reason="exit", message=message,
                        exit_code=code, stderr_tail=tail)  # fmt: skip
     return _result(streams, unit, tail)
 
@@ -393,9 +383,9 @@ def stop_leftover(pid: int | None, host: str | None) -> None:
     stop_group(pid)
 
 
-def _result(streams: _Streams, unit: Unit, tail: str | None) -> Outcome:
+def _result(streams: _Streams, unit: Unit, tail: str | None) -> End:
     if streams.stdout_size > MAX_OUTPUT_BYTES:
-        return Outcome("failed", reason="output_too_large",
+        return End("failed", reason="output_too_large",
                        message=f"{_what(unit)} wrote {streams.stdout_size} bytes to stdout; the limit is {MAX_OUTPUT_BYTES}",
                        stderr_tail=tail)  # fmt: skip
     text = bytes(streams.stdout).decode("utf-8", "replace")
@@ -403,32 +393,19 @@ def _result(streams: _Streams, unit: Unit, tail: str | None) -> Outcome:
         value: Any = strictjson.loads(text)
         parsed = True
     except strictjson.NotStrict as error:
-        return Outcome("failed", reason="output_invalid",
+        return End("failed", reason="output_invalid",
                        message=f"{_what(unit)} printed JSON that is not strict JSON: {error}", stderr_tail=tail)  # fmt: skip
     except ValueError:
         value, parsed = (text[:-1] if text.endswith("\n") else text), False
     if unit.output_schema is not None:
         if not parsed:
-            return Outcome("failed", reason="output_invalid",
+            return End("failed", reason="output_invalid",
                            message=f"{_what(unit)} declares an output type, but stdout is not JSON", stderr_tail=tail)  # fmt: skip
         problems = schema_errors(value, unit.output_schema)
         if problems:
-            return Outcome("failed", reason="output_invalid",
+            return End("failed", reason="output_invalid",
                            message=f"{_what(unit)} output does not match its type: {problems[0]}", stderr_tail=tail)  # fmt: skip
-    return Outcome("completed", output=value, stderr_tail=tail)
-
-
-def schema_errors(value: Any, schema: dict[str, Any]) -> list[str]:
-    """Validation errors of `value` against a plan schema, each naming where it failed."""
-    import jsonschema
-
-    validator = jsonschema.Draft202012Validator(schema)
-    errors = sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
-    out = []
-    for error in errors:
-        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
-        out.append(f"{'value' + where if where else 'value'}: {error.message}")
-    return out
+    return End("completed", output=value, stderr_tail=tail)
 
 
 def _what(unit: Unit) -> str:
@@ -438,7 +415,7 @@ def _what(unit: Unit) -> str:
     return "agent command" if kind == "agent" else "command"
 
 
-def _redacted(outcome: Outcome, secrets: list[str]) -> Outcome:
+def _redacted(outcome: End, secrets: list[str]) -> End:
     if not secrets:
         return outcome
     outcome.output = redact(outcome.output, secrets)

@@ -17,7 +17,7 @@ from syrupy.assertion import SnapshotAssertion
 
 from akm_run.locks import LockHeld, RunLock
 from akm_run.signing import Signer
-from akm_run.store import EVENT_KINDS, MIGRATIONS, Store
+from akm_run.store import EVENT_KINDS, MIGRATIONS, AttemptFailure, Store
 from akm_run.trust import Signature
 from akm_run.units import redact
 
@@ -94,7 +94,7 @@ def test_a_signed_run_keeps_its_signature_exactly(store: Store) -> None:
 def test_a_failed_transaction_leaves_nothing(store: Store) -> None:
     store.publish_run("r1", PLAN, "sha256:x", {})
     with pytest.raises(RuntimeError), store.transaction():
-        store.set_step("r1", "a", "completed", output=1)
+        store.complete_step("r1", "a", 1)
         raise RuntimeError("boom")
     assert store.step("r1", "a").status == "pending"  # type: ignore[union-attr]
     assert [e[0] for e in store.events("r1")] == ["run.published"]
@@ -111,11 +111,11 @@ def test_events_are_append_only(store: Store) -> None:
 def test_attempts_journal_and_units_settle(store: Store) -> None:
     store.publish_run("r1", PLAN, "sha256:x", {})
     assert store.begin_attempt("r1", "a:solo", "a", None, "sha256:h", "d-1", new_unit=True) == 1
-    store.finish_attempt("r1", "a:solo", "a", 1, "failed", reason="exit", final=False)
+    store.fail_attempt("r1", "a:solo", "a", 1, AttemptFailure("exit", None, final=False))
     assert store.unit("r1", "a:solo").status == "running"  # type: ignore[union-attr]
     assert store.begin_attempt("r1", "a:solo", "a", None, "sha256:h", "d-2", new_unit=False) == 2
     assert [u for u, _, _ in store.interrupted_attempts("r1")] == ["a:solo"]
-    store.finish_attempt("r1", "a:solo", "a", 2, "completed", output={"ok": True})
+    store.complete_attempt("r1", "a:solo", "a", 2, {"ok": True}, None)
     unit = store.unit("r1", "a:solo")
     assert unit is not None and unit.status == "completed" and unit.output == {"ok": True}
     assert [a.dispatch_id for a in store.attempts("r1", "a:solo")] == ["d-1", "d-2"]

@@ -1,0 +1,100 @@
+"""Dispatch: how one attempt of a unit runs. The engine hands a `Request` to a `Dispatcher`; a
+process dispatcher runs shell, script and agent targets (akm_run.units), a child dispatcher drives a
+`child-workflow` target's child run (akm_run.children). Tests put a fake in the process's place."""
+
+from __future__ import annotations
+
+import functools
+import socket
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from akm_run import children, units
+from akm_run import planformat as pf
+from akm_run.core import DriveResult, End, Placement
+from akm_run.hints import Hints
+from akm_run.journal import Journal
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One attempt, resolved: everything a dispatcher needs and nothing it must look up."""
+
+    run_id: str
+    place: Placement
+    attempt: int
+    input_hash: str
+    target: pf.Target
+    context: dict[str, Any]
+    env: list[pf.EnvEntry] = field(default_factory=list)
+    output_schema: pf.Schema | None = None
+    timeout_ms: int | None = None
+    bindings: dict[str, Any] | None = None  # a child-workflow target's, resolved
+    scratch: Path | None = None  # the drive's private directory for unit files
+
+
+class Dispatcher(Protocol):
+    def dispatch(self, request: Request) -> End:
+        """Run one attempt to its end; never raises for anything the unit does. An abort is an
+        End with status "aborted"."""
+        ...
+
+
+@dataclass(slots=True)
+class Settings:
+    """What every attempt of a drive shares: where units run and with which agent and environment."""
+
+    workdir: Path
+    agent_cmd: str | None
+    environ: Mapping[str, str] | None
+    hints: Hints
+
+
+class ProcessDispatcher:
+    """Shell, script and agent targets: one process group per attempt, its pid journaled."""
+
+    def __init__(self, journal: Journal, settings: Settings, abort: threading.Event) -> None:
+        self.journal, self.settings, self.abort = journal, settings, abort
+
+    def dispatch(self, request: Request) -> End:
+        spec = units.Unit(
+            dict(request.target), request.context, [dict(e) for e in request.env], request.output_schema,
+            request.timeout_ms, self.settings.workdir, self.settings.agent_cmd,
+        )  # fmt: skip
+        spawned = functools.partial(
+            self.journal.attempt_process, request.run_id, request.place.journal, request.attempt, host=_host()
+        )
+        return units.execute(spec, self.abort, spawned, self.settings.environ, request.scratch)
+
+
+class ChildDispatcher:
+    """A child-workflow target: publish (or find) its child run and drive it inline, with `drive`."""
+
+    def __init__(self, journal: Journal, settings: Settings, drive: Callable[[str], DriveResult]) -> None:
+        self.journal, self.settings, self.drive = journal, settings, drive
+
+    def dispatch(self, request: Request) -> End:
+        assert request.target["kind"] == "child-workflow" and request.bindings is not None
+        parent = children.Parent(request.run_id, request.place.step_id, request.place.journal, request.input_hash)
+        outcome, _ = children.drive_child(self.journal, self.settings, self.drive, parent, request.target,
+                                          request.bindings)  # fmt: skip
+        return outcome
+
+
+class Routing:
+    """Each request to the dispatcher of its target's kind."""
+
+    def __init__(self, process: Dispatcher, child: Dispatcher) -> None:
+        self.process, self.child = process, child
+
+    def dispatch(self, request: Request) -> End:
+        chosen = self.child if request.target["kind"] == "child-workflow" else self.process
+        return chosen.dispatch(request)
+
+
+@functools.cache
+def _host() -> str:
+    return socket.gethostname()

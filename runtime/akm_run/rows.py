@@ -1,0 +1,116 @@
+"""The journal's rows and the statuses they move through (the CHECK constraints of the migrations)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+RunStatus = Literal["active", "completed", "failed", "blocked"]
+StepStatus = Literal["pending", "running", "completed", "failed", "blocked", "skipped"]
+UnitStatus = Literal["running", "completed", "failed"]
+AttemptStatus = Literal["running", "completed", "failed", "aborted", "interrupted"]
+
+
+@dataclass(slots=True)
+class RunRow:
+    id: str
+    ref: str
+    title: str
+    plan_hash: str
+    plan_json: str
+    params_json: str
+    status: RunStatus
+    current_step: int
+    parent_run_id: str | None
+    parent_unit_id: str | None
+    invocation_key: str | None
+    exported_json: str | None
+    failure_json: str | None
+    notes: str | None
+    units_dispatched: int
+    created_at: float
+    updated_at: float
+    workdir: str | None  # absolute; None for runs published before it was stored
+    agent_cmd: str | None
+
+    @property
+    def params(self) -> dict[str, Any]:
+        value: dict[str, Any] = json.loads(self.params_json)
+        return value
+
+    @property
+    def exported(self) -> Any:
+        return None if self.exported_json is None else json.loads(self.exported_json)
+
+    @property
+    def failure(self) -> dict[str, Any] | None:
+        return None if self.failure_json is None else json.loads(self.failure_json)
+
+
+@dataclass(slots=True)
+class StepRow:
+    step_id: str
+    idx: int
+    status: StepStatus
+    output_json: str | None
+    notes: str | None
+    failure_reason: str | None
+    failure_message: str | None
+    gate_iteration: int
+    gate_loops: int
+    gate_feedback: str | None
+
+    @property
+    def output(self) -> Any:
+        return None if self.output_json is None else json.loads(self.output_json)
+
+
+@dataclass(slots=True)
+class UnitRow:
+    unit_id: str
+    step_id: str
+    item_index: int | None
+    input_hash: str
+    status: UnitStatus
+    output_json: str | None
+    failure_reason: str | None
+    failure_message: str | None
+    child_run_id: str | None
+
+    @property
+    def output(self) -> Any:
+        return None if self.output_json is None else json.loads(self.output_json)
+
+
+@dataclass(slots=True)
+class AttemptRow:
+    unit_id: str
+    attempt: int
+    dispatch_id: str
+    status: AttemptStatus
+    reason: str | None
+    exit_code: int | None
+    pid: int | None
+    host: str | None
+    stderr_tail: str | None
+    started_at: float = 0.0
+    finished_at: float | None = None
+    output_json: str | None = None
+    message: str | None = None
+
+    @property
+    def output(self) -> Any:
+        return None if self.output_json is None else json.loads(self.output_json)
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptFailure:
+    """How a failed attempt ended; `final` when no retry follows (the unit fails with it)."""
+
+    reason: str | None
+    message: str | None
+    exit_code: int | None = None
+    output: Any = None
+    stderr_tail: str | None = None
+    final: bool = True

@@ -185,3 +185,15 @@ def test_decoder_and_schema_agree_on_names(name: str, where: str) -> None:
         plan["steps"][1]["env"] = [entry]
     decoded, schema_ok = _verdicts(plan)
     assert decoded == schema_ok
+
+
+NULLABLE_NOWHERE = [
+    ("description",), ("params",), ("outputs",), ("limits", "maxUnits"), ("limits", "timeoutMs"),
+    ("steps", 1, "retry"), ("steps", 1, "gate"), ("steps", 1, "timeoutMs"), ("steps", 1, "inputs"),
+    ("steps", 1, "retry", "backoffMs"), ("sourceReadSet", 0, "sha256"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("path", NULLABLE_NOWHERE, ids=lambda p: ".".join(map(str, p)))
+def test_both_refuse_an_optional_key_that_is_null(path: tuple[Any, ...]) -> None:
+    assert _verdicts(_set(_with_list_step(_base()), path, None)) == (False, False)

@@ -33,9 +33,6 @@ from akm_run.rows import AttemptFailure, RunRow, StepRow
 from akm_run.strictjson import dumps
 
 DEFAULT_MAX_CONCURRENCY = 16
-Result = DriveResult  # how one drive ended
-resolve = core.resolve  # the names the command modules import
-walk = core.walk
 
 
 class OutputsInvalid(Exception):

@@ -130,34 +130,34 @@ class EnvPassthrough(TypedDict):
 EnvEntry: TypeAlias = Union[EnvLiteral, EnvSecret, EnvPassthrough]
 
 
-class UnitStep(TypedDict):
+class _Step(TypedDict):
+    """What every step has."""
+
     stepId: str
     index: int
-    kind: Literal["unit"]
     onError: OnError
-    target: Target
     inputs: NotRequired[list[str]]
     outputSchema: NotRequired[Schema]
+
+
+class _Work(_Step):
+    """What a step that runs units has (a unit or a map step)."""
+
+    target: Target
     gate: NotRequired[Gate]
     retry: NotRequired[Retry]
     timeoutMs: NotRequired[int]
     env: NotRequired[list[EnvEntry]]
 
 
-class MapStep(TypedDict):
-    stepId: str
-    index: int
+class UnitStep(_Work):
+    kind: Literal["unit"]
+
+
+class MapStep(_Work):
     kind: Literal["map"]
-    onError: OnError
-    target: Target
     over: str
     concurrency: int
-    inputs: NotRequired[list[str]]
-    outputSchema: NotRequired[Schema]
-    gate: NotRequired[Gate]
-    retry: NotRequired[Retry]
-    timeoutMs: NotRequired[int]
-    env: NotRequired[list[EnvEntry]]
 
 
 class Case(TypedDict):
@@ -165,16 +165,11 @@ class Case(TypedDict):
     next: str
 
 
-class RouteStep(TypedDict):
-    stepId: str
-    index: int
+class RouteStep(_Step):
     kind: Literal["route"]
-    onError: OnError
     input: str
     cases: list[Case]
     default: NotRequired[str]
-    inputs: NotRequired[list[str]]
-    outputSchema: NotRequired[Schema]
 
 
 Step: TypeAlias = Union[UnitStep, MapStep, RouteStep]

@@ -26,7 +26,6 @@ from akm_run.core import Aborted, DriveResult, End, Placement
 from akm_run.dispatch import ChildDispatcher, Dispatcher, ProcessDispatcher, Request, Routing, Settings
 from akm_run.hints import Hints
 from akm_run.journal import Journal
-from akm_run.locks import RunLock
 from akm_run.plan import PlanError, loads_strict, plan_hash, verify_plan
 from akm_run.progress import Progress
 from akm_run.rows import AttemptFailure, RunRow, StepRow
@@ -73,7 +72,7 @@ class Engine:
     def drive(self, run_id: str) -> DriveResult:
         """Drive a run until it completes, fails, blocks or is aborted. Raises LockHeld when another
         driver holds the run, PlanError when the stored plan no longer verifies."""
-        with RunLock(self.options.state_dir, run_id):
+        with self.store.lock(run_id):
             run = self.store.run(run_id)
             if run is None:
                 raise KeyError(run_id)

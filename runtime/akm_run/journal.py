@@ -15,6 +15,9 @@ from akm_run.trust import Signature
 
 class Journal(Protocol):
     def transaction(self, durable: bool = True) -> AbstractContextManager[None]: ...
+    def lock(self, run_id: str) -> AbstractContextManager[Any]:
+        """Held by the one driver of a run; entering raises locks.LockHeld while another holds it."""
+        ...
 
     # -- reads
     def run(self, run_id: str) -> RunRow | None: ...

@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 from akm_run.database import BUSY_TIMEOUT_MS, DB_NAME, Database, StateReadOnly, writable
+from akm_run.locks import RunLock
 from akm_run.migrations import EVENT_KINDS, MIGRATIONS
 from akm_run.rows import AttemptFailure, AttemptRow, AttemptStatus, RunRow, RunStatus, StepRow, StepStatus, UnitRow
 from akm_run.signing import Signer
@@ -32,6 +33,10 @@ ATTEMPT_COLUMNS = (
 
 class Store(Database):
     """The run journal of one state directory (akm_run.journal.Journal, on SQLite)."""
+
+    def lock(self, run_id: str) -> RunLock:
+        """The run's driver lock: a lock file in the state directory (raises LockHeld on entry)."""
+        return RunLock(self.state_dir, run_id)
 
     def event(
         self, run_id: str, kind: str, step_id: str | None = None, unit_id: str | None = None, **data: Any

@@ -18,6 +18,7 @@ from akm_run.schemas import schema_errors
 from akm_run.strictjson import dumps
 
 EndStatus = Literal["completed", "failed", "blocked", "aborted", "not_dispatched"]
+DriveStatus = Literal["active", "completed", "failed", "blocked", "aborted"]  # a run's status, or aborted
 Hint = Callable[..., str]  # akm_run.hints.Hints: the command a person types, as text
 
 
@@ -288,7 +289,7 @@ class DriveResult:
     """How one drive ended. `status` is the run's status, or "aborted" (run still active)."""
 
     run_id: str
-    status: str
+    status: DriveStatus
     failure: dict[str, Any] | None = None
     blocked: dict[str, Any] | None = None
     error: dict[str, Any] | None = None

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+from helpers import REPO
+
 MAX_FUNCTION_LINES = 60
 MAX_MODULE_LINES = 500
 PACKAGES = {"akm_run": REPO / "runtime" / "akm_run", "akmc": REPO / "akmc"}

@@ -130,7 +130,7 @@ def _const(expected: Any) -> Check:
 
 def _one_of(*choices: str) -> Check:
     def check(value: Any, path: str) -> None:
-        if value not in choices or not isinstance(value, str):
+        if not isinstance(value, str) or value not in choices:
             raise _fail(path, f"expected one of {', '.join(json.dumps(c) for c in choices)}, found {json.dumps(value)}")
 
     return check
@@ -206,7 +206,7 @@ def _tagged(tag: str, variants: Mapping[str, Check]) -> Check:
         if not isinstance(value, dict):
             raise _fail(path, f"expected an object, found {type_name(value)}")
         kind = value.get(tag)
-        if kind not in variants or not isinstance(kind, str):
+        if not isinstance(kind, str) or kind not in variants:
             choices = ", ".join(json.dumps(k) for k in variants)
             raise _fail(f"{path}.{tag}", f"expected one of {choices}, found {json.dumps(kind)}")
         variants[kind](value, path)

@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from akm_run import planformat as pf
 from akm_run.plan import PlanError, render_file, verify_plan
 from akmc import planmodel as pm
+from helpers import REPO
 
 PAIRS = [
     (pf.ShellTarget, pm.Shell), (pf.ScriptTarget, pm.Script), (pf.AgentTarget, pm.Agent),
@@ -197,3 +198,46 @@ NULLABLE_NOWHERE = [
 @pytest.mark.parametrize("path", NULLABLE_NOWHERE, ids=lambda p: ".".join(map(str, p)))
 def test_both_refuse_an_optional_key_that_is_null(path: tuple[Any, ...]) -> None:
     assert _verdicts(_set(_with_list_step(_base()), path, None)) == (False, False)
+
+
+# -- any plan: the decoder never accepts what the schema refuses ----------------------------------------
+
+_PLANS = sorted((REPO / "golden").rglob("*.plan.json")) + sorted((REPO / "examples").rglob("*.plan.json"))
+_values = st.one_of(
+    st.none(), st.booleans(), st.just(""), st.just([]), st.just({}), st.text(max_size=8),
+    st.sampled_from([0, 1, -1, pf.MAX_INT, pf.MAX_INT + 1, pf.MAX_TIMEOUT_MS, pf.MAX_TIMEOUT_MS + 1, 64, 65, 256]),
+    st.sampled_from(["sha256:" + "0" * 64, "steps.x.output", "params.p", "a/b", "shell", "map", "route"]),
+)  # fmt: skip
+
+
+def _places(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every path into a JSON value, the value itself excluded."""
+    found = []
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else []
+    for key, child in items:
+        found.append((*path, key))
+        found += _places(child, (*path, key))
+    return found
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_the_decoder_accepts_no_plan_the_schema_refuses(data: st.DataObject) -> None:
+    """Any golden or example plan with one value replaced, or one key dropped or added: whatever the
+    decoder accepts, the published schema accepts too (the decoder checks more: references, sorting,
+    embedded hashes)."""
+    source = data.draw(st.sampled_from(_PLANS), label="plan")
+    plan = json.loads(source.read_text(encoding="utf-8"))["plan"]
+    path = data.draw(st.sampled_from(_places(plan)), label="path")
+    node = plan
+    for key in path[:-1]:
+        node = node[key]
+    change = data.draw(st.sampled_from(["replace", "drop", "add"]), label="change")
+    if change == "drop" and isinstance(node, dict):
+        del node[path[-1]]
+    elif change == "add" and isinstance(node, dict):
+        node[data.draw(st.sampled_from(["extra", "kind", "default", "path"]), label="key")] = data.draw(_values)
+    else:
+        node[path[-1]] = data.draw(_values, label="value")
+    decoded, schema_ok = _verdicts(plan)
+    assert schema_ok or not decoded

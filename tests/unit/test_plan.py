@@ -69,6 +69,9 @@ MUTATIONS: dict[str, tuple[Mutation, str]] = {
         lambda p: p["steps"][7]["target"].update(command=7),
         "plan.steps[7].target.command: expected a string",
     ),
+    # an unhashable tag used to raise TypeError out of the decoder (found by test_plan_format)
+    "list as a kind": (lambda p: p["steps"][0].update(kind=[]), "plan.steps[0].kind: expected one of"),
+    "object as onError": (lambda p: p["steps"][0].update(onError={}), "plan.steps[0].onError: expected one of"),
 }
 
 

@@ -178,3 +178,69 @@ def test_release_removes_only_its_own_lock(tmp_path: Path) -> None:
 def test_redaction_masks_secret_values_everywhere() -> None:
     value = {"out": "token=abcd1234", "list": ["abcd1234"], "abcd1234": 1, "n": 2}
     assert redact(value, ["abcd1234", "x"]) == {"out": "token=***", "list": ["***"], "***": 1, "n": 2}
+
+
+# -- named transitions: each changes what it names and records the event it names ------------------------
+
+PLAN2 = {"irVersion": 1, "ref": "workflows/w", "title": "w", "limits": {},
+         "steps": [{"stepId": "a", "index": 0}, {"stepId": "b", "index": 1}]}  # fmt: skip
+
+
+def _kinds(store: Store, run_id: str) -> list[str]:
+    return [kind for kind, _, _, _ in store.events(run_id)][1:]  # after run.published
+
+
+def test_abandoning_releases_running_steps_then_fails_the_run(store: Store) -> None:
+    store.publish_run("r1", PLAN2, "sha256:x", {})
+    store.start_step("r1", "a", 0)
+    store.abandon_run("r1", {"stepId": None, "reason": "abandoned", "message": "m"})
+    assert store.step("r1", "a").status == "pending"  # type: ignore[union-attr]
+    assert store.run("r1").failure["reason"] == "abandoned"  # type: ignore[union-attr,index]
+    assert _kinds(store, "r1") == ["step.started", "run.failed", "run.abandoned"]
+
+
+def test_a_gate_loop_keeps_the_step_running_and_records_only_the_rejection(store: Store) -> None:
+    store.publish_run("r1", PLAN2, "sha256:x", {})
+    store.reject_gate("r1", "a", 0, "too short")
+    store.loop_gate("r1", "a", 1, 1, "too short")
+    step = store.step("r1", "a")
+    assert step is not None and (step.status, step.gate_iteration, step.gate_loops) == ("running", 1, 1)
+    assert _kinds(store, "r1") == ["gate.rejected"]
+
+
+def test_reopening_a_blocked_step_clears_it_silently_and_the_run_records_the_reopening(store: Store) -> None:
+    store.publish_run("r1", PLAN2, "sha256:x", {})
+    store.block_step("r1", "a", "why", "gate_rejected")
+    store.block_run("r1", "why")
+    store.reopen_step("r1", "a", gate_iteration=2)
+    store.reopen_run("r1")
+    step, run = store.step("r1", "a"), store.run("r1")
+    assert step is not None and (step.status, step.notes, step.failure_reason, step.gate_iteration) == (
+        "pending", None, None, 2)  # fmt: skip
+    assert run is not None and (run.status, run.notes) == ("active", None)
+    assert _kinds(store, "r1") == ["step.blocked", "run.blocked", "run.reopened"]
+
+
+def test_decisions_complete_or_fail_the_approval_and_name_who_decided(store: Store) -> None:
+    store.publish_run("r1", PLAN2, "sha256:x", {})
+    store.decide_step("r1", "a", {"approved": True, "by": "al"}, "al", approved=True)
+    store.reject_step("r1", "b", {"approved": False, "by": "bo"}, "rejected by bo", "bo")
+    a, b = store.step("r1", "a"), store.step("r1", "b")
+    assert a is not None and (a.status, a.output) == ("completed", {"approved": True, "by": "al"})
+    assert b is not None and (b.status, b.failure_reason, b.failure_message) == (
+        "failed", "approval_rejected", "rejected by bo")  # fmt: skip
+    events = store.events("r1")[1:]
+    assert [(k, d.get("by")) for k, _, _, d in events] == [
+        ("step.completed", None), ("step.approved", "al"), ("step.failed", None), ("step.rejected", "bo")]  # fmt: skip
+
+
+def test_an_aborted_or_interrupted_attempt_leaves_its_unit_to_run_again(store: Store) -> None:
+    store.publish_run("r1", PLAN, "sha256:x", {})
+    store.begin_attempt("r1", "a:solo", "a", None, "sha256:h", "d-1", new_unit=True)
+    store.abort_attempt("r1", "a:solo", "a", 1, "the drive was aborted", "tail")
+    store.begin_attempt("r1", "a:solo", "a", None, "sha256:h", "d-1", new_unit=False)
+    store.interrupt_attempt("r1", "a:solo", "a", 2)
+    attempts = store.attempts("r1", "a:solo")
+    assert [(a.status, a.reason, a.stderr_tail) for a in attempts] == [
+        ("aborted", "aborted", "tail"), ("interrupted", None, None)]  # fmt: skip
+    assert store.unit("r1", "a:solo").status == "running"  # type: ignore[union-attr]

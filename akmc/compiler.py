@@ -12,38 +12,27 @@ from pathlib import Path
 from typing import Any
 
 from akm_run.digest import tagged_sha256
-from akmc import ast
+from akmc import ast, messages
 from akmc.compose import Child
 from akmc.diagnostics import ERROR, Report
+from akmc.messages import Message
+from akmc.sources import Reader, SourceFile, decode_source, relative_to
 from akmc.spans import keyword
-from akmc.workspace import (
-    FILE_START,
-    MAX_SOURCE_BYTES,
-    SourceError,
-    decode_source,
-    display_path,
-    find_root,
-    read_bytes,
-    real_path,
-    ref_of,
-)
+from akmc.workspace import FILE_START, SourceError, display_path, find_root, real_path
 
 
 @dataclass(slots=True)
 class FileResult:
     """Everything one file's check produced; `plan` is set only when there are no errors."""
 
-    path: Path
-    display: str
+    source: SourceFile
     text: str | None
     report: Report
     workflow: ast.Workflow | None = None
     data: bytes = field(default=b"", repr=False)
     plan: dict[str, Any] | None = None
-    ref: str | None = None
-    root: Path = field(default_factory=Path)
     unreadable: str | None = None  # why the file could not be read at all
-    edges: dict[str, tuple[Path | None, str]] = field(default_factory=dict)  # uses ref → located file or why not
+    edges: dict[str, tuple[Path | None, Message | None]] = field(default_factory=dict)  # uses ref → file, or why not
     child: Child | None = None  # what a composing workflow sees; set once compiled
     compiled: bool = False
     comments: list[tuple[str, ast.Span]] = field(default_factory=list, repr=False)
@@ -51,6 +40,22 @@ class FileResult:
     # What the result depends on, for the result cache: root-relative path → sha256 (None: absent).
     # None when the result depends on more than files (a did-you-mean over the workspace, a cycle).
     deps: dict[str, str | None] | None = None
+
+    @property
+    def path(self) -> Path:
+        return self.source.path
+
+    @property
+    def display(self) -> str:
+        return self.source.display
+
+    @property
+    def ref(self) -> str:
+        return self.source.ref
+
+    @property
+    def root(self) -> Path:
+        return self.source.root
 
 
 def check_file(path: Path, display: str, root: Path | None = None) -> FileResult:
@@ -62,9 +67,15 @@ class Session:
     """Compiles workflows for one invocation, each file at most once."""
 
     def __init__(
-        self, root: Path | None = None, *, suppressions: bool = True, display: Callable[[Path], str] = display_path
+        self,
+        root: Path | None = None,
+        *,
+        suppressions: bool = True,
+        display: Callable[[Path], str] = display_path,
+        reader: Reader | None = None,
     ) -> None:
         self.root = root.resolve() if root is not None else None
+        self.reader = reader or Reader()  # where source bytes come from: disk, or editor buffers over it
         self.suppressions = suppressions  # False for --no-ignore
         self.display = display  # how diagnostics name a file (`akmc diff --rev`: `REV:path`)
         self._files: dict[Path, FileResult] = {}  # every file read, by resolved path
@@ -105,27 +116,26 @@ class Session:
             return known
         from akmc import compose
 
-        result = FileResult(key, display, None, Report(display), root=root)
+        result = FileResult(SourceFile(key, root, relative_to(key, root), display), None, Report(display))
         self._files[key] = result
         try:
-            result.data = read_bytes(path, MAX_SOURCE_BYTES, display)
+            result.data = self.reader.read(result.source)
         except SourceError as error:
             result.unreadable = str(error)
             return result
-        text, problem = decode_source(result.data)
-        if text is None:
-            result.report.add("E103", FILE_START, message=problem or "unreadable source")
+        text = decode_source(result.data)
+        if not isinstance(text, str):
+            result.report.add(text, FILE_START)  # E103
             return result
         from akmc import syntax  # the parser loads lazily: `akmc explain` never needs it
 
         result.text = text
         result.workflow = syntax.parse(text, result.report, result.comments)
-        result.ref = ref_of(key, root) or key.stem
         if result.workflow is not None:
             for uses in compose.uses_targets(result.workflow):
                 assert uses.path is not None
                 if uses.path.value not in result.edges:
-                    result.edges[uses.path.value] = compose.locate(root, uses.path.value)
+                    result.edges[uses.path.value] = compose.locate(root, uses.path.value, self.reader.is_file)
         return result
 
     def _children(self, key: Path) -> list[Path]:
@@ -162,7 +172,7 @@ class Session:
                 refs = []
                 step: Path | None = node
                 while step is not None:
-                    refs.append(self._files[step].ref or step.stem)
+                    refs.append(self._files[step].ref)
                     step = previous[step]
                 return refs[::-1]
             for child in self._children(node):
@@ -188,7 +198,7 @@ class Session:
         from akmc.resolve import resolve
         from akmc.typecheck import typecheck
 
-        report, ref = result.report, result.ref or result.path.stem
+        report, ref = result.report, result.ref
         model = resolve(result.workflow, report)
         children, sites = self._link(result, model)
         typed = typecheck(model, report, children)
@@ -240,20 +250,18 @@ class Session:
             ref, span = sm.target.path.value, sm.target.path.span
             located, why = result.edges[ref]
             if located is None:
-                report_missing = compose.suggest(result.root, ref) if "not found" in why else None
-                result.report.add("E400", span, message=why, help=report_missing)
+                assert why is not None
+                missing = why.template is messages.child_not_found
+                result.report.add(why, span, help=compose.suggest(result.root, ref) if missing else None)
                 continue
             key = located.resolve()
             cycle = self._path_back(key, result.path)
             if cycle is not None:
-                result.report.add(
-                    "E401", span, path=" -> ".join([result.ref or "", *cycle]),
-                    help="a workflow cannot compose itself, directly or through its children",
-                )  # fmt: skip
+                result.report.add(messages.composition_cycle(path=" -> ".join([result.ref, *cycle])), span)
                 continue
             target = self._files[key]
             if target.unreadable is not None:
-                result.report.add("E400", span, message=f"child workflow `{ref}` cannot be read: {target.unreadable}")
+                result.report.add(messages.child_unreadable(ref=ref, why=target.unreadable), span)
                 continue
             assert target.child is not None
             child = target.child
@@ -266,7 +274,7 @@ class Session:
 
 def _summary(result: FileResult, model: Any, typed: Any) -> Child:
     errors = [d for d in result.report.diagnostics if d.severity == ERROR]
-    child = Child(result.ref or result.path.stem, result.display, not errors, first_error=errors[0] if errors else None)
+    child = Child(result.ref, result.display, not errors, first_error=errors[0] if errors else None)
     if model is not None and typed is not None:
         child.params = {n: (typed.params[n], p.default is None) for n, p in model.params.items()}
         child.outputs = dict(typed.outputs)
@@ -275,8 +283,7 @@ def _summary(result: FileResult, model: Any, typed: Any) -> Child:
 
 def _own(result: FileResult) -> dict[str, str | None] | None:
     """The file's own source as a dependency (None when it lies outside the root)."""
-    try:
-        relative = result.path.relative_to(result.root).as_posix()
-    except ValueError:
+    relative = result.source.relative
+    if relative is None:
         return None
     return {relative: tagged_sha256(result.data)}

@@ -6,14 +6,17 @@ child compiled for one parent is the same plan every other parent embeds and `ak
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from akm_run.plan import MAX_DEPTH, MAX_EMBEDDED_BYTES, MAX_PLAN_BYTES, REF
-from akmc import ast
+from akmc import ast, messages
 from akmc import types as t
 from akmc.diagnostics import Diagnostic, Related, Report, did_you_mean
+from akmc.messages import Message
+from akmc.sources import ref_file
 from akmc.workspace import SUFFIX, discover, real_path, ref_of
 
 
@@ -49,26 +52,24 @@ class Child:
         return list(self.outputs) if self.outputs else ["runId", "status"]
 
 
-def locate(root: Path, ref: str) -> tuple[Path | None, str]:
-    """The file a `uses` ref names under `root`, or (None, why it does not resolve)."""
+def locate(root: Path, ref: str, is_file: Callable[[Path], bool] = Path.is_file) -> tuple[Path | None, Message | None]:
+    """The file a `uses` ref names under `root`, or (None, why it does not resolve: an E400 message).
+    `is_file` says whether a source exists (an editor buffer not yet saved counts)."""
     if ref.endswith(SUFFIX):
-        return None, f"child workflow ref `{ref}` names a file; a ref has no `{SUFFIX}` suffix"
+        return None, messages.child_ref_is_file(ref=ref, suffix=SUFFIX)
     parts = ref.split("/")
     if ref.startswith("/") or ".." in parts or "." in parts or not REF.fullmatch(ref):
-        return (
-            None,
-            f"`{ref}` is not a workflow ref: refs are root-relative paths like `workflows/release`, with no `..`",
-        )
-    candidate = root / (ref + SUFFIX)
+        return None, messages.not_a_ref(ref=ref)
+    candidate = ref_file(root, ref)
     try:
         real_path(candidate).relative_to(root.resolve())
     except ValueError:
-        return None, f"child workflow `{ref}` resolves outside the workspace root through a symlink"
+        return None, messages.child_outside_root(ref=ref)
     except OSError as error:
-        return None, f"child workflow `{ref}` cannot be resolved: {error.strerror or error}"
-    if not candidate.is_file():
-        return None, f"child workflow `{ref}` not found: there is no `{ref}{SUFFIX}` under the workspace root"
-    return candidate, ""
+        return None, messages.child_unresolvable(ref=ref, why=str(error.strerror or error))
+    if not is_file(candidate):
+        return None, messages.child_not_found(ref=ref, suffix=SUFFIX)
+    return candidate, None
 
 
 def suggest(root: Path, ref: str) -> str | None:
@@ -114,11 +115,7 @@ def failed_child(report: Report, span: ast.Span, child: Child) -> None:
     if child.first_error is not None:
         first = child.first_error
         related = (Related(first.file, first.span, f"first error: {first.code} {first.message}"),)
-    report.add(
-        "E408", span, related=related,
-        message=f"child workflow {child.ref} has errors; they are reported at {child.file}",
-        help="fix the child first: this workflow cannot be compiled while a child it composes fails",
-    )  # fmt: skip
+    report.add(messages.child_has_errors(child=child.ref, file=child.file), span, related=related)
 
 
 def bounds(report: Report, ref: str, sites: list[tuple[ast.Span, Child]]) -> tuple[tuple[str, ...], int]:
@@ -131,21 +128,17 @@ def bounds(report: Report, ref: str, sites: list[tuple[ast.Span, Child]]) -> tup
             chain = (ref, *child.chain)
         if len(child.chain) + 1 > MAX_DEPTH + 1 and not deep_reported:
             deep_reported = True
-            report.add(
-                "E402", span,
-                message=f"composing {child.ref} nests child workflows {len(child.chain)} levels deep "
-                f"({' -> '.join((ref, *child.chain))}); the limit is {MAX_DEPTH} below the root",
-                help="flatten the composition: inline a level or compose the deep part from a higher workflow",
-            )  # fmt: skip
+            path = " -> ".join((ref, *child.chain))
+            message = messages.composition_too_deep(
+                child=child.ref, levels=len(child.chain), chain=path, limit=MAX_DEPTH
+            )
+            report.add(message, span)
         embedded += child.size + child.embedded
         if embedded > MAX_EMBEDDED_BYTES and not over_reported:
             over_reported = True
-            report.add(
-                "E403", span,
-                message=f"embedded child plans reach {embedded} bytes here ({child.ref} adds "
-                f"{child.size + child.embedded}); the limit is {MAX_EMBEDDED_BYTES} bytes (1 MiB) across all levels",
-                help="compose fewer or smaller children; large scripts and prompts count once per embedded copy",
-            )  # fmt: skip
+            adds = child.size + child.embedded
+            message = messages.embedded_too_large(total=embedded, child=child.ref, adds=adds, limit=MAX_EMBEDDED_BYTES)
+            report.add(message, span)
     return chain, embedded
 
 
@@ -156,9 +149,7 @@ def plan_size(report: Report, plan: dict[str, Any], size: int, span: ast.Span) -
     from akm_run.plan import canonical_bytes
 
     largest = max(plan["steps"], key=lambda s: len(canonical_bytes(s)), default=None)
-    where = f"; the largest step is `{largest['stepId']}`" if largest is not None else ""
-    report.add(
-        "E404", span,
-        message=f"the plan is {size} bytes of canonical JSON; the limit is {MAX_PLAN_BYTES} bytes (4 MiB){where}",
-        help="every `script` and `file(...)` is frozen into the plan once per use: share one step instead of copying",
-    )  # fmt: skip
+    if largest is None:
+        report.add(messages.plan_too_large(size=size, limit=MAX_PLAN_BYTES), span)
+    else:
+        report.add(messages.plan_too_large_at(size=size, limit=MAX_PLAN_BYTES, step=largest["stepId"]), span)

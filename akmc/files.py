@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from akm_run.digest import tagged_sha256
-from akmc import ast
+from akmc import ast, messages
 from akmc.diagnostics import Report
 from akmc.workspace import read_regular, real_path
 
@@ -52,47 +52,44 @@ def freeze(root: Path, raw: str, span: ast.Span, what: str, report: Report, read
     """Read a workspace file named in the source; E500/E501/E502 on failure."""
     pure = PurePosixPath(raw)
     if raw.startswith("/") or pure.is_absolute() or "\\" in raw or (len(raw) > 1 and raw[1] == ":"):
-        report.add("E501", span, message=f"{what} path `{raw}` is absolute; paths are relative to the workspace root")
+        report.add(messages.path_absolute(what=what, path=raw), span)
         return None
     if ".." in pure.parts:
-        report.add("E501", span, message=f"{what} path `{raw}` contains `..` and may leave the workspace root")
+        report.add(messages.path_climbs(what=what, path=raw), span)
         return None
     if not raw or raw in (".",):
-        report.add("E500", span, what=what, path=raw)
+        report.add(messages.file_not_found(what=what, path=raw), span)
         return None
     candidate = root / pure
     try:
         resolved = real_path(candidate)
         resolved.relative_to(root.resolve())
     except ValueError:
-        report.add("E501", span, message=f"{what} path `{raw}` resolves outside the workspace root through a symlink")
+        report.add(messages.path_escapes(what=what, path=raw), span)
         return None
     except OSError:
-        report.add("E500", span, what=what, path=raw)
+        report.add(messages.file_not_found(what=what, path=raw), span)
         return None
     if not resolved.is_file():
         reads.probe(pure.as_posix(), None)
-        report.add("E500", span, what=what, path=raw)
+        report.add(messages.file_not_found(what=what, path=raw), span)
         return None
     try:
         data = read_regular(resolved, MAX_SCRIPT_BYTES)
     except OSError as error:
-        report.add("E500", span, what=what, path=f"{raw}` ({error.strerror})`")
+        report.add(messages.file_unreadable(what=what, path=raw, why=str(error.strerror or error)), span)
         return None
     reads.probe(pure.as_posix(), data)
     if len(data) > MAX_SCRIPT_BYTES:
-        report.add("E502", span, message=f"{what} `{raw}` exceeds {MAX_SCRIPT_BYTES // 1024} KiB")
+        report.add(messages.file_too_large(what=what, path=raw, limit_kib=MAX_SCRIPT_BYTES // 1024), span)
         return None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
-        report.add("E502", span, message=f"{what} `{raw}` is not UTF-8 text")
+        report.add(messages.file_not_utf8(what=what, path=raw), span)
         return None
     if what == "script" and not text.startswith("#!"):
-        report.add(
-            "E502", span, message=f"script `{raw}` has no `#!` line",
-            help="start it with a line such as `#!/bin/sh` or `#!/usr/bin/env python3`",
-        )  # fmt: skip
+        report.add(messages.script_without_shebang(path=raw), span)
         return None
     normal = pure.as_posix()
     return Frozen(normal, text, reads.add(normal, data))

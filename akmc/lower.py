@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from akm_run import planformat as pf
-from akmc import ast, compose
+from akmc import ast, compose, messages
 from akmc import types as t
 from akmc.compose import Child
 from akmc.diagnostics import Report
@@ -72,11 +72,7 @@ class Lowering:
                 assert entry.value is not None
                 found = looks_like_credential(entry.value)
                 if found:
-                    self.report.add(
-                        "E600", entry.value_span,
-                        message=f"env `{name}` holds what looks like {found}; a plan must never contain a secret",
-                        help=f'read it at dispatch instead: `{name} = secret("{name}")`, and rotate the credential',
-                    )  # fmt: skip
+                    self.report.add(messages.credential_in_env(name=name, found=found), entry.value_span)
                 out.append(pf.EnvLiteral(name=name, kind="literal", value=entry.value))
             elif entry.kind == "secret":
                 out.append(pf.EnvSecret(name=name, kind="secret", secret=entry.value or ""))

@@ -17,7 +17,7 @@ from akm_run.planformat import (
     NAME,
     RETRY_REASONS,
 )
-from akmc import ast
+from akmc import ast, messages
 from akmc.diagnostics import Report, did_you_mean, position
 from akmc.spans import keyword
 
@@ -135,11 +135,11 @@ def resolve(workflow: ast.Workflow, report: Report) -> Model:
     for i, step in enumerate(workflow.steps):
         if step.id.text in model.index:
             first = workflow.steps[model.index[step.id.text]].id.span
-            report.add("E200", step.id.span, step=step.id.text, first=position(first))
+            report.add(messages.duplicate_step(step=step.id.text, first=position(first)), step.id.span)
             continue
         model.index[step.id.text] = i
     if len(workflow.steps) > MAX_STEPS:
-        report.add("E601", workflow.steps[MAX_STEPS].id.span, message=f"more than {MAX_STEPS} steps in one workflow")
+        report.add(messages.too_many_steps(limit=MAX_STEPS), workflow.steps[MAX_STEPS].id.span)
     for i, step in enumerate(workflow.steps):
         model.steps.append(_step(model, step, i, report))
     for reference, reader, in_map in model.references:
@@ -155,11 +155,8 @@ def _sections(model: Model, report: Report) -> None:
     seen: dict[str, ast.Section] = {}
     for section in model.workflow.sections:
         if section.kind in seen:
-            report.add(
-                "E202",
-                section.keyword_span,
-                message=f"duplicate `{section.kind}` section; the first is at {position(seen[section.kind].span)}",
-            )
+            first = position(seen[section.kind].span)
+            report.add(messages.duplicate_section(section=section.kind, first=first), section.keyword_span)
             continue
         seen[section.kind] = section
         if section.kind == "description":
@@ -167,11 +164,11 @@ def _sections(model: Model, report: Report) -> None:
         elif section.kind == "params":
             _unique(section.params, "param", report, model.params)
             if len(section.params) > MAX_PARAMS:
-                report.add("E601", section.params[MAX_PARAMS].span, message=f"more than {MAX_PARAMS} params")
+                report.add(messages.too_many_params(limit=MAX_PARAMS), section.params[MAX_PARAMS].span)
         elif section.kind == "outputs":
             _unique(section.outputs, "output", report, model.outputs)
             if len(section.outputs) > MAX_OUTPUTS:
-                report.add("E601", section.outputs[MAX_OUTPUTS].span, message=f"more than {MAX_OUTPUTS} outputs")
+                report.add(messages.too_many_outputs(limit=MAX_OUTPUTS), section.outputs[MAX_OUTPUTS].span)
             for output in section.outputs:
                 model.references.append((output.source, len(model.workflow.steps), False))
         elif section.kind == "limits":
@@ -184,7 +181,9 @@ def _unique(items: list[Any], what: str, report: Report, into: dict[str, Any]) -
     for item in items:
         name = item.name.text
         if name in into:
-            report.add("E201", item.name.span, what=what, name=name, first=position(into[name].name.span))
+            report.add(
+                messages.duplicate_name(what=what, name=name, first=position(into[name].name.span)), item.name.span
+            )
             continue
         into[name] = item
 
@@ -211,15 +210,11 @@ def _env(env: ast.Env, into: dict[str, ast.EnvEntry], report: Report) -> None:
     for entry in env.entries:
         if entry.name.text in into:
             first = position(into[entry.name.text].name.span)
-            report.add("E201", entry.name.span, what="env variable", name=entry.name.text, first=first)
+            report.add(messages.duplicate_name(what="env variable", name=entry.name.text, first=first), entry.name.span)
             continue
         into[entry.name.text] = entry
         if entry.kind == "secret" and not SECRET_NAME.fullmatch(entry.value or ""):
-            report.add(
-                "E207", entry.value_span,
-                message=f"`secret({json.dumps(entry.value or '')})` does not name an environment variable",
-                help="a secret name is an environment variable name: letters, digits and `_`, not starting with a digit",
-            )  # fmt: skip
+            report.add(messages.invalid_secret_name(name=json.dumps(entry.value or "")), entry.value_span)
 
 
 # -- settings ------------------------------------------------------------------------------------
@@ -235,7 +230,8 @@ def _settings(settings: list[ast.Setting], place: str, report: Report) -> dict[s
             _misplaced(setting, place, report)
             continue
         if name in firsts:
-            report.add("E201", setting.name.span, what="setting", name=name, first=position(firsts[name].span))
+            first = position(firsts[name].span)
+            report.add(messages.duplicate_name(what="setting", name=name, first=first), setting.name.span)
             continue
         firsts[name] = setting
         value = _setting_value(setting, place, report)
@@ -250,14 +246,12 @@ def _misplaced(setting: ast.Setting, place: str, report: Report) -> None:
         place, f"`{place}`"
     )
     if name in HOME:
-        message = f"`{name}` cannot be set in {where}; it belongs in {HOME[name]}"
-        help_text = None
-    else:
-        message = f"unknown setting `{name}` in {where}"
-        help_text = did_you_mean(name, PLACES[place]) or "settings here: " + ", ".join(
-            f"`{s}`" for s in sorted(PLACES[place])
-        )
-    report.add("E207", setting.name.span, message=message, help=help_text)
+        report.add(messages.misplaced_setting(name=name, where=where, home=HOME[name]), setting.name.span)
+        return
+    help_text = did_you_mean(name, PLACES[place]) or "settings here: " + ", ".join(
+        f"`{s}`" for s in sorted(PLACES[place])
+    )
+    report.add(messages.unknown_setting(name=name, where=where), setting.name.span, help=help_text)
 
 
 def _setting_value(setting: ast.Setting, place: str, report: Report) -> Any:
@@ -267,38 +261,38 @@ def _setting_value(setting: ast.Setting, place: str, report: Report) -> Any:
     if name == "on_error":
         if isinstance(value, ast.Word) and value.text in ("fail", "continue"):
             return value.text
-        report.add("E207", value.span, message="`on_error` takes `fail` or `continue`")
+        report.add(messages.on_error_value(), value.span)
         return None
     if name == "retry":
         return _retry(value, report)
     # integers: concurrency, max_units, max_loops
     if not isinstance(value, ast.Literal) or isinstance(value.value, bool) or not isinstance(value.value, int):
-        report.add("E207", value.span, message=f"`{name}` takes an integer")
+        report.add(messages.integer_setting(name=name), value.span)
         return None
     number = value.value
     if number < 1:
-        report.add("E601", value.span, message=f"`{name}` must be at least 1, not {number}")
+        report.add(messages.setting_below_one(name=name, value=number), value.span)
         return None
     if name == "concurrency" and number > MAX_CONCURRENCY:
-        report.add("W703", value.span, message=f"`concurrency = {number}` is clamped to {MAX_CONCURRENCY}")
+        report.add(messages.concurrency_clamped(value=number, limit=MAX_CONCURRENCY), value.span)
         return MAX_CONCURRENCY
     if name == "max_loops" and number > MAX_LOOPS:
-        report.add("E601", value.span, message=f"`max_loops` is at most {MAX_LOOPS}, not {number}")
+        report.add(messages.too_many_loops(limit=MAX_LOOPS, value=number), value.span)
         return None
     return number
 
 
 def _duration(value: ast.Value, name: str, report: Report) -> int | None:
     if not isinstance(value, ast.Duration):
-        report.add("E207", value.span, message=f"`{name}` takes a duration such as `30s`, `10m` or `1h30m`")
+        report.add(messages.duration_setting(name=name), value.span)
         return None
     if value.ms < 0:  # E102 already said why
         return None
     if value.ms == 0:
-        report.add("E601", value.span, message=f"`{name}` must be longer than zero")
+        report.add(messages.zero_duration(name=name), value.span)
         return None
     if value.ms > MAX_TIMEOUT_MS:
-        report.add("E601", value.span, message=f"`{name} = {value.text}` exceeds the 24h bound")
+        report.add(messages.duration_over_bound(name=name, duration=value.text), value.span)
         return None
     return value.ms
 
@@ -307,34 +301,33 @@ def _retry(value: ast.Value, report: Report) -> Retry | None:
     if isinstance(value, ast.Literal) and isinstance(value.value, int) and not isinstance(value.value, bool):
         return _retry_max(value.value, value.span, report, list(RETRY_REASONS), None)
     if not isinstance(value, ast.ObjectValue):
-        report.add("E207", value.span, message="`retry` takes an integer or `{ max = N, on = [...], backoff = D }`")
+        report.add(messages.retry_value(), value.span)
         return None
     entries = {k.text: (k, v) for k, v in value.entries}
     unknown = [k for k in entries if k not in ("max", "on", "backoff")]
     for key in unknown:
-        report.add("E207", entries[key][0].span, message=f"unknown `retry` field `{key}`; it takes max, on, backoff")
+        report.add(messages.unknown_retry_field(field=key), entries[key][0].span)
     if "max" not in entries:
-        report.add("E207", value.span, message="`retry` needs `max`")
+        report.add(messages.retry_needs_max(), value.span)
         return None
     maximum = entries["max"][1]
     if not isinstance(maximum, ast.Literal) or not isinstance(maximum.value, int) or isinstance(maximum.value, bool):
-        report.add("E207", maximum.span, message="`retry.max` takes an integer")
+        report.add(messages.retry_max_integer(), maximum.span)
         return None
     reasons: list[str] = list(RETRY_REASONS)
     if "on" in entries:
         on = entries["on"][1]
         items = on.items if isinstance(on, ast.ListValue) else None
         if not items or not all(isinstance(i, ast.Word) for i in items):
-            report.add("E207", on.span, message="`retry.on` takes a list of reasons: " + ", ".join(RETRY_REASONS))
+            report.add(messages.retry_on_list(reasons=", ".join(RETRY_REASONS)), on.span)
             return None
         reasons = []
         for item in items:
             assert isinstance(item, ast.Word)
             if item.text not in RETRY_REASONS:
                 report.add(
-                    "E207",
+                    messages.unknown_retry_reason(reason=item.text, reasons=", ".join(RETRY_REASONS)),
                     item.span,
-                    message=f"`{item.text}` is not a retry reason; reasons: {', '.join(RETRY_REASONS)}",
                     help=did_you_mean(item.text, set(RETRY_REASONS)),
                 )
             elif item.text not in reasons:
@@ -346,7 +339,7 @@ def _retry(value: ast.Value, report: Report) -> Retry | None:
 def _retry_max(count: int, span: ast.Span, report: Report, on: list[str], backoff: int | None) -> Retry | None:
     """A retry policy; `max = 0` is a policy that never retries (it switches a default off)."""
     if not 0 <= count <= MAX_RETRY:
-        report.add("E601", span, message=f"`retry` max must lie within 0..{MAX_RETRY}, not {count}")
+        report.add(messages.retry_out_of_range(limit=MAX_RETRY, value=count), span)
         return None
     if not on:
         return None
@@ -378,7 +371,7 @@ def _step(model: Model, step: ast.Step, index: int, report: Report) -> StepModel
             _env(item, sm.env, report)
         elif isinstance(item, ast.Inputs):
             if inputs_seen is not None:
-                report.add("E202", keyword(item.span, "inputs"), message=f"step `{sm.id}` has two `inputs` lists")
+                report.add(messages.two_inputs(step=sm.id), keyword(item.span, "inputs"))
                 continue
             inputs_seen = item
             sm.inputs = item.refs
@@ -386,42 +379,34 @@ def _step(model: Model, step: ast.Step, index: int, report: Report) -> StepModel
             outputs.append(item)
         elif isinstance(item, ast.Gate):
             if gate_seen is not None:
-                report.add("E202", keyword(item.span, "gate"), message=f"step `{sm.id}` has two `gate` blocks")
+                report.add(messages.two_gates(step=sm.id), keyword(item.span, "gate"))
                 continue
             gate_seen = item
             _gate(sm, item, report)
     if not work:
-        report.add("E206", step.id.span, message=f"step `{sm.id}` has no target, `map` or `route`",
-                   help="give it a target such as `shell \"...\"`, `script`, `agent`, `uses` or `approval`")  # fmt: skip
+        report.add(messages.no_target(step=sm.id), step.id.span)
     else:
         first_what, first, _ = work[0]
         for _what, _item, span in work[1:]:
-            report.add(
-                "E202", span, message=f"step `{sm.id}` already has a {first_what}; a step has exactly one",
-                help="split the work into two steps",
-            )  # fmt: skip
+            report.add(messages.second_work(step=sm.id, first=first_what), span)
         _work(sm, first, report)
     map_settings = [s for s in sm.map.items if isinstance(s, ast.Setting)] if sm.map is not None else []
     map_values = {k: v for k, v in _map_settings(sm, map_settings, report).items() if k != "concurrency"}
     if sm.map is not None:
         env_seen = env_seen or next((e for e in sm.map.items if isinstance(e, ast.Env)), None)
     for extra in outputs[1:]:
-        report.add("E202", keyword(extra.span, "output"), message=f"step `{sm.id}` declares `output:` twice")
+        report.add(messages.two_outputs(step=sm.id), keyword(extra.span, "output"))
     if outputs:
         sm.output = outputs[0].type
         if sm.target is not None and sm.target.kind == "uses":
-            report.add(
-                "E202", keyword(outputs[0].span, "output"),
-                message=f"step `{sm.id}` composes a child workflow; its output type comes from the child",
-                help="remove `output:`; declare outputs in the child's `outputs` block",
-            )  # fmt: skip
+            report.add(messages.output_on_uses(step=sm.id), keyword(outputs[0].span, "output"))
     values = _settings(settings, "step", report)
     for name, value in map_values.items():
         if name in values:
             one = next(s for s in settings if s.name.text == name)
             other = next(s for s in map_settings if s.name.text == name)
             first, again = sorted((one, other), key=lambda s: s.span.start)
-            report.add("E201", again.name.span, what="setting", name=name, first=position(first.span))
+            report.add(messages.duplicate_name(what="setting", name=name, first=position(first.span)), again.name.span)
         else:
             values[name] = value
     _honoured(sm, [*settings, *map_settings], env_seen, gate_seen, report)
@@ -464,10 +449,7 @@ def _honoured(
     for name, span in found:
         if name in ("concurrency", "max_loops", "max_units") or sm.honours(name):
             continue  # misplaced ones are reported where they stand
-        report.add(
-            "E207", span, message=f"`{name}` has no effect on {what}, so it is not allowed there",
-            help=WHY_NOT.get((kind, name)),
-        )  # fmt: skip
+        report.add(messages.setting_no_effect(name=name, what=what), span, help=WHY_NOT.get((kind, name)))
 
 
 def _work(sm: StepModel, item: Any, report: Report) -> None:
@@ -479,7 +461,7 @@ def _work(sm: StepModel, item: Any, report: Report) -> None:
         targets = [t for t in item.items if isinstance(t, ast.Target)]
         if len(targets) != 1:
             span = targets[1].keyword_span if targets else keyword(item.span, "map")
-            report.add("E206", span, message=f"a `map` block holds exactly one target; this one holds {len(targets)}")
+            report.add(messages.map_targets(count=len(targets)), span)
         sm.target = targets[0] if targets else None
         if sm.target is not None:
             _unique(sm.target.bindings or [], "binding", report, {})
@@ -500,13 +482,13 @@ def _gate(sm: StepModel, gate: ast.Gate, report: Report) -> None:
     sm.has_gate = True
     checks = [c for c in gate.items if isinstance(c, ast.GateCheck)]
     if not checks:
-        report.add("E206", keyword(gate.span, "gate"), message="a `gate` needs a `check` target")
+        report.add(messages.gate_without_check(), keyword(gate.span, "gate"))
     for extra in checks[1:]:
-        report.add("E202", extra.span, message="a `gate` has exactly one `check`")
+        report.add(messages.two_gate_checks(), extra.span)
     if checks:
         check = checks[0].target
         if check.kind not in ("shell", "script"):
-            report.add("E207", check.keyword_span, message=f"a gate check runs `shell` or `script`, not `{check.kind}`")
+            report.add(messages.gate_check_kind(kind=check.kind), check.keyword_span)
         else:
             sm.gate_check = check
     values = _settings([s for s in gate.items if isinstance(s, ast.Setting)], "gate", report)
@@ -520,36 +502,24 @@ def _check_reference(model: Model, reference: ast.Reference, reader: int, in_map
     name = reference.name.text
     if reference.root == "item":
         if not in_map:
-            report.add(
-                "E209", reference.name.span,
-                help="`item` names the current element in the bindings of a `map` block's `uses` target; "
-                "shell, script and agent units inside a `map` receive it in their context",
-            )  # fmt: skip
+            report.add(messages.item_outside_map(), reference.name.span)
         return
     if reference.root == "params":
         if name not in model.params:
-            report.add(
-                "E205", reference.name.span, param=name, ref=reference.text, help=did_you_mean(name, set(model.params))
-            )
+            message = messages.unknown_param(param=name, ref=reference.text)
+            report.add(message, reference.name.span, help=did_you_mean(name, set(model.params)))
         return
     if name not in model.index:
-        report.add(
-            "E203", reference.name.span, step=name, ref=reference.text, help=did_you_mean(name, set(model.index))
-        )
+        message = messages.unknown_step(step=name, ref=reference.text)
+        report.add(message, reference.name.span, help=did_you_mean(name, set(model.index)))
         return
     target = model.index[name]
     if target >= reader:
-        which = (
-            "the step that reads it"
-            if target == reader
-            else f"a later step (declared at {position(model.workflow.steps[target].span)})"
-        )
-        report.add(
-            "E204",
-            reference.name.span,
-            message=f"`{reference.text}` reads {which}; a step may only read earlier steps",
-            help="move the producing step above this one",
-        )
+        if target == reader:
+            message = messages.reads_itself(ref=reference.text)
+        else:
+            message = messages.reads_later(ref=reference.text, at=position(model.workflow.steps[target].span))
+        report.add(message, reference.name.span)
 
 
 def route_targets(model: Model, report: Report) -> None:
@@ -562,22 +532,18 @@ def route_targets(model: Model, report: Report) -> None:
             key = "_" if case.match is None else repr((type(case.match.value).__name__, case.match.value))
             if key in seen:
                 what = "`_` case" if case.match is None else "route case"
-                report.add("E201", case.span, what=what, name=_case_text(case), first=position(seen[key].span))
+                first = position(seen[key].span)
+                report.add(messages.duplicate_name(what=what, name=_case_text(case), first=first), case.span)
                 continue
             seen[key] = case
             target = case.target.text
             if target == sm.id:
-                report.add("E208", case.target.span, message=f"route `{sm.id}` cannot target its own step")
+                report.add(messages.route_to_itself(step=sm.id), case.target.span)
             elif target not in model.index:
-                report.add(
-                    "E208", case.target.span, message=f"route target `{target}` is not a step",
-                    help=did_you_mean(target, set(model.index)),
-                )  # fmt: skip
+                help_text = did_you_mean(target, set(model.index))
+                report.add(messages.route_to_unknown(target=target), case.target.span, help=help_text)
             elif model.index[target] < sm.index:
-                report.add(
-                    "E208", case.target.span,
-                    message=f"route target `{target}` comes before `{sm.id}`; routes select later steps",
-                )  # fmt: skip
+                report.add(messages.route_backwards(target=target, step=sm.id), case.target.span)
 
 
 def _case_text(case: ast.RouteCase) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import textwrap
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any, TypeVar
 
@@ -12,8 +13,9 @@ from lark import Lark, Token
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 from lark.visitors import Transformer_NonRecursive
 
-from akmc import ast
+from akmc import ast, messages
 from akmc.diagnostics import Report, did_you_mean
+from akmc.messages import Message
 from akmc.resources import data_path
 
 _N = TypeVar("_N")
@@ -86,7 +88,7 @@ def parse(text: str, report: Report, comments: list[tuple[str, ast.Span]] | None
         return None
     except _TooDeep as too_deep:
         del report.diagnostics[:]
-        report.add("E100", too_deep.span, message=f"values and types nest deeper than {MAX_NESTING} levels")
+        report.add(messages.nesting_too_deep(limit=MAX_NESTING), too_deep.span)
         return None
     finally:
         _BUILDER.reset("", Report(""))
@@ -138,11 +140,10 @@ def _report_syntax_error(text: str, error: UnexpectedInput, report: Report) -> N
             return
         expected = _expected_words(set(error.allowed or ()), None)
         shown = repr(char)[1:-1] if not char.isprintable() else char
-        report.add(
-            "E100",
-            _point(text, offset),
-            message=f"unexpected character `{shown}`" + (f"; expected {expected}" if expected else ""),
-        )
+        if expected:
+            report.add(messages.unexpected_character_expected(char=shown, expected=expected), _point(text, offset))
+        else:
+            report.add(messages.unexpected_character(char=shown), _point(text, offset))
         return
     if isinstance(error, UnexpectedToken):
         token = error.token
@@ -154,29 +155,19 @@ def _report_syntax_error(text: str, error: UnexpectedInput, report: Report) -> N
         help_text = None
         if stack and isinstance(stack[-1], Token) and stack[-1].type == "NAME" and error.expected == {"EQUAL"}:
             help_text = did_you_mean(str(stack[-1]), _STEP_ITEM_KEYWORDS)
-        report.add("E100", span, message=f"unexpected {found}; expected {expected}", help=help_text)
+        report.add(messages.unexpected_token(found=found, expected=expected), span, help=help_text)
         return
-    report.add("E100", end_of_file(text), message="unexpected end of file")
+    report.add(messages.unexpected_end(), end_of_file(text))
 
 
 def _report_unterminated(text: str, offset: int, report: Report) -> None:
     if text.startswith('"""', max(0, offset - 2)) and offset >= 2:
         start = offset - 2
-        report.add(
-            "E101",
-            _point(text, start, 3),
-            message='unterminated text block: no closing `"""`',
-            help='close the text block with `"""`',
-        )
+        report.add(messages.unterminated_text_block(), _point(text, start, 3))
         return
     line_end = text.find("\n", offset)
     width = (len(text) if line_end < 0 else line_end) - offset
-    report.add(
-        "E101",
-        _point(text, offset, width),
-        message='unterminated string: no closing `"` on this line',
-        help='strings end on the line they start; use a `"""` text block for several lines',
-    )
+    report.add(messages.unterminated_string(), _point(text, offset, width))
 
 
 def _acceptable(error: UnexpectedToken) -> set[str]:
@@ -294,22 +285,19 @@ def _str(text: str, token: Token, report: Report) -> str:
         value.encode("utf-8")  # a lone surrogate escape decodes, but is not text
         return value
     except UnicodeEncodeError:
-        _escape_error(text, token, report, _LONE_SURROGATE, 6, "lone surrogate escape",
-                      "a `\\uD800`-`\\uDBFF` escape must be followed by a `\\uDC00`-`\\uDFFF` one, "
-                      "such as `\\ud83d\\ude00`; or write the character itself")  # fmt: skip
+        _escape_error(text, token, report, _LONE_SURROGATE, 6, messages.lone_surrogate)
     except ValueError:
-        _escape_error(text, token, report, _BAD_ESCAPE, 2, "invalid escape",
-                      'strings use JSON escapes: \\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX')  # fmt: skip
+        _escape_error(text, token, report, _BAD_ESCAPE, 2, messages.invalid_escape)
     return raw[1:-1]
 
 
-def _escape_error(text: str, token: Token, report: Report, pattern: re.Pattern[str], width: int, what: str,
-                  help_text: str) -> None:  # fmt: skip
+def _escape_error(text: str, token: Token, report: Report, pattern: re.Pattern[str], width: int,
+                  message: Callable[..., Message]) -> None:  # fmt: skip
     raw = str(token)
     bad = pattern.search(raw)
     offset = (token.start_pos or 0) + (bad.start() if bad else 0)
     shown = bad.group(0) if bad else raw
-    report.add("E101", _point(text, offset, width), message=f"{what} `{shown}` in string", help=help_text)
+    report.add(message(escape=shown), _point(text, offset, width))
 
 
 def dedent_block(raw: str) -> str:
@@ -483,19 +471,14 @@ class _Builder(Transformer_NonRecursive[Token, Any]):
         raw = str(token)
         ms = -1  # invalid, already reported: later stages skip it silently
         if len(raw) > _MAX_DIGITS:
-            self.report.add("E102", _tspan(token), message=f"duration `{raw[:20]}…` is out of range")
+            self.report.add(messages.duration_out_of_range(duration=raw[:20] + "…"), _tspan(token))
             return ast.Duration(ms, raw, _span(meta))
         if _DURATION_FULL.fullmatch(raw):
             ms = sum(int(n) * _UNIT_MS[u] for n, u in _DURATION_PART.findall(raw))
         else:
-            self.report.add(
-                "E102",
-                _tspan(token),
-                message=f"invalid duration `{raw}`",
-                help="write one or more <integer><unit> with units ms, s, m, h, e.g. `90s` or `1h30m`",
-            )
+            self.report.add(messages.invalid_duration(duration=raw), _tspan(token))
         if ms > MAX_INT:
-            self.report.add("E102", _tspan(token), message=f"duration `{raw}` is out of range")
+            self.report.add(messages.duration_out_of_range(duration=raw), _tspan(token))
             ms = -1
         return ast.Duration(ms, raw, _span(meta))
 
@@ -558,24 +541,14 @@ class _Builder(Transformer_NonRecursive[Token, Any]):
     def _int(self, token: Token) -> int:
         raw = str(token)
         if not _INT_FULL.fullmatch(raw):
-            self.report.add(
-                "E102",
-                _tspan(token),
-                message=f"invalid integer `{raw}`",
-                help="`_` may only separate digits, as in `1_000`",
-            )
+            self.report.add(messages.invalid_integer(integer=raw), _tspan(token))
             return 0
         digits = raw.replace("_", "").lstrip("-")
         # int() refuses more than a few thousand digits; anything past 16 is out of range anyway
         value = int(raw.replace("_", "")) if len(digits) <= _MAX_DIGITS else MAX_INT + 1
         if abs(value) > MAX_INT:
             shown = raw if len(raw) <= 40 else raw[:20] + "…"
-            self.report.add(
-                "E102",
-                _tspan(token),
-                message=f"integer `{shown}` is out of range",
-                help="integers must lie within ±(2^53 − 1) so that every JSON reader agrees on them",
-            )
+            self.report.add(messages.integer_out_of_range(integer=shown), _tspan(token))
             return 0
         return value
 
@@ -592,7 +565,7 @@ class _Builder(Transformer_NonRecursive[Token, Any]):
             if "__" in raw or raw.endswith("_") or number in (float("inf"), float("-inf")):
                 raise ValueError(raw)
         except ValueError:
-            self.report.add("E102", _tspan(c[0]), message=f"invalid number `{raw}`")
+            self.report.add(messages.invalid_number(number=raw), _tspan(c[0]))
             number = 0.0
         return ast.Literal(number, _span(meta))
 

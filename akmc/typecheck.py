@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from akmc import ast
+from akmc import ast, messages
 from akmc import types as t
 from akmc.compose import Child
 from akmc.diagnostics import Report, did_you_mean
@@ -35,12 +35,9 @@ def typecheck(model: Model, report: Report, children: Mapping[str, Child] | None
         if param.default is not None:
             problems = t.validation_errors(t.value_of(param.default), typed.params[name])
             if problems:
-                report.add(
-                    "E300",
-                    param.default.span,
-                    message=f"default of param `{name}` does not match its type {t.describe(typed.params[name])}: "
-                    + problems[0],
-                )
+                described = t.describe(typed.params[name])
+                message = messages.default_mismatch(name=name, type=described, problem=problems[0])
+                report.add(message, param.default.span)
     for sm in model.steps:
         typed.steps[sm.id] = _step_type(sm, typed, report)
     used: set[str] = set()
@@ -52,7 +49,7 @@ def typecheck(model: Model, report: Report, children: Mapping[str, Child] | None
         if sm.map is not None:
             over = type_of(sm.map.over, model, typed, report, used)
             if over is not None and not t.is_list(over):
-                report.add("E303", sm.map.over.span, ref=sm.map.over.text, type=t.describe(over))
+                report.add(messages.map_over_non_list(ref=sm.map.over.text, type=t.describe(over)), sm.map.over.span)
             item = t.element(over) if over is not None and t.is_list(over) else None
         if sm.route is not None:
             _route(sm, model, typed, report, used)
@@ -66,10 +63,10 @@ def typecheck(model: Model, report: Report, children: Mapping[str, Child] | None
             typed.outputs[name] = declared
             if source is not None and not t.fits(source, declared):
                 report.add(
-                    "E305",
+                    messages.output_mismatch(
+                        name=name, declared=t.describe(declared), ref=output.source.text, actual=t.describe(source)
+                    ),
                     output.source.span,
-                    message=f"output `{name}` declares {t.describe(declared)}, "
-                    f"but `{output.source.text}` is {t.describe(source)}",
                     help=_skip_help(output.source, skippable, f"declare it as `{t.describe(declared)} | null`"),
                 )
         else:
@@ -78,7 +75,7 @@ def typecheck(model: Model, report: Report, children: Mapping[str, Child] | None
     for name, param in model.params.items():
         # a param that an unknown reference was probably meant to name is not reported twice
         if name not in used and not any(did_you_mean(u, [name]) for u in unknown):
-            report.add("W700", param.name.span, param=name)
+            report.add(messages.unused_param(param=name), param.name.span)
     _skippable_reads(model, report, skippable)
     return typed
 
@@ -153,8 +150,7 @@ def _bindings(
         if name not in child.params:
             names = ", ".join(f"`{p}`" for p in child.params) or "none"
             report.add(
-                "E405", binding.name.span,
-                message=f"child workflow {child.ref} has no param `{name}`",
+                messages.unknown_child_param(child=child.ref, name=name), binding.name.span,
                 help=did_you_mean(name, list(child.params)) or f"its params: {names}",
             )  # fmt: skip
             continue
@@ -162,29 +158,24 @@ def _bindings(
         if isinstance(binding.value, ast.Reference):
             if value_type is not None and not t.fits(value_type, param_type):
                 report.add(
-                    "E307", binding.value.span,
-                    message=f"binding `{name}` passes `{binding.value.text}` of type {t.describe(value_type)}, "
-                    f"but param `{name}` of child workflow {child.ref} is {t.describe(param_type)}",
+                    messages.binding_type(name=name, value=binding.value.text, value_type=t.describe(value_type),
+                                          child=child.ref, param_type=t.describe(param_type)),
+                    binding.value.span,
                     help=_skip_help(binding.value, skippable, "give the child param a type that admits null"),
                 )  # fmt: skip
         else:
             problems = t.validation_errors(t.value_of(binding.value), param_type)
             if problems:
-                report.add(
-                    "E300", binding.value.span,
-                    message=f"binding `{name}` does not match param `{name}` of child workflow {child.ref}, "
-                    f"which is {t.describe(param_type)}: {problems[0]}",
-                )  # fmt: skip
+                message = messages.binding_mismatch(
+                    name=name, child=child.ref, type=t.describe(param_type), problem=problems[0]
+                )
+                report.add(message, binding.value.span)
     if child is None or not known:
         return
     missing = [name for name, (_, required) in child.params.items() if required and name not in bound]
     for name in missing:
-        report.add(
-            "E406", sm.target.path.span,
-            message=f"step `{sm.id}` composes {child.ref} without binding its required param `{name}` "
-            f"({t.describe(child.params[name][0])})",
-            help=f"add `{name} = ...` to the bindings, or give the param a default in the child",
-        )  # fmt: skip
+        described = t.describe(child.params[name][0])
+        report.add(messages.unbound_param(step=sm.id, child=child.ref, name=name, type=described), sm.target.path.span)
 
 
 def type_of(
@@ -228,14 +219,11 @@ def _not_exported(step: str, reference: ast.Reference, first: ast.Segment, child
     """E407, in the message shape of the language reference."""
     assert first.field is not None
     if child.outputs:
-        exports = f"exports outputs: {', '.join(child.outputs)}. Declare the output in the child's outputs block, or reference one of the names above."
+        outputs = ", ".join(child.outputs)
+        message = messages.not_exported(step=step, ref=reference.text, child=child.ref, outputs=outputs)
     else:
-        exports = "exports only {runId, status}: it declares no outputs. Declare the output in the child's outputs block, or reference runId or status."
-    report.add(
-        "E407", first.span,
-        message=f'step {step} reads "{reference.text}", but child workflow {child.ref} {exports}',
-        help=did_you_mean(first.field, child.exports),
-    )  # fmt: skip
+        message = messages.no_outputs_exported(step=step, ref=reference.text, child=child.ref)
+    report.add(message, first.span, help=did_you_mean(first.field, child.exports))
 
 
 def _route(sm: StepModel, model: Model, typed: Typed, report: Report, used: set[str]) -> None:
@@ -249,9 +237,10 @@ def _route(sm: StepModel, model: Model, typed: Typed, report: Report, used: set[
             continue
         literal = t.Lit(case.match.value)
         if not t.fits(literal, subject):
-            report.add(
-                "E304", case.match.span, case=t.describe(literal), ref=sm.route.subject.text, type=t.describe(subject)
+            message = messages.case_never_matches(
+                case=t.describe(literal), ref=sm.route.subject.text, type=t.describe(subject)
             )
+            report.add(message, case.match.span)
         covered.append(literal)
     if any(case.match is None for case in sm.route.cases):
         return
@@ -261,14 +250,9 @@ def _route(sm: StepModel, model: Model, typed: Typed, report: Report, used: set[
             lit for lit in finite if not any(c.value == lit.value and type(c.value) is type(lit.value) for c in covered)
         ]
         if missing:
-            report.add(
-                "W701",
-                keyword(sm.route.span, "route"),
-                message=f"route on `{sm.route.subject.text}` does not cover "
-                + ", ".join(t.describe(m) for m in missing)
-                + " and has no `_` case",
-                help="add the missing cases or a `_ -> step` default",
-            )
+            described = ", ".join(t.describe(m) for m in missing)
+            message = messages.route_not_covered(ref=sm.route.subject.text, missing=described)
+            report.add(message, keyword(sm.route.span, "route"))
 
 
 def _skippable_reads(model: Model, report: Report, skippable: dict[str, str]) -> None:
@@ -278,10 +262,5 @@ def _skippable_reads(model: Model, report: Report, skippable: dict[str, str]) ->
     for reader, reference in readers:
         name = reference.name.text
         if reference.root == "steps" and name in skippable and name != reader:
-            report.add(
-                "W702",
-                reference.name.span,
-                message=f"step `{reader}` reads `{reference.text}`, but route step `{skippable[name]}` "
-                f"may skip step `{name}`",
-                help="when it is skipped the reference does not resolve and this step fails with input_unresolved",
-            )
+            message = messages.skippable_read(reader=reader, ref=reference.text, route=skippable[name], step=name)
+            report.add(message, reference.name.span)

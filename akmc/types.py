@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Union
 
 from akm_run.patterns import unsafe
-from akmc import ast
+from akmc import ast, messages
 from akmc.diagnostics import Report, did_you_mean, position
 
 PRIMITIVES = {"string": "string", "int": "integer", "number": "number", "bool": "boolean", "null": "null"}
@@ -93,7 +93,8 @@ def from_ast(node: ast.TypeExpr, report: Report) -> Type:
         fields: dict[str, Field] = {}
         for decl in node.fields:
             if decl.name.text in fields:
-                report.add("E201", decl.name.span, what="field", name=decl.name.text, first="an earlier field")
+                message = messages.duplicate_name(what="field", name=decl.name.text, first="an earlier field")
+                report.add(message, decl.name.span)
                 continue
             fields[decl.name.text] = Field(decl.name.text, from_ast(decl.type, report), not decl.optional)
         return ObjT(tuple(fields.values()))
@@ -105,13 +106,13 @@ def _named(node: ast.NamedType, report: Report) -> Type:
     if name in ("true", "false"):
         return Lit(name == "true")
     if name not in PRIMITIVES and name not in ("any", "list", "map"):
-        report.add("E306", node.name.span, message=f"unknown type `{name}`", help=did_you_mean(name, TYPE_NAMES))
+        report.add(messages.unknown_type(name=name), node.name.span, help=did_you_mean(name, TYPE_NAMES))
         return ANY
     if name in ("list", "map") and node.arg is None:
-        report.add("E306", node.span, message=f"`{name}` needs an element type, as in `{name}[string]`")
+        report.add(messages.needs_element_type(name=name), node.span)
         return ANY
     if name not in ("list", "map") and node.arg is not None:
-        report.add("E306", node.arg.span, message=f"`{name}` takes no element type")
+        report.add(messages.no_element_type(name=name), node.arg.span)
     refinements = _refinements(name, node, report)
     if name == "any":
         return ANY
@@ -131,51 +132,44 @@ def _refinements(name: str, node: ast.NamedType, report: Report) -> tuple[tuple[
         key = refinement.name.text
         if key not in allowed:
             takes = ", ".join(f"`{k}`" for k in allowed) or "no refinements"
-            report.add(
-                "E306",
-                refinement.name.span,
-                message=f"`{name}` does not take the refinement `{key}`; it takes {takes}",
-                help=did_you_mean(key, set(allowed)),
-            )
+            message = messages.foreign_refinement(name=name, key=key, takes=takes)
+            report.add(message, refinement.name.span, help=did_you_mean(key, set(allowed)))
             continue
         if key in seen:
-            report.add("E201", refinement.name.span, what="refinement", name=key, first="an earlier one")
+            message = messages.duplicate_name(what="refinement", name=key, first="an earlier one")
+            report.add(message, refinement.name.span)
             continue
         value = refinement.value
         literal = value.value if isinstance(value, ast.Literal) else None
         if key == "pattern":
             if not isinstance(literal, str):
-                report.add("E306", value.span, message="`pattern` takes a string (a regular expression)")
+                report.add(messages.pattern_not_string(), value.span)
                 continue
             try:
                 re.compile(literal)
             except (re.error, RecursionError, OverflowError) as error:
-                report.add("E306", value.span, message=f"invalid `pattern`: {error}")
+                report.add(messages.invalid_pattern(error=str(error)), value.span)
                 continue
             why = unsafe(literal)
             if why is not None:
-                report.add(
-                    "E306", value.span,
-                    message=f"`pattern` may take exponential time to match: {why}",
-                    help="rewrite it so that each character can be matched in only one way, or use an atomic "
-                    "group `(?>...)` or a possessive quantifier such as `a++`",
-                )  # fmt: skip
+                report.add(messages.slow_pattern(why=why), value.span)
                 continue
         elif key in ("min", "max"):
             wrong = isinstance(literal, bool) or not isinstance(literal, int | float)
             if wrong or (name == "int" and isinstance(literal, float)):
                 kind = "an integer" if name == "int" else "a number"
-                report.add("E306", value.span, message=f"`{key}` on `{name}` takes {kind}")
+                report.add(messages.refinement_kind(key=key, name=name, kind=kind), value.span)
                 continue
         elif isinstance(literal, bool) or not isinstance(literal, int) or literal < 0:
-            report.add("E306", value.span, message=f"`{key}` takes a non-negative integer")
+            report.add(messages.refinement_not_count(key=key), value.span)
             continue
         seen[key] = literal
     low, high = ("min", "max") if name in ("int", "number") else ("min_length", "max_length")
     if name == "list":
         low, high = "min_items", "max_items"
     if low in seen and high in seen and seen[low] > seen[high]:
-        report.add("E306", node.span, message=f"`{low}` ({seen[low]}) is greater than `{high}` ({seen[high]})")
+        message = messages.refinement_bounds(low=low, low_value=seen[low], high=high, high_value=seen[high])
+        report.add(message, node.span)
     return tuple(seen.items())
 
 
@@ -410,26 +404,19 @@ def step_into(t: Type, segment: ast.Segment, ref: str, report: Report) -> Type |
             if field is None:
                 names = ", ".join(f"`{f.name}`" for f in t.fields) or "none"
                 report.add(
-                    "E301",
+                    messages.no_field(field=segment.field, type=describe(t), ref=ref),
                     segment.span,
-                    field=segment.field,
-                    type=describe(t),
-                    ref=ref,
                     help=(did_you_mean(segment.field, [f.name for f in t.fields]) or f"fields that exist: {names}"),
                 )
                 return None
             return field.type
         if isinstance(t, MapT):
             return t.value
-        report.add(
-            "E302", segment.span, message=f"`.{segment.field}` on a value of type {describe(t)}, which has no fields"
-        )
+        report.add(messages.field_of_scalar(field=segment.field, type=describe(t)), segment.span)
         return None
     if isinstance(t, ListT):
         return t.item
-    report.add(
-        "E302", segment.span, message=f"`[{segment.index}]` on a value of type {describe(t)}, which is not a list"
-    )
+    report.add(messages.index_of_non_list(index=segment.index, type=describe(t)), segment.span)
     return None
 
 

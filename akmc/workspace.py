@@ -131,19 +131,6 @@ def read_bytes(path: Path, limit: int, name: str | None = None) -> bytes:
         raise SourceError(f"cannot read {name or path}: {error.strerror or error}") from error
 
 
-def decode_source(data: bytes) -> tuple[str | None, str | None]:
-    """(text, None) for a valid source, (None, message) for E103."""
-    if len(data) > MAX_SOURCE_BYTES:
-        return None, f"file exceeds the source size limit of {MAX_SOURCE_BYTES} bytes (1 MiB)"
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        return None, f"file is not valid UTF-8: invalid byte 0x{data[error.start]:02x} at offset {error.start}"
-    if text.startswith("\ufeff"):
-        text = text[1:]
-    return text, None
-
-
 # -- who composes whom ------------------------------------------------------------------
 
 

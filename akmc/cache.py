@@ -20,6 +20,7 @@ from akm_run.atomic import write_atomically
 from akm_run.digest import tagged_sha256
 from akmc import __version__
 from akmc.diagnostics import CATALOG, Diagnostic, Related
+from akmc.sources import SourceFile, relative_to
 from akmc.spans import Span
 from akmc.workspace import display_path
 
@@ -41,8 +42,7 @@ def fingerprint() -> str:
 class Cached(NamedTuple):
     """One checked file as `akmc check` reports and caches it (restored, or fresh from a compile)."""
 
-    path: Path
-    display: str
+    source: SourceFile
     text: str | None
     diagnostics: list[Diagnostic]
     children: tuple[str, ...] = ()  # root-relative sources it composes, transitively
@@ -62,8 +62,7 @@ class Cache:
 
     def relative(self, path: Path | str) -> str | None:
         """`path` relative to the root (lexically: the cache never follows a symlink to name a file)."""
-        relative = os.path.relpath(os.path.abspath(path), self._root)
-        return None if relative.startswith("..") else relative.replace(os.sep, "/")
+        return relative_to(Path(os.path.abspath(path)), self.root)
 
     def _entry_path(self, relative: str) -> Path:
         name = hashlib.sha256(f"{fingerprint()}\0{relative}\0{self.suppressions}".encode()).hexdigest()[:40]
@@ -101,7 +100,8 @@ class Cache:
             return None  # missing, corrupt or from another version: never trusted
         data = self._bytes.get(relative)
         text = data.decode("utf-8", "replace").removeprefix("\ufeff") if data is not None else None
-        return Cached(Path(self._root, relative), self._display(relative), text, diagnostics, children, uses)
+        source = SourceFile(Path(self._root, relative), self.root, relative, self._display(relative))
+        return Cached(source, text, diagnostics, children, uses)
 
     def store(
         self, relative: str, deps: dict[str, str | None], diagnostics: list[Diagnostic], uses: tuple[str, ...]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from akmc import ast
+from akmc import ast, messages
 from akmc.diagnostics import CATALOG, Diagnostic, Report
 
 _DIRECTIVE = re.compile(r"#\s*akmc:\s*(ignore-file|ignore)\s*\[([^\]]*)\]")
@@ -62,16 +62,14 @@ def apply(report: Report, suppressions: list[Suppression]) -> None:
         kind = "ignore-file" if suppression.whole_file else "ignore"
         found = []
         if unknown:
-            found.append((f"`# akmc: {kind}[…]` names {', '.join(f'`{c}`' for c in unknown)}, which is not a "
-                          "diagnostic code", "codes look like E203 or W700; `akmc explain CODE` describes each"))  # fmt: skip
+            found.append(messages.unknown_suppressed_code(kind=kind, codes=", ".join(f"`{c}`" for c in unknown)))
         if idle and suppression.whole_file:
-            found.append((f"`# akmc: ignore-file[{', '.join(idle)}]` silences nothing: this file has no such diagnostic",
-                          "remove the code from the suppression"))  # fmt: skip
+            found.append(messages.idle_file_suppression(codes=", ".join(idle)))
         elif idle:
-            found.append((f"`# akmc: ignore[{', '.join(idle)}]` silences nothing on line {suppression.line}",
-                          "remove the suppression, or move it to the line the diagnostic points at"))  # fmt: skip
+            found.append(messages.idle_suppression(codes=", ".join(idle), line=suppression.line))
         if not quiet:
-            report.diagnostics += [Diagnostic("W704", m, report.file, suppression.span, h) for m, h in found]
+            for message in found:
+                report.add(message, suppression.span)
 
 
 def _silencer(diagnostic: Diagnostic, suppressions: list[Suppression]) -> Suppression | None:

@@ -110,7 +110,7 @@ def run(
         parents = [p for p in checker.dependents(chosen) if _wanted(workspace, p, config)]
         failed = not checker.check(parents) or failed
         checker.save()
-        mine = [r for r in checker.results.values() if _wanted(workspace, r.path, config)]
+        mine = [r for r in checker.results.values() if _wanted(workspace, r.source.path, config)]
         found = [d for r in mine for d in r.diagnostics if config.reports(d.code)]
         strict_findings = strict_findings or (config.strict and bool(found))
         results += mine
@@ -163,11 +163,11 @@ class _Checker:
         ok = _check_all(self.session, misses)
         for result in self.session.results:
             if _key(result.path) not in self.results:
-                self._add(_record(result, self.root))
+                self._add(_record(result))
         return ok
 
     def _add(self, record: Cached) -> None:
-        self.results[_key(record.path)] = record
+        self.results[_key(record.source.path)] = record
         if record.deps is not None:
             self.fresh.append(record)
 
@@ -187,7 +187,7 @@ class _Checker:
             return False
         for record in [found, *children]:
             assert record is not None
-            self.results.setdefault(_key(record.path), record)
+            self.results.setdefault(_key(record.source.path), record)
         return True
 
     def _parallel(self, misses: list[Path]) -> bool:
@@ -204,7 +204,7 @@ class _Checker:
             for chunk_ok, records in pool.map(_work, [(self.root, self.suppressions, c) for c in chunks]):
                 ok = ok and chunk_ok
                 for record in records:
-                    if _key(record.path) not in self.results:
+                    if _key(record.source.path) not in self.results:
                         self._add(record)
         return ok
 
@@ -212,7 +212,7 @@ class _Checker:
         if self.cache is None:
             return
         for record in self.fresh:
-            relative = self.cache.relative(record.path)
+            relative = record.source.relative
             if relative is not None and record.deps is not None:
                 self.cache.store(relative, record.deps, record.diagnostics, record.uses)
 
@@ -228,6 +228,7 @@ def _key(path: Path) -> str:
 def _shares(root: Path, files: list[Path], jobs: int) -> list[list[Path]]:
     """Split files between workers keeping each composition tree in one share (a worker compiles a
     file's children anyway; splitting a tree would compile them twice), largest trees first."""
+    from akmc.sources import ref_file
     from akmc.workspace import uses_refs
 
     index = {_key(p): i for i, p in enumerate(files)}
@@ -241,7 +242,7 @@ def _shares(root: Path, files: list[Path], jobs: int) -> list[list[Path]]:
 
     for i, path in enumerate(files):
         for ref in uses_refs(path):
-            j = index.get(_key(root / f"{ref}.akm"))
+            j = index.get(_key(ref_file(root, ref)))
             if j is not None:
                 parent[find(i)] = find(j)
     groups: dict[int, list[Path]] = {}
@@ -260,19 +261,20 @@ def _work(job: tuple[Path, bool, list[Path]]) -> tuple[bool, list[Cached]]:
     root, suppressions, files = job
     session = Session(root, suppressions=suppressions)
     ok = _check_all(session, files)
-    return ok, [_record(r, root) for r in session.results]
+    return ok, [_record(r) for r in session.results]
 
 
-def _record(result: FileResult, root: Path) -> Cached:
-    uses = []
-    for child, _ in result.edges.values():
-        if child is not None:
-            try:
-                uses.append(child.resolve().relative_to(root).as_posix())
-            except ValueError:
-                continue
-    return Cached(result.path, result.display, result.text, list(result.report.diagnostics), uses=tuple(uses),
-                  deps=result.deps)  # fmt: skip
+def _record(result: FileResult) -> Cached:
+    """What the cache keeps of a fresh result; `uses` names the children it composes inside the root."""
+    from akmc.sources import relative_to
+    from akmc.workspace import real_path
+
+    uses = [
+        r
+        for child, _ in result.edges.values()
+        if child is not None and (r := relative_to(real_path(child), result.root))
+    ]
+    return Cached(result.source, result.text, list(result.report.diagnostics), uses=tuple(uses), deps=result.deps)
 
 
 def _selected(root: Path, files: list[Path], named: list[Path], config: CheckConfig) -> list[Path]:
@@ -329,5 +331,5 @@ def _emit(diagnostics: list[Diagnostic], results: list[Cached], output_format: s
     else:
         from akmc.render import text
 
-        sources = {r.display: r.text for r in results if r.text is not None}
+        sources = {r.source.display: r.text for r in results if r.text is not None}
         sys.stdout.write(text.render(diagnostics, sources, len(results), quiet=quiet))

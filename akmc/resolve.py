@@ -6,66 +6,14 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from akm_run.planformat import (
-    MAX_CONCURRENCY,
-    MAX_LOOPS,
-    MAX_OUTPUTS,
-    MAX_PARAMS,
-    MAX_RETRY,
-    MAX_STEPS,
-    MAX_TIMEOUT_MS,
-    NAME,
-    RETRY_REASONS,
-)
+from akm_run.planformat import MAX_OUTPUTS, MAX_PARAMS, MAX_STEPS, NAME
 from akmc import ast, messages
 from akmc.diagnostics import Report, did_you_mean, position
+from akmc.settings import DEFAULT_CONCURRENCY, HOME, HONOURED, WHY_NOT, check_settings
+from akmc.settings import Retry as Retry  # lowering reads a step's policy from the model
 from akmc.spans import keyword
 
-DEFAULT_CONCURRENCY = 4
-
-# Where each setting may stand.
-STEP_SETTINGS = {"timeout", "retry", "on_error"}
-PLACES = {
-    "step": STEP_SETTINGS,
-    "defaults": STEP_SETTINGS,
-    "map": {"concurrency", "timeout", "retry"},
-    "gate": {"max_loops"},
-    "limits": {"concurrency", "max_units", "timeout"},
-}
-HOME = {
-    "timeout": "a step, a `map` block, `defaults` or `limits`",
-    "retry": "a step, a `map` block or `defaults`",
-    "on_error": "a step or `defaults`",
-    "concurrency": "a `map` block or `limits`",
-    "max_loops": "a `gate` block",
-    "max_units": "`limits`",
-}
-
-# Which step kinds honour which setting (the table in the language reference). A step's kind here is
-# its target's kind (shell, script and agent are "unit"), or "route"; a `map` step honours what its
-# target's kind honours, plus `concurrency`.
-HONOURED = {
-    "unit": {"timeout", "retry", "on_error", "env", "gate"},
-    "uses": {"on_error", "gate"},
-    "approval": {"on_error"},
-    "route": {"on_error"},
-}
-WHY_NOT = {
-    ("uses", "timeout"): "bound the child with its own `limits { timeout }`",
-    ("uses", "retry"): "a failed child is never retried automatically; `akm-run resume` drives it again",
-    ("uses", "env"): "set `env` on the child's own steps",
-    ("approval", "timeout"): "an approval waits for a person, not a process",
-    ("approval", "retry"): "an approval runs no process that could be retried",
-    ("approval", "gate"): "an approval runs no process that a check could re-run",
-}
 SECRET_NAME = NAME
-
-
-@dataclass(slots=True)
-class Retry:
-    max: int
-    on: list[str]
-    backoff_ms: int | None
 
 
 @dataclass(slots=True)
@@ -189,7 +137,7 @@ def _unique(items: list[Any], what: str, report: Report, into: dict[str, Any]) -
 
 
 def _limits(model: Model, section: ast.Section, report: Report) -> None:
-    values = _settings([s for s in section.settings if isinstance(s, ast.Setting)], "limits", report)
+    values = check_settings([s for s in section.settings if isinstance(s, ast.Setting)], "limits", report)
     if "concurrency" in values:
         model.concurrency = values["concurrency"]
     model.max_units = values.get("max_units")
@@ -197,7 +145,7 @@ def _limits(model: Model, section: ast.Section, report: Report) -> None:
 
 
 def _defaults(model: Model, section: ast.Section, report: Report) -> None:
-    values = _settings([s for s in section.settings if isinstance(s, ast.Setting)], "defaults", report)
+    values = check_settings([s for s in section.settings if isinstance(s, ast.Setting)], "defaults", report)
     model.default_timeout_ms = values.get("timeout")
     model.default_retry = values.get("retry")
     model.default_on_error = values.get("on_error")
@@ -217,199 +165,90 @@ def _env(env: ast.Env, into: dict[str, ast.EnvEntry], report: Report) -> None:
             report.add(messages.invalid_secret_name(name=json.dumps(entry.value or "")), entry.value_span)
 
 
-# -- settings ------------------------------------------------------------------------------------
-
-
-def _settings(settings: list[ast.Setting], place: str, report: Report) -> dict[str, Any]:
-    """Validate the settings of one place; returns name → normalised value."""
-    out: dict[str, Any] = {}
-    firsts: dict[str, ast.Setting] = {}
-    for setting in settings:
-        name = setting.name.text
-        if name not in PLACES[place]:
-            _misplaced(setting, place, report)
-            continue
-        if name in firsts:
-            first = position(firsts[name].span)
-            report.add(messages.duplicate_name(what="setting", name=name, first=first), setting.name.span)
-            continue
-        firsts[name] = setting
-        value = _setting_value(setting, place, report)
-        if value is not None:
-            out[name] = value
-    return out
-
-
-def _misplaced(setting: ast.Setting, place: str, report: Report) -> None:
-    name = setting.name.text
-    where = {"step": "a step", "defaults": "`defaults`", "map": "a `map` block", "gate": "a `gate` block"}.get(
-        place, f"`{place}`"
-    )
-    if name in HOME:
-        report.add(messages.misplaced_setting(name=name, where=where, home=HOME[name]), setting.name.span)
-        return
-    help_text = did_you_mean(name, PLACES[place]) or "settings here: " + ", ".join(
-        f"`{s}`" for s in sorted(PLACES[place])
-    )
-    report.add(messages.unknown_setting(name=name, where=where), setting.name.span, help=help_text)
-
-
-def _setting_value(setting: ast.Setting, place: str, report: Report) -> Any:
-    name, value = setting.name.text, setting.value
-    if name == "timeout":
-        return _duration(value, name, report)
-    if name == "on_error":
-        if isinstance(value, ast.Word) and value.text in ("fail", "continue"):
-            return value.text
-        report.add(messages.on_error_value(), value.span)
-        return None
-    if name == "retry":
-        return _retry(value, report)
-    # integers: concurrency, max_units, max_loops
-    if not isinstance(value, ast.Literal) or isinstance(value.value, bool) or not isinstance(value.value, int):
-        report.add(messages.integer_setting(name=name), value.span)
-        return None
-    number = value.value
-    if number < 1:
-        report.add(messages.setting_below_one(name=name, value=number), value.span)
-        return None
-    if name == "concurrency" and number > MAX_CONCURRENCY:
-        report.add(messages.concurrency_clamped(value=number, limit=MAX_CONCURRENCY), value.span)
-        return MAX_CONCURRENCY
-    if name == "max_loops" and number > MAX_LOOPS:
-        report.add(messages.too_many_loops(limit=MAX_LOOPS, value=number), value.span)
-        return None
-    return number
-
-
-def _duration(value: ast.Value, name: str, report: Report) -> int | None:
-    if not isinstance(value, ast.Duration):
-        report.add(messages.duration_setting(name=name), value.span)
-        return None
-    if value.ms < 0:  # E102 already said why
-        return None
-    if value.ms == 0:
-        report.add(messages.zero_duration(name=name), value.span)
-        return None
-    if value.ms > MAX_TIMEOUT_MS:
-        report.add(messages.duration_over_bound(name=name, duration=value.text), value.span)
-        return None
-    return value.ms
-
-
-def _retry(value: ast.Value, report: Report) -> Retry | None:
-    if isinstance(value, ast.Literal) and isinstance(value.value, int) and not isinstance(value.value, bool):
-        return _retry_max(value.value, value.span, report, list(RETRY_REASONS), None)
-    if not isinstance(value, ast.ObjectValue):
-        report.add(messages.retry_value(), value.span)
-        return None
-    entries = {k.text: (k, v) for k, v in value.entries}
-    unknown = [k for k in entries if k not in ("max", "on", "backoff")]
-    for key in unknown:
-        report.add(messages.unknown_retry_field(field=key), entries[key][0].span)
-    if "max" not in entries:
-        report.add(messages.retry_needs_max(), value.span)
-        return None
-    maximum = entries["max"][1]
-    if not isinstance(maximum, ast.Literal) or not isinstance(maximum.value, int) or isinstance(maximum.value, bool):
-        report.add(messages.retry_max_integer(), maximum.span)
-        return None
-    reasons: list[str] = list(RETRY_REASONS)
-    if "on" in entries:
-        on = entries["on"][1]
-        items = on.items if isinstance(on, ast.ListValue) else None
-        if not items or not all(isinstance(i, ast.Word) for i in items):
-            report.add(messages.retry_on_list(reasons=", ".join(RETRY_REASONS)), on.span)
-            return None
-        reasons = []
-        for item in items:
-            assert isinstance(item, ast.Word)
-            if item.text not in RETRY_REASONS:
-                report.add(
-                    messages.unknown_retry_reason(reason=item.text, reasons=", ".join(RETRY_REASONS)),
-                    item.span,
-                    help=did_you_mean(item.text, set(RETRY_REASONS)),
-                )
-            elif item.text not in reasons:
-                reasons.append(item.text)
-    backoff = _duration(entries["backoff"][1], "backoff", report) if "backoff" in entries else None
-    return _retry_max(maximum.value, maximum.span, report, reasons, backoff)
-
-
-def _retry_max(count: int, span: ast.Span, report: Report, on: list[str], backoff: int | None) -> Retry | None:
-    """A retry policy; `max = 0` is a policy that never retries (it switches a default off)."""
-    if not 0 <= count <= MAX_RETRY:
-        report.add(messages.retry_out_of_range(limit=MAX_RETRY, value=count), span)
-        return None
-    if not on:
-        return None
-    return Retry(count, sorted(on, key=RETRY_REASONS.index), backoff)
-
-
 # -- steps -----------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Items:
+    """A step's items sorted by kind, before they are checked against each other."""
+
+    work: list[tuple[str, Any, ast.Span]] = field(default_factory=list)  # (how messages name it, item, span)
+    settings: list[ast.Setting] = field(default_factory=list)
+    outputs: list[ast.OutputType] = field(default_factory=list)
+    env: ast.Env | None = None
+    gate: ast.Gate | None = None
 
 
 def _step(model: Model, step: ast.Step, index: int, report: Report) -> StepModel:
     sm = StepModel(step, index)
-    work: list[tuple[str, Any, ast.Span]] = []
-    settings: list[ast.Setting] = []
-    outputs: list[ast.OutputType] = []
-    inputs_seen: ast.Inputs | None = None
-    gate_seen: ast.Gate | None = None
-    env_seen: ast.Env | None = None
-    for item in step.items:
-        if isinstance(item, ast.Target):
-            work.append((f"`{item.kind}` target", item, item.keyword_span))
-        elif isinstance(item, ast.MapBlock):
-            work.append(("`map`", item, keyword(item.span, "map")))
-        elif isinstance(item, ast.RouteBlock):
-            work.append(("`route`", item, keyword(item.span, "route")))
-        elif isinstance(item, ast.Setting):
-            settings.append(item)
-        elif isinstance(item, ast.Env):
-            env_seen = env_seen or item
-            _env(item, sm.env, report)
-        elif isinstance(item, ast.Inputs):
-            if inputs_seen is not None:
-                report.add(messages.two_inputs(step=sm.id), keyword(item.span, "inputs"))
-                continue
-            inputs_seen = item
-            sm.inputs = item.refs
-        elif isinstance(item, ast.OutputType):
-            outputs.append(item)
-        elif isinstance(item, ast.Gate):
-            if gate_seen is not None:
-                report.add(messages.two_gates(step=sm.id), keyword(item.span, "gate"))
-                continue
-            gate_seen = item
-            _gate(sm, item, report)
-    if not work:
+    items = _items(sm, report)
+    if not items.work:
         report.add(messages.no_target(step=sm.id), step.id.span)
     else:
-        first_what, first, _ = work[0]
-        for _what, _item, span in work[1:]:
+        first_what, first, _ = items.work[0]
+        for _what, _item, span in items.work[1:]:
             report.add(messages.second_work(step=sm.id, first=first_what), span)
         _work(sm, first, report)
     map_settings = [s for s in sm.map.items if isinstance(s, ast.Setting)] if sm.map is not None else []
     map_values = {k: v for k, v in _map_settings(sm, map_settings, report).items() if k != "concurrency"}
     if sm.map is not None:
-        env_seen = env_seen or next((e for e in sm.map.items if isinstance(e, ast.Env)), None)
-    for extra in outputs[1:]:
+        items.env = items.env or next((e for e in sm.map.items if isinstance(e, ast.Env)), None)
+    for extra in items.outputs[1:]:
         report.add(messages.two_outputs(step=sm.id), keyword(extra.span, "output"))
-    if outputs:
-        sm.output = outputs[0].type
+    if items.outputs:
+        sm.output = items.outputs[0].type
         if sm.target is not None and sm.target.kind == "uses":
-            report.add(messages.output_on_uses(step=sm.id), keyword(outputs[0].span, "output"))
-    values = _settings(settings, "step", report)
+            report.add(messages.output_on_uses(step=sm.id), keyword(items.outputs[0].span, "output"))
+    values = check_settings(items.settings, "step", report)
     for name, value in map_values.items():
         if name in values:
-            one = next(s for s in settings if s.name.text == name)
+            one = next(s for s in items.settings if s.name.text == name)
             other = next(s for s in map_settings if s.name.text == name)
             first, again = sorted((one, other), key=lambda s: s.span.start)
             report.add(messages.duplicate_name(what="setting", name=name, first=position(first.span)), again.name.span)
         else:
             values[name] = value
-    _honoured(sm, [*settings, *map_settings], env_seen, gate_seen, report)
+    _honoured(sm, [*items.settings, *map_settings], items.env, items.gate, report)
+    _settle(model, sm, values)
+    _step_references(model, sm)
+    return sm
+
+
+def _items(sm: StepModel, report: Report) -> _Items:
+    """Sort a step's items; E202 for a second `inputs` or `gate`, and the checks of `env` and `gate`."""
+    found = _Items()
+    inputs_seen = False
+    for item in sm.step.items:
+        if isinstance(item, ast.Target):
+            found.work.append((f"`{item.kind}` target", item, item.keyword_span))
+        elif isinstance(item, ast.MapBlock):
+            found.work.append(("`map`", item, keyword(item.span, "map")))
+        elif isinstance(item, ast.RouteBlock):
+            found.work.append(("`route`", item, keyword(item.span, "route")))
+        elif isinstance(item, ast.Setting):
+            found.settings.append(item)
+        elif isinstance(item, ast.Env):
+            found.env = found.env or item
+            _env(item, sm.env, report)
+        elif isinstance(item, ast.Inputs):
+            if inputs_seen:
+                report.add(messages.two_inputs(step=sm.id), keyword(item.span, "inputs"))
+                continue
+            inputs_seen = True
+            sm.inputs = item.refs
+        elif isinstance(item, ast.OutputType):
+            found.outputs.append(item)
+        elif isinstance(item, ast.Gate):
+            if found.gate is not None:
+                report.add(messages.two_gates(step=sm.id), keyword(item.span, "gate"))
+                continue
+            found.gate = item
+            _gate(sm, item, report)
+    return found
+
+
+def _settle(model: Model, sm: StepModel, values: dict[str, Any]) -> None:
+    """The step's effective settings: its own, else the workflow's defaults, for what its kind honours."""
     defaults = {"timeout": model.default_timeout_ms, "retry": model.default_retry}
     for name in ("timeout", "retry"):
         if name not in values and sm.honours(name) and defaults[name] is not None:
@@ -420,17 +259,20 @@ def _step(model: Model, step: ast.Step, index: int, report: Report) -> StepModel
     sm.on_error = values.get("on_error", model.default_on_error) or "fail"
     if sm.honours("env"):
         sm.env = {**model.default_env, **sm.env}
+
+
+def _step_references(model: Model, sm: StepModel) -> None:
+    """Queue every reference the step makes, for checking once all steps are known."""
     for reference in sm.inputs:
-        model.references.append((reference, index, False))
+        model.references.append((reference, sm.index, False))
     if sm.map is not None:
-        model.references.append((sm.map.over, index, False))
+        model.references.append((sm.map.over, sm.index, False))
     if sm.route is not None:
-        model.references.append((sm.route.subject, index, False))
+        model.references.append((sm.route.subject, sm.index, False))
     if sm.target is not None:
         for binding in sm.target.bindings or []:
             if isinstance(binding.value, ast.Reference):
-                model.references.append((binding.value, index, sm.map is not None))
-    return sm
+                model.references.append((binding.value, sm.index, sm.map is not None))
 
 
 def _honoured(
@@ -473,7 +315,7 @@ def _work(sm: StepModel, item: Any, report: Report) -> None:
 
 
 def _map_settings(sm: StepModel, settings: list[ast.Setting], report: Report) -> dict[str, Any]:
-    values = _settings(settings, "map", report)
+    values = check_settings(settings, "map", report)
     sm.concurrency = values.get("concurrency", DEFAULT_CONCURRENCY)
     return values
 
@@ -491,7 +333,7 @@ def _gate(sm: StepModel, gate: ast.Gate, report: Report) -> None:
             report.add(messages.gate_check_kind(kind=check.kind), check.keyword_span)
         else:
             sm.gate_check = check
-    values = _settings([s for s in gate.items if isinstance(s, ast.Setting)], "gate", report)
+    values = check_settings([s for s in gate.items if isinstance(s, ast.Setting)], "gate", report)
     sm.max_loops = values.get("max_loops", 1)
 
 

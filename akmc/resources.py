@@ -14,3 +14,8 @@ def data_path(*parts: str) -> Path:
         if candidate.exists():
             return candidate
     raise FileNotFoundError(f"{'/'.join(parts)} is missing from this installation")
+
+
+def explanation(code: str) -> str:
+    """The documentation page of a diagnostic code (markdown), as `akmc explain` prints it."""
+    return data_path("docs", "diagnostics", f"{code}.md").read_text(encoding="utf-8")

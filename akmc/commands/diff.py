@@ -34,7 +34,7 @@ def run(paths: list[Path], *, revision: str | None, output_format: str, root: Pa
 
 
 def _load(path: Path, root: Path | None) -> tuple[dict[str, Any] | None, int]:
-    from akmc.commands.verify import load_plan
+    from akmc.driver import load_plan
 
     plan, code = load_plan(path, root)
     # a source with errors is an error, not a difference
@@ -59,11 +59,9 @@ def _write(items: list[WorkflowDiff], single: PlanDiff | None, revision: str, ou
 
 def _revision(revision: str, paths: list[Path], output_format: str, root: Path | None) -> int:
     from akm_run.plan import plan_hash
-    from akmc.commands.compile import compile_source, report_diagnostics
-    from akmc.compiler import Session
     from akmc.diff import diff
     from akmc.revision import RevisionError, materialise
-    from akmc.workspace import SourceError, discover, display_path, find_root
+    from akmc.workspace import find_root
 
     workspace = find_root(Path.cwd(), root)
     wanted = []
@@ -79,25 +77,8 @@ def _revision(revision: str, paths: list[Path], output_format: str, root: Path |
         except RevisionError as error:
             print(f"akmc: error: {error}", file=sys.stderr)
             return exitcodes.USAGE
-        sides: list[dict[str, dict[str, Any] | None]] = []
-        failed = False
-        for base, label in ((old_root, f"{revision}:"), (workspace, "")):
-            session = Session(base, display=_named(base, label) if label else display_path)
-            found: dict[str, dict[str, Any] | None] = {}
-            for source in discover([base]):
-                relative = source.relative_to(base).as_posix()
-                if wanted and not any(relative == w or relative.startswith(w.rstrip("/") + "/") for w in wanted):
-                    continue
-                try:
-                    _, plan = compile_source(session, source)
-                except SourceError as error:
-                    print(f"akmc: error: {error}", file=sys.stderr)
-                    plan = None
-                found[relative] = plan
-                failed = failed or plan is None
-            report_diagnostics(session.results)
-            sides.append(found)
-    if failed:
+        sides = [_side(old_root, f"{revision}:", wanted), _side(workspace, "", wanted)]
+    if any(plan is None for side in sides for plan in side.values()):
         print("akmc: error: a workflow has errors on one side; nothing is compared", file=sys.stderr)
         return exitcodes.USAGE
     if wanted and not (sides[0] or sides[1]):
@@ -123,6 +104,28 @@ def _revision(revision: str, paths: list[Path], output_format: str, root: Path |
         f"run `akmc diff --rev {revision}{' ' + shown if shown else ''}` to see everything",
     )
     return exitcodes.OK if all(i.status == "equal" for i in items) else exitcodes.FINDINGS
+
+
+def _side(base: Path, label: str, wanted: list[str]) -> dict[str, dict[str, Any] | None]:
+    """Every wanted workflow under `base` by root-relative path → its plan, or None when it has errors
+    (reported on stderr). Files of the old revision are named `REV:path`."""
+    from akmc.compiler import Session
+    from akmc.driver import compile_source, report_diagnostics
+    from akmc.workspace import SourceError, discover, display_path
+
+    session = Session(base, display=_named(base, label) if label else display_path)
+    found: dict[str, dict[str, Any] | None] = {}
+    for source in discover([base]):
+        relative = source.relative_to(base).as_posix()
+        if wanted and not any(relative == w or relative.startswith(w.rstrip("/") + "/") for w in wanted):
+            continue
+        try:
+            _, found[relative] = compile_source(session, source)
+        except SourceError as error:
+            print(f"akmc: error: {error}", file=sys.stderr)
+            found[relative] = None
+    report_diagnostics(session.results)
+    return found
 
 
 def _named(base: Path, label: str) -> Callable[[Path], str]:

@@ -9,7 +9,7 @@ from akmc import exitcodes
 
 
 def run(source: Path, *, output_format: str, depth: int, root: Path | None) -> int:
-    from akmc.commands.verify import load_plan
+    from akmc.driver import load_plan
     from akmc.render import graph
 
     plan, code = load_plan(source, root)

@@ -10,7 +10,7 @@ from akmc import exitcodes
 
 def run(source: Path, *, output_format: str, summary: bool, root: Path | None) -> int:
     from akm_run.plan import plan_hash, render_file
-    from akmc.commands.verify import load_plan
+    from akmc.driver import load_plan
 
     plan, code = load_plan(source, root)
     if plan is None:

@@ -4,16 +4,9 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
 from akmc import exitcodes
-
-
-def load_verified(path: Path, expect_hash: str | None = None) -> tuple[dict[str, object] | None, str]:
-    """(plan, "") when the file verifies, else (None, the refusal naming the JSON path)."""
-    from akm_run.plan import read_file
-
-    return read_file(path, expect_hash)
+from akmc.driver import load_plan
 
 
 def run(path: Path, signers: Path | None = None, signature: Path | None = None) -> int:
@@ -35,21 +28,6 @@ def run(path: Path, signers: Path | None = None, signature: Path | None = None) 
         return exitcodes.USAGE
     print(admitted.summary(path))
     return exitcodes.OK
-
-
-def load_plan(path: Path, root: Path | None) -> tuple[dict[str, Any] | None, int]:
-    """A source (compiled) or a plan file (verified): (plan, OK), or (None, the exit code) with
-    the diagnostics or the refusal already reported on stderr."""
-    if path.suffix == ".akm":
-        from akmc.commands.compile import compile_one
-
-        _, plan, code = compile_one(path, root)
-        return plan, code
-    verified, refusal = load_verified(path)
-    if verified is None:
-        print(f"akmc: refused {path}: {refusal}", file=sys.stderr)
-        return None, exitcodes.REFUSED
-    return dict(verified), exitcodes.OK
 
 
 def hash_of(path: Path, root: Path | None) -> int:

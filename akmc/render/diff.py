@@ -13,7 +13,7 @@ from typing import Any
 
 from akmc.diff import ADDED, CHANGED, ORDER, REMOVED, Change, FieldChange, PlanDiff, WorkflowDiff, kinds
 from akmc.render import plan as full
-from akmc.render.summary import duration, schema_text, short_hash
+from akmc.render.summary import duration, schema_text, short_hash, visible
 
 _SECTIONS = (("params", "params:"), ("outputs", "outputs:"), ("limits", "limits:"), ("steps", "steps:"))
 _TEXTS = ("command", "message", "instructions", "text", "description", "title")
@@ -108,7 +108,7 @@ def _describe(change: Change, indent: str) -> list[str]:
             lines += _field_lines(f, indent + "    ", indent + "      ")
         return lines
     if change.section == "readSet":
-        return [head + full.visible(change.name) + (f"  {value}" if change.op != CHANGED and value else "")]
+        return [head + visible(change.name) + (f"  {value}" if change.op != CHANGED and value else "")]
     if change.section == "params":
         if change.op != CHANGED:
             return [head + full.param_line(change.name, value)]
@@ -152,10 +152,10 @@ def text_diff(old: str | None, new: str | None, indent: str) -> list[str]:
     matcher = difflib.SequenceMatcher(None, before, after, autojunk=False)
     for op, a1, a2, b1, b2 in matcher.get_opcodes():
         if op == "equal":
-            lines += [f"{indent}  {full.visible(line)}".rstrip() for line in before[a1:a2]]
+            lines += [f"{indent}  {visible(line)}".rstrip() for line in before[a1:a2]]
             continue
-        lines += [f"{indent}- {full.visible(line)}".rstrip() for line in before[a1:a2]]
-        lines += [f"{indent}+ {full.visible(line)}".rstrip() for line in after[b1:b2]]
+        lines += [f"{indent}- {visible(line)}".rstrip() for line in before[a1:a2]]
+        lines += [f"{indent}+ {visible(line)}".rstrip() for line in after[b1:b2]]
     if old is None:
         lines.insert(0, f"{indent}(absent before)")
     if new is None:
@@ -173,7 +173,7 @@ def _value(value: Any, field: str = "") -> str:
         return short_hash(value)  # the content or the child's own diff follows
     if field.endswith(("schema", "Schema")) and isinstance(value, dict):
         return schema_text(value)
-    return full.visible(json.dumps(value, ensure_ascii=False, sort_keys=True))
+    return visible(json.dumps(value, ensure_ascii=False, sort_keys=True))
 
 
 # -- Markdown ------------------------------------------------------------------------------------

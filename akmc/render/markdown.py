@@ -8,6 +8,8 @@ from __future__ import annotations
 import html
 import re
 
+from akmc.render.summary import visible
+
 LIMIT = 60_000
 
 
@@ -33,15 +35,11 @@ class Document:
     def details(self, summary: str, lines: list[str], *, info: str = "text", open_: bool = False) -> None:
         """A block; a line break or control character in the summary or a content line is spelled out,
         so neither can end the HTML block or start a line that closes the fence."""
-        from akmc.render.plan import visible
-
         opening = "<details open>" if open_ else "<details>"
         body = [line.replace("\r", "⟨U+000D⟩").replace("\n", "⟨U+000A⟩") for line in lines]
         self.blocks.append((f"{opening}<summary>{html.escape(visible(summary), quote=False)}</summary>", info, body))
 
     def render(self, how_to_see_all: str) -> str:
-        from akmc.render.plan import visible
-
         out = [self.summary, ""]
         size = len(self.summary) + 2
         budget = LIMIT - 400  # room for the closing lines and the note

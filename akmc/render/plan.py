@@ -8,24 +8,11 @@ trailing whitespace) are shown as `⟨U+XXXX⟩`."""
 from __future__ import annotations
 
 import json
-import unicodedata
 from typing import Any
 
-from akmc.render.summary import duration, schema_text
+from akmc.render.summary import duration, schema_text, visible
 
 INLINE_WIDTH = 100
-_HIDDEN = frozenset({"Cc", "Cf", "Co", "Cn", "Cs", "Zl", "Zp", "Zs"})
-
-
-def visible(line: str) -> str:
-    """One line with every character a reader could miss spelled out as `⟨U+XXXX⟩`."""
-    body = line.rstrip(" \t")
-    out = []
-    for char in body:
-        hidden = char != " " and ((char != "\t" and unicodedata.category(char) in _HIDDEN) or char == "⟨")
-        out.append(f"⟨U+{ord(char):04X}⟩" if hidden else char)
-    out += [f"⟨U+{ord(char):04X}⟩" for char in line[len(body) :]]
-    return "".join(out)
 
 
 def text_lines(label: str, text: str, indent: str) -> list[str]:

@@ -17,12 +17,12 @@ _MEANING = re.compile(r"## What it means\n\n(.*?)\n\n##", re.S)
 
 
 def _rules() -> list[dict[str, Any]]:
-    from akmc.commands.explain import page
+    from akmc.resources import explanation
 
     rules = []
     for code in sorted(CATALOG):
         entry = CATALOG[code]
-        text = page(code)
+        text = explanation(code)
         meaning = _MEANING.search(text)
         rules.append(
             {

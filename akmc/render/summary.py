@@ -4,11 +4,24 @@ prompt, approval or script bodies, for logs that must never carry them (`akmc pl
 from __future__ import annotations
 
 import json
+import unicodedata
 from typing import Any
 
 from akm_run.durations import format_ms
 
 _TYPES = {"string": "string", "integer": "int", "number": "number", "boolean": "bool", "null": "null"}
+_HIDDEN = frozenset({"Cc", "Cf", "Co", "Cn", "Cs", "Zl", "Zp", "Zs"})
+
+
+def visible(line: str) -> str:
+    """One line with every character a reader could miss spelled out as `⟨U+XXXX⟩`."""
+    body = line.rstrip(" \t")
+    out = []
+    for char in body:
+        hidden = char != " " and ((char != "\t" and unicodedata.category(char) in _HIDDEN) or char == "⟨")
+        out.append(f"⟨U+{ord(char):04X}⟩" if hidden else char)
+    out += [f"⟨U+{ord(char):04X}⟩" for char in line[len(body) :]]
+    return "".join(out)
 
 
 duration = format_ms  # milliseconds as the language writes them: 2h, 1h30m, 90s → 1m30s, 250ms

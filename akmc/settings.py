@@ -1,0 +1,182 @@
+"""Settings (`timeout`, `retry`, `on_error`, `concurrency`, `max_loops`, `max_units`): where each may
+stand, which step kinds honour it, and its value checked and normalised (E207, E601, W703)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from akm_run.planformat import MAX_CONCURRENCY, MAX_LOOPS, MAX_RETRY, MAX_TIMEOUT_MS, RETRY_REASONS
+from akmc import ast, messages
+from akmc.diagnostics import Report, did_you_mean, position
+
+DEFAULT_CONCURRENCY = 4
+
+# Where each setting may stand.
+STEP_SETTINGS = {"timeout", "retry", "on_error"}
+PLACES = {
+    "step": STEP_SETTINGS,
+    "defaults": STEP_SETTINGS,
+    "map": {"concurrency", "timeout", "retry"},
+    "gate": {"max_loops"},
+    "limits": {"concurrency", "max_units", "timeout"},
+}
+HOME = {
+    "timeout": "a step, a `map` block, `defaults` or `limits`",
+    "retry": "a step, a `map` block or `defaults`",
+    "on_error": "a step or `defaults`",
+    "concurrency": "a `map` block or `limits`",
+    "max_loops": "a `gate` block",
+    "max_units": "`limits`",
+}
+
+# Which step kinds honour which setting (the table in the language reference). A step's kind here is
+# its target's kind (shell, script and agent are "unit"), or "route"; a `map` step honours what its
+# target's kind honours, plus `concurrency`.
+HONOURED = {
+    "unit": {"timeout", "retry", "on_error", "env", "gate"},
+    "uses": {"on_error", "gate"},
+    "approval": {"on_error"},
+    "route": {"on_error"},
+}
+WHY_NOT = {
+    ("uses", "timeout"): "bound the child with its own `limits { timeout }`",
+    ("uses", "retry"): "a failed child is never retried automatically; `akm-run resume` drives it again",
+    ("uses", "env"): "set `env` on the child's own steps",
+    ("approval", "timeout"): "an approval waits for a person, not a process",
+    ("approval", "retry"): "an approval runs no process that could be retried",
+    ("approval", "gate"): "an approval runs no process that a check could re-run",
+}
+
+
+@dataclass(slots=True)
+class Retry:
+    max: int
+    on: list[str]
+    backoff_ms: int | None
+
+
+def check_settings(settings: list[ast.Setting], place: str, report: Report) -> dict[str, Any]:
+    """Validate the settings of one place; returns name → normalised value."""
+    out: dict[str, Any] = {}
+    firsts: dict[str, ast.Setting] = {}
+    for setting in settings:
+        name = setting.name.text
+        if name not in PLACES[place]:
+            _misplaced(setting, place, report)
+            continue
+        if name in firsts:
+            first = position(firsts[name].span)
+            report.add(messages.duplicate_name(what="setting", name=name, first=first), setting.name.span)
+            continue
+        firsts[name] = setting
+        value = _setting_value(setting, place, report)
+        if value is not None:
+            out[name] = value
+    return out
+
+
+def _misplaced(setting: ast.Setting, place: str, report: Report) -> None:
+    name = setting.name.text
+    where = {"step": "a step", "defaults": "`defaults`", "map": "a `map` block", "gate": "a `gate` block"}.get(
+        place, f"`{place}`"
+    )
+    if name in HOME:
+        report.add(messages.misplaced_setting(name=name, where=where, home=HOME[name]), setting.name.span)
+        return
+    help_text = did_you_mean(name, PLACES[place]) or "settings here: " + ", ".join(
+        f"`{s}`" for s in sorted(PLACES[place])
+    )
+    report.add(messages.unknown_setting(name=name, where=where), setting.name.span, help=help_text)
+
+
+def _setting_value(setting: ast.Setting, place: str, report: Report) -> Any:
+    name, value = setting.name.text, setting.value
+    if name == "timeout":
+        return _duration(value, name, report)
+    if name == "on_error":
+        if isinstance(value, ast.Word) and value.text in ("fail", "continue"):
+            return value.text
+        report.add(messages.on_error_value(), value.span)
+        return None
+    if name == "retry":
+        return _retry(value, report)
+    # integers: concurrency, max_units, max_loops
+    if not isinstance(value, ast.Literal) or isinstance(value.value, bool) or not isinstance(value.value, int):
+        report.add(messages.integer_setting(name=name), value.span)
+        return None
+    number = value.value
+    if number < 1:
+        report.add(messages.setting_below_one(name=name, value=number), value.span)
+        return None
+    if name == "concurrency" and number > MAX_CONCURRENCY:
+        report.add(messages.concurrency_clamped(value=number, limit=MAX_CONCURRENCY), value.span)
+        return MAX_CONCURRENCY
+    if name == "max_loops" and number > MAX_LOOPS:
+        report.add(messages.too_many_loops(limit=MAX_LOOPS, value=number), value.span)
+        return None
+    return number
+
+
+def _duration(value: ast.Value, name: str, report: Report) -> int | None:
+    if not isinstance(value, ast.Duration):
+        report.add(messages.duration_setting(name=name), value.span)
+        return None
+    if value.ms < 0:  # E102 already said why
+        return None
+    if value.ms == 0:
+        report.add(messages.zero_duration(name=name), value.span)
+        return None
+    if value.ms > MAX_TIMEOUT_MS:
+        report.add(messages.duration_over_bound(name=name, duration=value.text), value.span)
+        return None
+    return value.ms
+
+
+def _retry(value: ast.Value, report: Report) -> Retry | None:
+    if isinstance(value, ast.Literal) and isinstance(value.value, int) and not isinstance(value.value, bool):
+        return _retry_max(value.value, value.span, report, list(RETRY_REASONS), None)
+    if not isinstance(value, ast.ObjectValue):
+        report.add(messages.retry_value(), value.span)
+        return None
+    entries = {k.text: (k, v) for k, v in value.entries}
+    unknown = [k for k in entries if k not in ("max", "on", "backoff")]
+    for key in unknown:
+        report.add(messages.unknown_retry_field(field=key), entries[key][0].span)
+    if "max" not in entries:
+        report.add(messages.retry_needs_max(), value.span)
+        return None
+    maximum = entries["max"][1]
+    if not isinstance(maximum, ast.Literal) or not isinstance(maximum.value, int) or isinstance(maximum.value, bool):
+        report.add(messages.retry_max_integer(), maximum.span)
+        return None
+    reasons: list[str] = list(RETRY_REASONS)
+    if "on" in entries:
+        on = entries["on"][1]
+        items = on.items if isinstance(on, ast.ListValue) else None
+        if not items or not all(isinstance(i, ast.Word) for i in items):
+            report.add(messages.retry_on_list(reasons=", ".join(RETRY_REASONS)), on.span)
+            return None
+        reasons = []
+        for item in items:
+            assert isinstance(item, ast.Word)
+            if item.text not in RETRY_REASONS:
+                report.add(
+                    messages.unknown_retry_reason(reason=item.text, reasons=", ".join(RETRY_REASONS)),
+                    item.span,
+                    help=did_you_mean(item.text, set(RETRY_REASONS)),
+                )
+            elif item.text not in reasons:
+                reasons.append(item.text)
+    backoff = _duration(entries["backoff"][1], "backoff", report) if "backoff" in entries else None
+    return _retry_max(maximum.value, maximum.span, report, reasons, backoff)
+
+
+def _retry_max(count: int, span: ast.Span, report: Report, on: list[str], backoff: int | None) -> Retry | None:
+    """A retry policy; `max = 0` is a policy that never retries (it switches a default off)."""
+    if not 0 <= count <= MAX_RETRY:
+        report.add(messages.retry_out_of_range(limit=MAX_RETRY, value=count), span)
+        return None
+    if not on:
+        return None
+    return Retry(count, sorted(on, key=RETRY_REASONS.index), backoff)

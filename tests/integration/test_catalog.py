@@ -19,6 +19,14 @@ def test_every_code_has_a_page_and_every_page_a_code() -> None:
     assert {p.stem for p in PAGES.glob("*.md")} == set(CATALOG)
 
 
+def test_every_code_has_its_wording_in_the_registry_and_every_wording_a_code() -> None:
+    """The message registry and the catalog name the same codes: no code without words, no words
+    under a code that is not documented."""
+    from akmc.messages import REGISTRY
+
+    assert {t.code for t in REGISTRY} == set(CATALOG) == {p.stem for p in PAGES.glob("*.md")}
+
+
 @pytest.mark.parametrize("code", sorted(CATALOG))
 def test_page_structure(code: str) -> None:
     page = (PAGES / f"{code}.md").read_text()

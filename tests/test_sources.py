@@ -8,6 +8,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from akmc.compiler import Session
 from akmc.sources import Reader, SourceFile, decode_source, ref_file, relative_to
@@ -109,3 +111,15 @@ def test_a_buffer_not_yet_saved_can_be_composed(root: Path) -> None:
     result = Session(root, reader=reader).check(root / "parent.akm")
     assert result.report.diagnostics == []
     assert Session(root).check(root / "parent.akm").report.diagnostics[0].code == "E400"
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.text(max_size=300), st.integers(min_value=0, max_value=len(PARENT)))
+def test_a_buffer_checks_exactly_as_the_same_text_saved(root: Path, noise: str, at: int) -> None:
+    """Whatever the editor holds, checking it from the overlay gives what checking it from disk gives."""
+    text = PARENT[:at] + noise + PARENT[at:]
+    from_buffer = Session(root, reader=Reader({root / "parent.akm": text})).check(root / "parent.akm")
+    (root / "parent.akm").write_bytes(text.encode("utf-8", "surrogatepass"))
+    from_disk = Session(root).check(root / "parent.akm")
+    assert from_buffer.report.diagnostics == from_disk.report.diagnostics
+    assert from_buffer.plan == from_disk.plan

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import inspect
 import string
-from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -15,8 +14,9 @@ from akmc import messages
 from akmc.diagnostics import Report
 from akmc.messages import REGISTRY, Template
 from akmc.spans import Span
+from helpers import REPO
 
-AKMC = Path(messages.__file__).resolve().parent
+AKMC = REPO / "akmc"
 NAMES = [t.name for t in REGISTRY]
 SPAN = Span(1, 1, 1, 2, 0, 1)
 

@@ -11,8 +11,9 @@ import pytest
 
 from akmc import exitcodes
 from akmc.driver import compile_one, load_plan
+from helpers import REPO
 
-AKMC = Path(__file__).resolve().parent.parent / "akmc"
+AKMC = REPO / "akmc"
 SOURCE = textwrap.dedent("""\
     workflow "hello" {
       step greet {

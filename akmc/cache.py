@@ -20,9 +20,9 @@ from akm_run.atomic import write_atomically
 from akm_run.digest import tagged_sha256
 from akmc import __version__
 from akmc.diagnostics import CATALOG, Diagnostic, Related
-from akmc.sources import SourceFile, relative_to
+from akmc.sources import SourceFile
 from akmc.spans import Span
-from akmc.workspace import display_path
+from akmc.workspace import display_path, relative_to
 
 DIRECTORY = ".akmc-cache"
 FORMAT = 1

@@ -16,9 +16,9 @@ from akmc import ast, messages
 from akmc.compose import Child
 from akmc.diagnostics import ERROR, Report
 from akmc.messages import Message
-from akmc.sources import Reader, SourceFile, decode_source, relative_to
+from akmc.sources import Reader, SourceFile, decode_source
 from akmc.spans import keyword
-from akmc.workspace import FILE_START, SourceError, display_path, find_root, real_path
+from akmc.workspace import FILE_START, SourceError, display_path, find_root, real_path, relative_to
 
 
 @dataclass(slots=True)

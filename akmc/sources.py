@@ -3,12 +3,11 @@ that supplies a source's bytes (from disk, or from an editor's buffer laid over 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from akmc.workspace import MAX_SOURCE_BYTES, SUFFIX, SourceError, read_bytes, real_path
+from akmc.workspace import MAX_SOURCE_BYTES, SUFFIX, SourceError, read_bytes, real_path, relative_to
 
 if TYPE_CHECKING:
     from akmc.messages import Message
@@ -34,14 +33,6 @@ class SourceFile(NamedTuple):
         if self.relative is None:
             return self.path.stem
         return self.relative.removesuffix(SUFFIX)
-
-
-def relative_to(path: Path, root: Path) -> str | None:
-    """`path` relative to `root` as a POSIX path, lexically (both already resolved); None outside it."""
-    relative = os.path.relpath(path, root)
-    if relative == os.pardir or relative.startswith(os.pardir + os.sep):
-        return None
-    return relative.replace(os.sep, "/")
 
 
 def ref_file(root: Path, ref: str) -> Path:
@@ -88,4 +79,4 @@ def decode_source(data: bytes) -> str | Message:
     return text.removeprefix("\ufeff")
 
 
-__all__ = ["MAX_SOURCE_BYTES", "Reader", "SourceError", "SourceFile", "decode_source", "ref_file", "relative_to"]
+__all__ = ["MAX_SOURCE_BYTES", "Reader", "SourceError", "SourceFile", "decode_source", "ref_file"]

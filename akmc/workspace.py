@@ -35,14 +35,22 @@ def find_root(start: Path, override: Path | None = None) -> Path:
     return Path.cwd().resolve()
 
 
-def ref_of(path: Path, root: Path) -> str | None:
-    """`workflows/release` for `<root>/workflows/release.akm`; None outside the root."""
-    try:
-        relative = real_path(path).relative_to(root)
-    except (ValueError, OSError):
+def relative_to(path: Path, root: Path) -> str | None:
+    """`path` relative to `root` as a POSIX path, lexically (resolve both first to follow symlinks);
+    None outside the root."""
+    relative = os.path.relpath(path, root)
+    if relative == os.pardir or relative.startswith(os.pardir + os.sep):
         return None
-    text = relative.as_posix()
-    return text[: -len(SUFFIX)] if text.endswith(SUFFIX) else text
+    return relative.replace(os.sep, "/")
+
+
+def ref_of(path: Path, root: Path) -> str | None:
+    """`workflows/release` for `<root>/workflows/release.akm` (`root` resolved); None outside the root."""
+    try:
+        relative = relative_to(real_path(path), root)
+    except OSError:
+        return None
+    return relative.removesuffix(SUFFIX) if relative is not None else None
 
 
 def display_path(path: Path | str) -> str:
@@ -169,10 +177,10 @@ def composer_candidates(
     queue = list(wanted)
     while queue:
         for parent in sorted(composers.get(queue.pop(), ())):
-            relative = os.path.relpath(os.path.abspath(parent), resolved_root)
-            if parent not in found and not relative.startswith(".."):
+            relative = relative_to(Path(os.path.abspath(parent)), resolved_root)
+            if parent not in found and relative is not None:
                 found[parent] = None
-                queue.append(Path(relative).as_posix().removesuffix(SUFFIX))
+                queue.append(relative.removesuffix(SUFFIX))
     return [p for p in found if os.path.abspath(p) not in given]
 
 

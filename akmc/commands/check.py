@@ -266,8 +266,7 @@ def _work(job: tuple[Path, bool, list[Path]]) -> tuple[bool, list[Cached]]:
 
 def _record(result: FileResult) -> Cached:
     """What the cache keeps of a fresh result; `uses` names the children it composes inside the root."""
-    from akmc.sources import relative_to
-    from akmc.workspace import real_path
+    from akmc.workspace import real_path, relative_to
 
     uses = [
         r

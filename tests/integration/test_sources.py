@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from akmc.compiler import Session
-from akmc.sources import Reader, SourceFile, decode_source, ref_file, relative_to
-from akmc.workspace import MAX_SOURCE_BYTES, SourceError
+from akmc.sources import Reader, SourceFile, decode_source, ref_file
+from akmc.workspace import MAX_SOURCE_BYTES, SourceError, relative_to
 
 CHILD = textwrap.dedent("""\
     workflow "child" {

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +21,13 @@ LANGUAGE_EXAMPLE = REPO / "golden" / "language-example"
 DATA = REPO / "tests" / "data"
 
 Files = dict[str, str | bytes]
+
+
+def source(text: str) -> str:
+    """A file written as an indented triple-quoted block, so it reads as the file it stands for:
+    drops the newline after the opening quotes and the common indentation, and the closing quotes'
+    own line leaves the final newline. Use bytes or plain strings for deliberately odd input."""
+    return textwrap.dedent(text.removeprefix("\n"))
 
 
 def run_cli(

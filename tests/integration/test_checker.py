@@ -2,126 +2,186 @@
 
 from __future__ import annotations
 
-from helpers import Checker
-
-HEAD = 'workflow "w" {\n'
+from helpers import Checker, source
 
 
 def test_clean_workflow(codes: Checker) -> None:
-    assert codes(HEAD + '  step a {\n    shell "x"\n  }\n}\n') == []
+    src = source("""
+        workflow "w" {
+          step a {
+            shell "x"
+          }
+        }
+    """)
+    assert codes(src) == []
 
 
 def test_unknown_step_with_did_you_mean(codes: Checker) -> None:
-    src = HEAD + '  step review { shell "r" }\n  step b {\n    shell "x"\n    inputs = [steps.reviw.output]\n  }\n}\n'
+    src = source("""
+        workflow "w" {
+          step review { shell "r" }
+          step b {
+            shell "x"
+            inputs = [steps.reviw.output]
+          }
+        }
+    """)
     [diagnostic] = codes.diagnostics(src)
     assert (diagnostic.code, diagnostic.span.line, diagnostic.help) == ("E203", 5, "did you mean `review`?")
 
 
 def test_independent_problems_all_reported(codes: Checker) -> None:
-    src = HEAD + (
-        "  params { p: integer }\n"
-        '  step a { shell "x" inputs = [steps.nope.output, params.p, params.q] }\n'
-        '  step a { shell "y" }\n'
-        '  step c { concurrency = 3 shell "z" }\n'
-        "}\n"
-    )
+    src = source("""
+        workflow "w" {
+          params { p: integer }
+          step a { shell "x" inputs = [steps.nope.output, params.p, params.q] }
+          step a { shell "y" }
+          step c { concurrency = 3 shell "z" }
+        }
+    """)
     assert sorted(codes(src)) == sorted(["E306@2", "E203@3", "E205@3", "E200@4", "E207@5"])
 
 
 def test_self_and_forward_references(codes: Checker) -> None:
-    src = (
-        HEAD
-        + '  step a {\n    shell "x"\n    inputs = [steps.a.output, steps.b.output]\n  }\n  step b { shell "y" }\n}\n'
-    )
+    src = source("""
+        workflow "w" {
+          step a {
+            shell "x"
+            inputs = [steps.a.output, steps.b.output]
+          }
+          step b { shell "y" }
+        }
+    """)
     assert codes(src) == ["E204@4", "E204@4"]
 
 
 def test_field_paths(codes: Checker) -> None:
-    src = HEAD + (
-        '  step a { shell "x" output: { files: list[string], meta: map[int] } }\n'
-        '  step b { shell "y" inputs = [steps.a.output.files[0], steps.a.output.meta.any, steps.a.output.count] }\n'
-        '  step c { shell "z" inputs = [steps.a.output.files.x, steps.a.output.files[0][1]] }\n'
-        "}\n"
-    )
+    src = source("""
+        workflow "w" {
+          step a { shell "x" output: { files: list[string], meta: map[int] } }
+          step b { shell "y" inputs = [steps.a.output.files[0], steps.a.output.meta.any, steps.a.output.count] }
+          step c { shell "z" inputs = [steps.a.output.files.x, steps.a.output.files[0][1]] }
+        }
+    """)
     assert codes(src) == ["E301@3", "E302@4", "E302@4"]
 
 
 def test_e301_lists_the_fields(codes: Checker) -> None:
-    src = HEAD + '  step a { shell "x" output: { files: list[string], total: int } }\n'
-    src += '  step b { shell "y" inputs = [steps.a.output.count] }\n}\n'
+    src = source("""
+        workflow "w" {
+          step a { shell "x" output: { files: list[string], total: int } }
+          step b { shell "y" inputs = [steps.a.output.count] }
+        }
+    """)
     [d] = codes.diagnostics(src)
     assert d.code == "E301" and d.help == "fields that exist: `files`, `total`"
 
 
 def test_any_and_union_paths_resolve_at_run_time(codes: Checker) -> None:
-    src = HEAD + '  step a { shell "x" }\n  step b { shell "y" output: { x: int } | null }\n'
-    src += '  step c { shell "z" inputs = [steps.a.output.deep[3].er, steps.b.output.x] }\n}\n'
+    src = source("""
+        workflow "w" {
+          step a { shell "x" }
+          step b { shell "y" output: { x: int } | null }
+          step c { shell "z" inputs = [steps.a.output.deep[3].er, steps.b.output.x] }
+        }
+    """)
     assert codes(src) == []
 
 
 def test_map_over_non_list(codes: Checker) -> None:
-    src = HEAD + '  params { n: string }\n  step m { map params.n { shell "x" } }\n}\n'
+    src = source("""
+        workflow "w" {
+          params { n: string }
+          step m { map params.n { shell "x" } }
+        }
+    """)
     assert codes(src) == ["E303@3"]
 
 
 def test_map_needs_exactly_one_target(codes: Checker) -> None:
-    src = HEAD + "  params { n: list[int] }\n  step m { map params.n { concurrency = 2 } }\n"
-    src += '  step k { map params.n { shell "a" agent "b" } }\n}\n'
+    src = source("""
+        workflow "w" {
+          params { n: list[int] }
+          step m { map params.n { concurrency = 2 } }
+          step k { map params.n { shell "a" agent "b" } }
+        }
+    """)
     assert codes(src) == ["E206@3", "E206@4"]
 
 
 def test_route_checks(codes: Checker) -> None:
-    src = HEAD + (
-        '  params { mode: "a" | "b" }\n'
-        '  step r { route params.mode { "a" -> x  "a" -> y  "c" -> x  true -> r } }\n'
-        '  step x { shell "x" }\n  step y { shell "y" }\n}\n'
-    )
+    src = source("""
+        workflow "w" {
+          params { mode: "a" | "b" }
+          step r { route params.mode { "a" -> x  "a" -> y  "c" -> x  true -> r } }
+          step x { shell "x" }
+          step y { shell "y" }
+        }
+    """)
     assert sorted(codes(src)) == sorted(["E201@3", "E304@3", "E304@3", "E208@3", "W701@3"])
 
 
 def test_default_must_match_type(codes: Checker) -> None:
-    src = (
-        HEAD
-        + '  params {\n    a: int = "x"\n    b: string(pattern: "^v") = "v1"\n    c: list[int](min_items: 2) = [1]\n  }\n'
-    )
-    src += '  step s { shell "x" inputs = [params.a, params.b, params.c] }\n}\n'
+    src = source("""
+        workflow "w" {
+          params {
+            a: int = "x"
+            b: string(pattern: "^v") = "v1"
+            c: list[int](min_items: 2) = [1]
+          }
+          step s { shell "x" inputs = [params.a, params.b, params.c] }
+        }
+    """)
     assert codes(src) == ["E300@3", "E300@5"]
 
 
 def test_output_type_must_be_satisfied(codes: Checker) -> None:
-    src = (
-        HEAD
-        + "  outputs {\n    a: int = steps.s.output.n\n    b: number = steps.s.output.n\n    c: string = steps.s.output.n\n  }\n"
-    )
-    src += '  step s { shell "x" output: { n: int } }\n}\n'
+    src = source("""
+        workflow "w" {
+          outputs {
+            a: int = steps.s.output.n
+            b: number = steps.s.output.n
+            c: string = steps.s.output.n
+          }
+          step s { shell "x" output: { n: int } }
+        }
+    """)
     assert codes(src) == ["E305@5"]
 
 
 def test_settings_bounds_and_clamps(codes: Checker) -> None:
-    src = HEAD + (
-        "  limits { concurrency = 100 max_units = 0 }\n"
-        '  step s { shell "x" timeout = 25h retry = { max = 11, on = [exit, never] } on_error = maybe }\n'
-        "}\n"
-    )
+    src = source("""
+        workflow "w" {
+          limits { concurrency = 100 max_units = 0 }
+          step s { shell "x" timeout = 25h retry = { max = 11, on = [exit, never] } on_error = maybe }
+        }
+    """)
     assert sorted(codes(src)) == sorted(["W703@2", "E601@2", "E601@3", "E601@3", "E207@3", "E207@3"])
 
 
 def test_duplicates_and_conflicts(codes: Checker) -> None:
-    src = HEAD + (
-        "  params { a: int = 1 a: int = 2 }\n  params { }\n"
-        '  step s { shell "x" script "y.sh" output: int output: int env { A = "1" A = "2" } inputs = [params.a] }\n'
-        "}\n"
-    )
+    src = source("""
+        workflow "w" {
+          params { a: int = 1 a: int = 2 }
+          params { }
+          step s { shell "x" script "y.sh" output: int output: int env { A = "1" A = "2" } inputs = [params.a] }
+        }
+    """)
     assert sorted(codes(src)) == sorted(["E201@2", "E202@3", "E202@4", "E202@4", "E201@4"])
 
 
 def test_files_are_frozen_inside_the_workspace(codes: Checker) -> None:
     files = {"scripts/ok.sh": "#!/bin/sh\necho ok\n", "scripts/bad.sh": "echo\n", "p.md": "Prompt"}
-    src = HEAD + (
-        '  step a { script "scripts/ok.sh" }\n  step b { script "scripts/bad.sh" }\n'
-        '  step c { script "/etc/passwd" }\n  step d { agent file("../p.md") }\n'
-        '  step e { agent file("p.md") }\n  step f { script "nope.sh" }\n}\n'
-    )
+    src = source("""
+        workflow "w" {
+          step a { script "scripts/ok.sh" }
+          step b { script "scripts/bad.sh" }
+          step c { script "/etc/passwd" }
+          step d { agent file("../p.md") }
+          step e { agent file("p.md") }
+          step f { script "nope.sh" }
+        }
+    """)
     assert codes(src, files=files) == ["E502@3", "E501@4", "E501@5", "E500@7"]
 
 
@@ -129,7 +189,12 @@ def test_symlink_out_of_the_workspace(codes: Checker, tmp_path_factory) -> None:
     outside = tmp_path_factory.mktemp("outside") / "x.sh"
     outside.write_text("#!/bin/sh\n")
     (codes.root / "link.sh").symlink_to(outside)
-    assert codes(HEAD + '  step a { script "link.sh" }\n}\n') == ["E501@2"]
+    src = source("""
+        workflow "w" {
+          step a { script "link.sh" }
+        }
+    """)
+    assert codes(src) == ["E501@2"]
 
 
 def test_credentials_in_env_literals(codes: Checker) -> None:
@@ -139,54 +204,84 @@ def test_credentials_in_env_literals(codes: Checker) -> None:
     ]  # fmt: skip
     harmless = ["true", "C.UTF-8", "https://example.com/a/b", "0123456789abcdef0123456789abcdef01234567", "x" * 64]
     env = " ".join(f'V{i} = "{v}"' for i, v in enumerate(tokens + harmless))
-    found = codes(HEAD + f'  step a {{ shell "x" env {{ {env} }} }}\n}}\n')
-    assert found == ["E600@2"] * len(tokens)
+    src = source(f"""
+        workflow "w" {{
+          step a {{ shell "x" env {{ {env} }} }}
+        }}
+    """)
+    assert codes(src) == ["E600@2"] * len(tokens)
 
 
 def test_skippable_read_warns(codes: Checker) -> None:
-    src = HEAD + (
-        '  params { m: "a" | "b" }\n  step r { route params.m { "a" -> x  "b" -> y } }\n'
-        '  step x { shell "x" }\n  step y { shell "y" }\n  step z { shell "z" inputs = [steps.x.output] }\n}\n'
-    )
+    src = source("""
+        workflow "w" {
+          params { m: "a" | "b" }
+          step r { route params.m { "a" -> x  "b" -> y } }
+          step x { shell "x" }
+          step y { shell "y" }
+          step z { shell "z" inputs = [steps.x.output] }
+        }
+    """)
     assert codes(src) == ["W702@6"]
 
 
 # -- every reference is checked, wherever it stands ----------------------------------------------------
 
-CHILD = (
-    'workflow "child" {\n  params { environment: string }\n  step a { shell "x" inputs = [params.environment] }\n}\n'
-)
+CHILD = source("""
+    workflow "child" {
+      params { environment: string }
+      step a { shell "x" inputs = [params.environment] }
+    }
+""")
 
 
 def test_map_and_route_subjects_are_checked(codes: Checker) -> None:
-    src = HEAD + "  params { mm: string }\n"
-    src += '  step c { map params.nope { shell "echo" } }\n'
-    src += '  step d { route params.mmm { "x" -> e } }\n'
-    src += '  step e { map steps.f.output { shell "y" } }\n  step f { shell "z" inputs = [params.mm] }\n}\n'
+    src = source("""
+        workflow "w" {
+          params { mm: string }
+          step c { map params.nope { shell "echo" } }
+          step d { route params.mmm { "x" -> e } }
+          step e { map steps.f.output { shell "y" } }
+          step f { shell "z" inputs = [params.mm] }
+        }
+    """)
     assert codes(src) == ["E205@3", "E205@4", "E204@5"]
 
 
 def test_uses_bindings_are_checked(codes: Checker) -> None:
-    src = HEAD + '  step a { shell "x" output: { n: string } }\n'
-    src += '  step b { uses "child" { environment = steps.zzz.output } }\n'
-    src += '  step c { uses "child" { environment = steps.a.output.m } }\n}\n'
+    src = source("""
+        workflow "w" {
+          step a { shell "x" output: { n: string } }
+          step b { uses "child" { environment = steps.zzz.output } }
+          step c { uses "child" { environment = steps.a.output.m } }
+        }
+    """)
     assert codes(src, files={"child.akm": CHILD}) == ["E203@3", "E301@4"]
 
 
 def test_item_names_the_element_in_the_bindings_of_a_mapped_uses(codes: Checker) -> None:
-    src = HEAD + "  params { targets: list[{ name: string, port: int }] }\n"
-    src += '  step a { map params.targets { uses "child" { environment = item.name } } }\n'
-    src += '  step b { map params.targets { uses "child" { environment = item.port } } }\n'
-    src += '  step c { map params.targets { uses "child" { environment = item.host } } }\n}\n'
+    src = source("""
+        workflow "w" {
+          params { targets: list[{ name: string, port: int }] }
+          step a { map params.targets { uses "child" { environment = item.name } } }
+          step b { map params.targets { uses "child" { environment = item.port } } }
+          step c { map params.targets { uses "child" { environment = item.host } } }
+        }
+    """)
     assert codes(src, files={"child.akm": CHILD}) == ["E307@4", "E301@5"]
 
 
 def test_item_outside_a_map_block_is_e209(codes: Checker) -> None:
-    src = HEAD + "  params { xs: list[string] }\n"
-    src += '  step a { map params.xs { shell "x" } inputs = [item] }\n'
-    src += '  step b { uses "child" { environment = item } }\n'
-    src += '  step c { route item { "a" -> d } }\n  step d { map item { shell "y" } }\n'
-    src += "  outputs { o = item.x }\n}\n"
+    src = source("""
+        workflow "w" {
+          params { xs: list[string] }
+          step a { map params.xs { shell "x" } inputs = [item] }
+          step b { uses "child" { environment = item } }
+          step c { route item { "a" -> d } }
+          step d { map item { shell "y" } }
+          outputs { o = item.x }
+        }
+    """)
     assert sorted(codes(src, files={"child.akm": CHILD})) == ["E209@3", "E209@4", "E209@5", "E209@6", "E209@7"]
 
 
@@ -194,27 +289,40 @@ def test_item_outside_a_map_block_is_e209(codes: Checker) -> None:
 
 
 def test_settings_a_step_kind_ignores_are_e207(codes: Checker) -> None:
-    src = HEAD + '  step a { uses "child" { environment = "x" } timeout = 1s retry = 1 env { A = "b" } }\n'
-    src += '  step b { approval "ok?" timeout = 1s retry = 2 gate { check shell "t" } env { A = "b" } }\n'
-    src += '  step c { route params.p { "x" -> d } timeout = 1s retry = 1 env { A = "b" } gate { check shell "t" } }\n'
-    src += '  step d { shell "x" }\n  params { p: string }\n}\n'
+    src = source("""
+        workflow "w" {
+          step a { uses "child" { environment = "x" } timeout = 1s retry = 1 env { A = "b" } }
+          step b { approval "ok?" timeout = 1s retry = 2 gate { check shell "t" } env { A = "b" } }
+          step c { route params.p { "x" -> d } timeout = 1s retry = 1 env { A = "b" } gate { check shell "t" } }
+          step d { shell "x" }
+          params { p: string }
+        }
+    """)
     assert codes(src, files={"child.akm": CHILD}) == ["E207@2"] * 3 + ["E207@3"] * 4 + ["E207@4"] * 4
 
 
 def test_what_a_step_honours_is_accepted(codes: Checker) -> None:
-    src = HEAD + "  params { xs: list[string] }\n"
-    src += (
-        '  step a { shell "x" timeout = 1s retry = 1 env { A = "b" } on_error = continue gate { check shell "t" } }\n'
-    )
-    src += '  step b { map params.xs { shell "y" timeout = 2s retry = 2 concurrency = 2 } on_error = continue }\n'
-    src += '  step c { uses "child" { environment = "x" } on_error = continue gate { check shell "t" } }\n'
-    src += '  step d { approval "ok?" on_error = continue }\n}\n'
+    src = source("""
+        workflow "w" {
+          params { xs: list[string] }
+          step a { shell "x" timeout = 1s retry = 1 env { A = "b" } on_error = continue gate { check shell "t" } }
+          step b { map params.xs { shell "y" timeout = 2s retry = 2 concurrency = 2 } on_error = continue }
+          step c { uses "child" { environment = "x" } on_error = continue gate { check shell "t" } }
+          step d { approval "ok?" on_error = continue }
+        }
+    """)
     assert codes(src, files={"child.akm": CHILD}) == []
 
 
 def test_defaults_apply_only_where_honoured(codes: Checker) -> None:
-    src = HEAD + '  defaults { timeout = 5s retry = 2 env { A = "b" } on_error = continue }\n'
-    src += '  step a { shell "x" }\n  step b { approval "ok?" }\n  step c { uses "child" { environment = "x" } }\n}\n'
+    src = source("""
+        workflow "w" {
+          defaults { timeout = 5s retry = 2 env { A = "b" } on_error = continue }
+          step a { shell "x" }
+          step b { approval "ok?" }
+          step c { uses "child" { environment = "x" } }
+        }
+    """)
     result = codes.result(src, files={"child.akm": CHILD})
     assert result.report.diagnostics == []
     shell, approval, child = result.plan["steps"]
@@ -224,32 +332,55 @@ def test_defaults_apply_only_where_honoured(codes: Checker) -> None:
 
 
 def test_retry_zero_switches_a_default_off(codes: Checker) -> None:
-    src = HEAD + '  defaults { retry = 3 }\n  step a { shell "x" retry = 0 }\n  step b { shell "y" }\n}\n'
+    src = source("""
+        workflow "w" {
+          defaults { retry = 3 }
+          step a { shell "x" retry = 0 }
+          step b { shell "y" }
+        }
+    """)
     result = codes.result(src)
     assert result.report.diagnostics == []
     assert "retry" not in result.plan["steps"][0] and result.plan["steps"][1]["retry"]["max"] == 3
 
 
 def test_a_setting_both_in_the_map_block_and_on_the_step_is_e201(codes: Checker) -> None:
-    src = HEAD + '  params { xs: list[string] }\n  step a {\n    map params.xs { shell "y" timeout = 2s }\n'
-    src += "    timeout = 3s\n  }\n}\n"
+    src = source("""
+        workflow "w" {
+          params { xs: list[string] }
+          step a {
+            map params.xs { shell "y" timeout = 2s }
+            timeout = 3s
+          }
+        }
+    """)
     assert codes(src) == ["E201@5"]
 
 
 # -- a skipped step's output is null -------------------------------------------------------------------
 
-ROUTED = HEAD + '  params { mode: "a" | "b" }\n  step r { route params.mode { "a" -> s  "b" -> t } }\n'
-ROUTED += '  step s { shell "x" output: string }\n  step t { shell "y" }\n'
+
+def routed(last: str) -> str:
+    """Step `s` runs only on one route; `last` is the line after it, before the closing brace."""
+    return source(f"""
+        workflow "w" {{
+          params {{ mode: "a" | "b" }}
+          step r {{ route params.mode {{ "a" -> s  "b" -> t }} }}
+          step s {{ shell "x" output: string }}
+          step t {{ shell "y" }}
+          {last}
+        }}
+    """)
 
 
 def test_an_output_reading_a_skippable_step_must_admit_null(codes: Checker) -> None:
-    assert codes(ROUTED + "  outputs { o: string = steps.s.output }\n}\n") == ["E305@6"]
-    assert codes(ROUTED + "  outputs { o: string | null = steps.s.output }\n}\n") == []
-    assert codes(ROUTED + "  outputs { o = steps.s.output }\n}\n") == []
+    assert codes(routed("outputs { o: string = steps.s.output }")) == ["E305@6"]
+    assert codes(routed("outputs { o: string | null = steps.s.output }")) == []
+    assert codes(routed("outputs { o = steps.s.output }")) == []
 
 
 def test_a_binding_reading_a_skippable_step_must_fit_a_nullable_param(codes: Checker) -> None:
-    src = ROUTED + '  step u { uses "child" { environment = steps.s.output } }\n}\n'
+    src = routed('step u { uses "child" { environment = steps.s.output } }')
     [d] = codes.diagnostics(src, files={"child.akm": CHILD})
     assert d.code == "E307" and d.help is not None and "route step `r` may skip step `s`" in d.help
 
@@ -258,24 +389,58 @@ def test_a_binding_reading_a_skippable_step_must_fit_a_nullable_param(codes: Che
 
 
 def test_bad_literals_are_diagnostics(codes: Checker) -> None:
-    assert codes(HEAD + '  step a { shell "\\ud800x" }\n}\n') == ["E101@2"]
-    assert codes(HEAD + '  step a { shell "\\ud83d\\ude00" }\n}\n') == []
-    [lone] = codes.diagnostics(HEAD + '  step a { shell "\\ud83d\\ude00\\ude01" }\n}\n')
+    lone_high = source(r"""
+        workflow "w" {
+          step a { shell "\ud800x" }
+        }
+    """)
+    assert codes(lone_high) == ["E101@2"]
+    pair = source(r"""
+        workflow "w" {
+          step a { shell "\ud83d\ude00" }
+        }
+    """)
+    assert codes(pair) == []
+    pair_and_lone_low = source(r"""
+        workflow "w" {
+          step a { shell "\ud83d\ude00\ude01" }
+        }
+    """)
+    [lone] = codes.diagnostics(pair_and_lone_low)
     assert lone.message == "lone surrogate escape `\\ude01` in string" and lone.span.column == 31
-    assert codes(
-        HEAD + "  params { n: int = " + "9" * 5000 + ' }\n  step a { shell "x" inputs = [params.n] }\n}\n'
-    ) == ["E102@2"]
-    assert codes(HEAD + '  step a { shell "x" timeout = ' + "9" * 5000 + "s }\n}\n") == ["E102@2"]
+    huge = "9" * 5000
+    huge_int = source(f"""
+        workflow "w" {{
+          params {{ n: int = {huge} }}
+          step a {{ shell "x" inputs = [params.n] }}
+        }}
+    """)
+    assert codes(huge_int) == ["E102@2"]
+    huge_duration = source(f"""
+        workflow "w" {{
+          step a {{ shell "x" timeout = {huge}s }}
+        }}
+    """)
+    assert codes(huge_duration) == ["E102@2"]
 
 
 def test_secret_names_must_be_environment_variable_names(codes: Checker) -> None:
-    src = HEAD + '  step a { shell "x" env { A = secret("A(B") B = secret("") C = secret("OK_1") } }\n}\n'
+    src = source("""
+        workflow "w" {
+          step a { shell "x" env { A = secret("A(B") B = secret("") C = secret("OK_1") } }
+        }
+    """)
     assert codes(src) == ["E207@2", "E207@2"]
 
 
 def test_catastrophic_patterns_are_e306(codes: Checker) -> None:
-    src = HEAD + '  params { p: string(pattern: "^(a+)+$") = "' + "a" * 40 + 'b" }\n'
-    src += '  step a { shell "x" inputs = [params.p] }\n}\n'
+    almost = "a" * 40 + "b"
+    src = source(f"""
+        workflow "w" {{
+          params {{ p: string(pattern: "^(a+)+$") = "{almost}" }}
+          step a {{ shell "x" inputs = [params.p] }}
+        }}
+    """)
     assert codes(src) == ["E306@2"]
 
 
@@ -294,9 +459,13 @@ def test_checking_work_is_linear_in_reference_length(codes: Checker, monkeypatch
     monkeypatch.setattr(ast.Reference, "text", property(counted))
     for length in (10, 2000):
         built.clear()
-        src = (
-            HEAD + '  step a { shell "x" }\n  step b { shell "y" inputs = [steps.a.output' + ".f" * length + "] }\n}\n"
-        )
+        fields = ".f" * length
+        src = source(f"""
+            workflow "w" {{
+              step a {{ shell "x" }}
+              step b {{ shell "y" inputs = [steps.a.output{fields}] }}
+            }}
+        """)
         assert codes(src) == []
         assert built.count(length) <= 3
 
@@ -305,7 +474,12 @@ def test_an_any_output_type_compiles_to_no_schema(codes: Checker) -> None:
     """Found by the property test: `output: any` lowered to an empty schema, which verification refuses."""
     from akm_run.plan import render_file, verify_file
 
-    src = HEAD + '  step a { shell "x" output: any }\n  outputs { o: any = steps.a.output }\n}\n'
+    src = source("""
+        workflow "w" {
+          step a { shell "x" output: any }
+          outputs { o: any = steps.a.output }
+        }
+    """)
     result = codes.result(src)
     assert result.report.diagnostics == [] and "outputSchema" not in result.plan["steps"][0]
     verify_file(render_file(result.plan).encode())

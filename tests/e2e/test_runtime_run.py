@@ -9,20 +9,31 @@ import sqlite3
 import stat
 from pathlib import Path
 
-from helpers import Runtime
+from helpers import Runtime, source
 
-ECHO_CONTEXT = 'workflow "ctx" {\n  params { who: string = "ada" }\n  step show {\n    shell "cat"\n    inputs = [params.who]\n  }\n}\n'
-
-
-def _wf(body: str, title: str = "t", head: str = "") -> str:
-    return f'workflow "{title}" {{\n{head}{body}}}\n'
+ECHO_CONTEXT = source("""
+    workflow "ctx" {
+      params { who: string = "ada" }
+      step show {
+        shell "cat"
+        inputs = [params.who]
+      }
+    }
+""")
 
 
 # -- only verified plans run --------------------------------------------------------------------------
 
 
 def test_a_tampered_plan_is_refused_before_anything_is_written(runtime: Runtime) -> None:
-    plan = runtime.compile("wf.akm", _wf('  step touch {\n    shell "touch touched"\n  }\n'))
+    src = source("""
+        workflow "t" {
+          step touch {
+            shell "touch touched"
+          }
+        }
+    """)
+    plan = runtime.compile("wf.akm", src)
     plan.write_text(plan.read_text().replace("touch touched", "touch TOUCHED"))
     result = runtime.akm("run", plan)
     assert result.returncode == 4 and "refused" in result.stderr and "planHash" in result.stderr
@@ -30,7 +41,14 @@ def test_a_tampered_plan_is_refused_before_anything_is_written(runtime: Runtime)
 
 
 def test_expect_hash_pins_the_reviewed_plan(runtime: Runtime) -> None:
-    plan = runtime.compile("wf.akm", _wf('  step ok {\n    shell "true"\n  }\n'))
+    src = source("""
+        workflow "t" {
+          step ok {
+            shell "true"
+          }
+        }
+    """)
+    plan = runtime.compile("wf.akm", src)
     wrong = "sha256:" + "0" * 64
     assert runtime.akm("run", plan, "--expect-hash", wrong).returncode == 4
     assert not runtime.state.exists()
@@ -39,9 +57,17 @@ def test_expect_hash_pins_the_reviewed_plan(runtime: Runtime) -> None:
 
 
 def test_a_tampered_stored_plan_is_refused_on_every_drive(runtime: Runtime) -> None:
-    plan = runtime.compile(
-        "wf.akm", _wf('  step wait {\n    approval "ok?"\n  }\n  step after {\n    shell "touch after"\n  }\n')
-    )
+    src = source("""
+        workflow "t" {
+          step wait {
+            approval "ok?"
+          }
+          step after {
+            shell "touch after"
+          }
+        }
+    """)
+    plan = runtime.compile("wf.akm", src)
     code, document = runtime.run_json(plan)
     assert code == 3
     with sqlite3.connect(runtime.state / "state.db") as db:
@@ -55,10 +81,20 @@ def test_a_tampered_stored_plan_is_refused_on_every_drive(runtime: Runtime) -> N
 # -- params --------------------------------------------------------------------------------------------
 
 
-PARAMS = _wf(
-    '  step show {\n    shell "cat"\n    inputs = [params.n, params.flag, params.tags, params.name]\n  }\n',
-    head='  params {\n    n: int(min: 1)\n    flag: bool = false\n    tags: list[string] = []\n    name: "a" | "b" = "a"\n  }\n',
-)
+PARAMS = source("""
+    workflow "t" {
+      params {
+        n: int(min: 1)
+        flag: bool = false
+        tags: list[string] = []
+        name: "a" | "b" = "a"
+      }
+      step show {
+        shell "cat"
+        inputs = [params.n, params.flag, params.tags, params.name]
+      }
+    }
+""")
 
 
 def test_params_are_parsed_by_type_with_defaults(runtime: Runtime) -> None:
@@ -93,10 +129,22 @@ def test_bad_params_exit_two_and_publish_nothing(runtime: Runtime) -> None:
 def test_context_on_stdin_and_at_akm_context_and_the_akm_variables(runtime: Runtime) -> None:
     runtime.write(
         {
-            "scripts/ctx.sh": '#!/bin/sh\nset -eu\ncmp - "$AKM_CONTEXT" >/dev/null\nprintf \'{"same": true, "run": "%s", "step": "%s", "unit": "%s", "dispatch": "%s", "attempt": "%s"}\' "$AKM_RUN_ID" "$AKM_STEP_ID" "$AKM_UNIT_ID" "$AKM_DISPATCH_ID" "$AKM_ATTEMPT"\n'
+            "scripts/ctx.sh": source("""
+                #!/bin/sh
+                set -eu
+                cmp - "$AKM_CONTEXT" >/dev/null
+                printf '{"same": true, "run": "%s", "step": "%s", "unit": "%s", "dispatch": "%s", "attempt": "%s"}' "$AKM_RUN_ID" "$AKM_STEP_ID" "$AKM_UNIT_ID" "$AKM_DISPATCH_ID" "$AKM_ATTEMPT"
+            """)
         }
     )
-    plan = runtime.compile("wf.akm", _wf('  step show {\n    script "scripts/ctx.sh"\n  }\n'))
+    src = source("""
+        workflow "t" {
+          step show {
+            script "scripts/ctx.sh"
+          }
+        }
+    """)
+    plan = runtime.compile("wf.akm", src)
     code, document = runtime.run_json(plan)
     assert code == 0, document
     output = runtime.store().step(document["runId"], "show").output
@@ -119,10 +167,19 @@ def test_context_document_shape(runtime: Runtime) -> None:
 
 
 def test_environment_is_minimal_and_env_entries_resolve_at_dispatch(runtime: Runtime) -> None:
-    source = _wf(
-        '  step env {\n    shell "env"\n    env {\n      LIT = "plain"\n      KEEP = passthrough\n      TOKEN = secret("MY_TOKEN")\n    }\n  }\n'
-    )
-    plan = runtime.compile("wf.akm", source)
+    src = source("""
+        workflow "t" {
+          step env {
+            shell "env"
+            env {
+              LIT = "plain"
+              KEEP = passthrough
+              TOKEN = secret("MY_TOKEN")
+            }
+          }
+        }
+    """)
+    plan = runtime.compile("wf.akm", src)
     env = runtime.env(KEEP="kept", LEAK="leaked", MY_TOKEN="s3cr3t-value")
     code, document = runtime.run_json(plan, env=env)
     assert code == 0
@@ -137,23 +194,45 @@ def test_environment_is_minimal_and_env_entries_resolve_at_dispatch(runtime: Run
 
 
 def test_a_missing_secret_fails_the_unit_naming_the_variable(runtime: Runtime) -> None:
-    plan = runtime.compile(
-        "wf.akm", _wf('  step s {\n    shell "true"\n    env { T = secret("NOT_SET_ANYWHERE") }\n  }\n')
-    )
+    src = source("""
+        workflow "t" {
+          step s {
+            shell "true"
+            env { T = secret("NOT_SET_ANYWHERE") }
+          }
+        }
+    """)
+    plan = runtime.compile("wf.akm", src)
     code, document = runtime.run_json(plan)
     assert code == 1
     assert document["failure"]["reason"] == "secret_missing" and "NOT_SET_ANYWHERE" in document["failure"]["message"]
 
 
 def test_stdout_rules(runtime: Runtime) -> None:
-    source = _wf(
-        "  step text {\n    shell \"printf 'hello\\\\n'\"\n  }\n"
-        '  step json {\n    shell "echo \'{\\"a\\": 1}\'"\n  }\n'
-        '  step typed {\n    shell "echo \'{\\"a\\": \\"x\\"}\'"\n    output: { a: int }\n    on_error = continue\n  }\n'
-        "  step big {\n    shell \"head -c 1048577 /dev/zero | tr '\\\\0' a\"\n    on_error = continue\n  }\n"
-        '  step noisy {\n    shell "echo oops >&2; exit 3"\n    on_error = continue\n  }\n'
-    )
-    plan = runtime.compile("wf.akm", source)
+    src = source(r"""
+        workflow "t" {
+          step text {
+            shell "printf 'hello\\n'"
+          }
+          step json {
+            shell "echo '{\"a\": 1}'"
+          }
+          step typed {
+            shell "echo '{\"a\": \"x\"}'"
+            output: { a: int }
+            on_error = continue
+          }
+          step big {
+            shell "head -c 1048577 /dev/zero | tr '\\0' a"
+            on_error = continue
+          }
+          step noisy {
+            shell "echo oops >&2; exit 3"
+            on_error = continue
+          }
+        }
+    """)
+    plan = runtime.compile("wf.akm", src)
     code, document = runtime.run_json(plan)
     assert code == 0, document
     store = runtime.store()
@@ -170,10 +249,22 @@ def test_stdout_rules(runtime: Runtime) -> None:
 def test_script_runs_from_a_private_file_by_its_shebang(runtime: Runtime) -> None:
     runtime.write(
         {
-            "scripts/who.py": '#!/usr/bin/env python3\nimport json, os, stat, sys\nmode = stat.S_IMODE(os.stat(sys.argv[0]).st_mode)\nprint(json.dumps({"mode": oct(mode), "python": True}))\n'
+            "scripts/who.py": source("""
+                #!/usr/bin/env python3
+                import json, os, stat, sys
+                mode = stat.S_IMODE(os.stat(sys.argv[0]).st_mode)
+                print(json.dumps({"mode": oct(mode), "python": True}))
+            """)
         }
     )
-    plan = runtime.compile("wf.akm", _wf('  step py {\n    script "scripts/who.py"\n  }\n'))
+    src = source("""
+        workflow "t" {
+          step py {
+            script "scripts/who.py"
+          }
+        }
+    """)
+    plan = runtime.compile("wf.akm", src)
     (runtime.root / "scripts" / "who.py").write_text("#!/bin/sh\necho changed\n")  # the plan froze the bytes
     code, document = runtime.run_json(plan)
     assert code == 0
@@ -181,7 +272,14 @@ def test_script_runs_from_a_private_file_by_its_shebang(runtime: Runtime) -> Non
 
 
 def test_agent_gets_instructions_on_stdin(runtime: Runtime) -> None:
-    plan = runtime.compile("wf.akm", _wf('  step think {\n    agent "Summarise the input."\n  }\n'))
+    src = source("""
+        workflow "t" {
+          step think {
+            agent "Summarise the input."
+          }
+        }
+    """)
+    plan = runtime.compile("wf.akm", src)
     code, document = runtime.run_json(plan)
     assert code == 1 and document["failure"]["reason"] == "agent_unavailable"
     code, document = runtime.run_json(plan, "--agent-cmd", "cat")
@@ -196,14 +294,30 @@ def test_agent_gets_instructions_on_stdin(runtime: Runtime) -> None:
 def test_map_keeps_item_order_and_bounds_concurrency(runtime: Runtime) -> None:
     runtime.write(
         {
-            "scripts/slot.sh": '#!/bin/sh\nset -eu\nmkdir -p slots\ntouch "slots/$AKM_DISPATCH_ID"\nls slots | wc -l >> seen\nsleep 0.3\nrm "slots/$AKM_DISPATCH_ID"\npython3 -c \'import json,sys; print(json.dumps(json.load(sys.stdin)["item"] * 2))\' < "$AKM_CONTEXT"\n'
+            "scripts/slot.sh": source("""
+                #!/bin/sh
+                set -eu
+                mkdir -p slots
+                touch "slots/$AKM_DISPATCH_ID"
+                ls slots | wc -l >> seen
+                sleep 0.3
+                rm "slots/$AKM_DISPATCH_ID"
+                python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin)["item"] * 2))' < "$AKM_CONTEXT"
+            """)
         }
     )
-    source = _wf(
-        '  step fan {\n    map params.items {\n      concurrency = 2\n      script "scripts/slot.sh"\n    }\n  }\n',
-        head="  params { items: list[int] = [5, 1, 4, 2, 3, 6] }\n",
-    )
-    plan = runtime.compile("wf.akm", source)
+    src = source("""
+        workflow "t" {
+          params { items: list[int] = [5, 1, 4, 2, 3, 6] }
+          step fan {
+            map params.items {
+              concurrency = 2
+              script "scripts/slot.sh"
+            }
+          }
+        }
+    """)
+    plan = runtime.compile("wf.akm", src)
     code, document = runtime.run_json(plan)
     assert code == 0, document
     assert runtime.store().step(document["runId"], "fan").output == [10, 2, 8, 4, 6, 12]
@@ -214,13 +328,27 @@ def test_map_keeps_item_order_and_bounds_concurrency(runtime: Runtime) -> None:
 
 
 def test_route_skips_the_unselected_targets(runtime: Runtime) -> None:
-    source = _wf(
-        '  step pick {\n    route params.mood {\n      "a" -> left\n      "b" -> right\n    }\n  }\n'
-        '  step left {\n    shell "echo left"\n  }\n  step right {\n    shell "echo right"\n  }\n'
-        '  step after {\n    shell "echo after"\n  }\n',
-        head='  params { mood: "a" | "b" | "c" = "a" }\n',
-    )
-    plan = runtime.compile("wf.akm", source)
+    src = source("""
+        workflow "t" {
+          params { mood: "a" | "b" | "c" = "a" }
+          step pick {
+            route params.mood {
+              "a" -> left
+              "b" -> right
+            }
+          }
+          step left {
+            shell "echo left"
+          }
+          step right {
+            shell "echo right"
+          }
+          step after {
+            shell "echo after"
+          }
+        }
+    """)
+    plan = runtime.compile("wf.akm", src)
     code, document = runtime.run_json(plan, "--param", "mood=b")
     assert code == 0
     statuses = {s.step_id: s.status for s in runtime.store().steps(document["runId"])}
@@ -230,10 +358,24 @@ def test_route_skips_the_unselected_targets(runtime: Runtime) -> None:
 
 
 def test_retry_gets_a_new_dispatch_id_and_succeeds(runtime: Runtime) -> None:
-    runtime.write({"scripts/flaky.sh": "#!/bin/sh\nif [ ! -e tried ]; then touch tried; exit 7; fi\necho ok\n"})
-    plan = runtime.compile(
-        "wf.akm", _wf('  step f {\n    script "scripts/flaky.sh"\n    retry = { max = 2, on = [exit] }\n  }\n')
+    runtime.write(
+        {
+            "scripts/flaky.sh": source("""
+                #!/bin/sh
+                if [ ! -e tried ]; then touch tried; exit 7; fi
+                echo ok
+            """)
+        }
     )
+    src = source("""
+        workflow "t" {
+          step f {
+            script "scripts/flaky.sh"
+            retry = { max = 2, on = [exit] }
+          }
+        }
+    """)
+    plan = runtime.compile("wf.akm", src)
     code, document = runtime.run_json(plan)
     assert code == 0, document
     attempts = runtime.store().attempts(document["runId"], "f:solo")
@@ -242,8 +384,15 @@ def test_retry_gets_a_new_dispatch_id_and_succeeds(runtime: Runtime) -> None:
 
 
 def test_unit_timeout_kills_the_whole_process_group(runtime: Runtime) -> None:
-    source = _wf('  step slow {\n    shell "sleep 30 & echo $! > child.pid; wait"\n    timeout = 1s\n  }\n')
-    plan = runtime.compile("wf.akm", source)
+    src = source("""
+        workflow "t" {
+          step slow {
+            shell "sleep 30 & echo $! > child.pid; wait"
+            timeout = 1s
+          }
+        }
+    """)
+    plan = runtime.compile("wf.akm", src)
     code, document = runtime.run_json(plan)
     assert code == 1 and document["failure"]["reason"] == "timeout"
     child = int((runtime.root / "child.pid").read_text())
@@ -251,25 +400,50 @@ def test_unit_timeout_kills_the_whole_process_group(runtime: Runtime) -> None:
 
 
 def test_on_error_continue_and_max_units(runtime: Runtime) -> None:
-    source = _wf(
-        '  step bad {\n    shell "exit 1"\n    on_error = continue\n  }\n'
-        '  step fan {\n    map params.items {\n      shell "true"\n    }\n  }\n',
-        head="  params { items: list[int] = [1, 2, 3] }\n  limits { max_units = 3 }\n",
-    )
-    plan = runtime.compile("wf.akm", source)
+    src = source("""
+        workflow "t" {
+          params { items: list[int] = [1, 2, 3] }
+          limits { max_units = 3 }
+          step bad {
+            shell "exit 1"
+            on_error = continue
+          }
+          step fan {
+            map params.items {
+              shell "true"
+            }
+          }
+        }
+    """)
+    plan = runtime.compile("wf.akm", src)
     code, document = runtime.run_json(plan)
     assert code == 1 and document["failure"]["reason"] == "budget_exceeded"
     assert runtime.store().step(document["runId"], "bad").status == "failed"
 
 
 def test_input_unresolved_when_a_skipped_step_is_read(runtime: Runtime) -> None:
-    source = _wf(
-        '  step pick {\n    route params.go {\n      "x" -> one\n      _ -> two\n    }\n  }\n'
-        '  step one {\n    shell "echo 1"\n  }\n  step two {\n    shell "echo 2"\n  }\n'
-        '  step read {\n    shell "cat"\n    inputs = [steps.one.output]\n  }\n',
-        head='  params { go: string = "y" }\n',
-    )
-    plan = runtime.compile("wf.akm", source)
+    src = source("""
+        workflow "t" {
+          params { go: string = "y" }
+          step pick {
+            route params.go {
+              "x" -> one
+              _ -> two
+            }
+          }
+          step one {
+            shell "echo 1"
+          }
+          step two {
+            shell "echo 2"
+          }
+          step read {
+            shell "cat"
+            inputs = [steps.one.output]
+          }
+        }
+    """)
+    plan = runtime.compile("wf.akm", src)
     code, document = runtime.run_json(plan)
     assert code == 1 and document["failure"] == {
         "stepId": "read",
@@ -279,11 +453,17 @@ def test_input_unresolved_when_a_skipped_step_is_read(runtime: Runtime) -> None:
 
 
 def test_outputs_are_validated_in_the_completing_transaction(runtime: Runtime) -> None:
-    source = _wf(
-        '  step n {\n    shell "echo 5"\n  }\n',
-        head="  outputs {\n    count: string = steps.n.output\n  }\n",
-    )
-    runtime.write({"wf.akm": source})
+    src = source("""
+        workflow "t" {
+          outputs {
+            count: string = steps.n.output
+          }
+          step n {
+            shell "echo 5"
+          }
+        }
+    """)
+    runtime.write({"wf.akm": src})
     from akmc.compiler import Session
 
     assert Session(runtime.root).check(runtime.root / "wf.akm").plan is not None
@@ -298,7 +478,14 @@ def test_outputs_are_validated_in_the_completing_transaction(runtime: Runtime) -
 
 
 def test_exported_result_without_outputs(runtime: Runtime) -> None:
-    plan = runtime.compile("wf.akm", _wf('  step a {\n    shell "true"\n  }\n'))
+    src = source("""
+        workflow "t" {
+          step a {
+            shell "true"
+          }
+        }
+    """)
+    plan = runtime.compile("wf.akm", src)
     code, document = runtime.run_json(plan)
     assert code == 0 and document["exported"] == {"runId": document["runId"], "status": "completed"}
 
@@ -306,11 +493,26 @@ def test_exported_result_without_outputs(runtime: Runtime) -> None:
 # -- gates and approvals ----------------------------------------------------------------------------------
 
 
-GATED = _wf(
-    '  step draft {\n    shell "python3 -c \'import json,sys; c=json.load(sys.stdin); print(json.dumps({\\"n\\": len(c.get(\\"gateFeedback\\") or \\"\\")}))\'"\n'
-    '    gate {\n      check shell "python3 scripts/check.py"\n      max_loops = 2\n    }\n  }\n'
-)
-CHECK = "import json, os, sys\nctx = json.load(open(os.environ['AKM_CONTEXT']))\nlimit = int(open('limit').read())\nif ctx['output']['n'] >= limit:\n    sys.exit(0)\nprint('x' * (ctx['output']['n'] + 1))\nsys.exit(1)\n"
+GATED = source(r"""
+    workflow "t" {
+      step draft {
+        shell "python3 -c 'import json,sys; c=json.load(sys.stdin); print(json.dumps({\"n\": len(c.get(\"gateFeedback\") or \"\")}))'"
+        gate {
+          check shell "python3 scripts/check.py"
+          max_loops = 2
+        }
+      }
+    }
+""")
+CHECK = source("""
+    import json, os, sys
+    ctx = json.load(open(os.environ['AKM_CONTEXT']))
+    limit = int(open('limit').read())
+    if ctx['output']['n'] >= limit:
+        sys.exit(0)
+    print('x' * (ctx['output']['n'] + 1))
+    sys.exit(1)
+""")
 
 
 def test_gate_feeds_back_until_it_passes(runtime: Runtime) -> None:
@@ -345,10 +547,18 @@ def test_gate_blocks_after_max_loops_and_resume_reopens(runtime: Runtime) -> Non
 
 
 def test_approval_blocks_until_approved(runtime: Runtime) -> None:
-    source = _wf(
-        '  step ok {\n    approval "Ship it?"\n  }\n  step after {\n    shell "cat"\n    inputs = [steps.ok.output]\n  }\n'
-    )
-    plan = runtime.compile("wf.akm", source)
+    src = source("""
+        workflow "t" {
+          step ok {
+            approval "Ship it?"
+          }
+          step after {
+            shell "cat"
+            inputs = [steps.ok.output]
+          }
+        }
+    """)
+    plan = runtime.compile("wf.akm", src)
     code, document = runtime.run_json(plan)
     run_id = document["runId"]
     assert code == 3 and f"akm-run approve {run_id} ok" in document["blocked"]["notes"]
@@ -366,7 +576,14 @@ def test_approval_blocks_until_approved(runtime: Runtime) -> None:
 
 
 def test_a_second_driver_exits_75_and_a_dead_holder_is_reclaimed(runtime: Runtime) -> None:
-    plan = runtime.compile("wf.akm", _wf('  step ok {\n    approval "wait"\n  }\n'))
+    src = source("""
+        workflow "t" {
+          step ok {
+            approval "wait"
+          }
+        }
+    """)
+    plan = runtime.compile("wf.akm", src)
     code, document = runtime.run_json(plan)
     assert code == 3
     run_id = document["runId"]
@@ -389,9 +606,26 @@ def test_a_second_driver_exits_75_and_a_dead_holder_is_reclaimed(runtime: Runtim
 
 
 def test_status_list_and_abandon(runtime: Runtime) -> None:
-    plan = runtime.compile("wf.akm", _wf('  step a {\n    shell "true"\n  }\n  step ok {\n    approval "wait"\n  }\n'))
+    src = source("""
+        workflow "t" {
+          step a {
+            shell "true"
+          }
+          step ok {
+            approval "wait"
+          }
+        }
+    """)
+    plan = runtime.compile("wf.akm", src)
     _, blocked = runtime.run_json(plan)
-    other = runtime.compile("other.akm", _wf('  step fail {\n    shell "exit 2"\n  }\n', title="other"))
+    src = source("""
+        workflow "other" {
+          step fail {
+            shell "exit 2"
+          }
+        }
+    """)
+    other = runtime.compile("other.akm", src)
     _, failed = runtime.run_json(other)
     text = runtime.akm("status", blocked["runId"]).stdout
     assert "✓ a " in text and "⚠ ok" in text and "Waiting for approval" in text
@@ -409,14 +643,28 @@ def test_status_list_and_abandon(runtime: Runtime) -> None:
 
 
 def test_no_progress_decoration_when_not_a_terminal(runtime: Runtime) -> None:
-    plan = runtime.compile("wf.akm", _wf('  step a {\n    shell "true"\n  }\n'))
+    src = source("""
+        workflow "t" {
+          step a {
+            shell "true"
+          }
+        }
+    """)
+    plan = runtime.compile("wf.akm", src)
     result = runtime.akm("run", plan)
     assert result.returncode == 0 and "\r" not in result.stdout + result.stderr and "\033" not in result.stderr
     assert result.stderr.splitlines()[0] == "step a started"
 
 
 def test_state_database_is_wal_with_migrations_recorded(runtime: Runtime) -> None:
-    plan = runtime.compile("wf.akm", _wf('  step a {\n    shell "true"\n  }\n'))
+    src = source("""
+        workflow "t" {
+          step a {
+            shell "true"
+          }
+        }
+    """)
+    plan = runtime.compile("wf.akm", src)
     assert runtime.akm("run", plan).returncode == 0
     with sqlite3.connect(runtime.state / "state.db") as db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -425,12 +673,21 @@ def test_state_database_is_wal_with_migrations_recorded(runtime: Runtime) -> Non
 
 
 def test_an_approval_in_a_map_approves_every_item(runtime: Runtime) -> None:
-    source = _wf(
-        '  step ok {\n    map params.items {\n      approval "Ship this one?"\n    }\n  }\n'
-        '  step after {\n    shell "cat"\n    inputs = [steps.ok.output[1].by]\n  }\n',
-        head='  params { items: list[string] = ["a", "b"] }\n',
-    )
-    code, document = runtime.run_json(runtime.compile("wf.akm", source))
+    src = source("""
+        workflow "t" {
+          params { items: list[string] = ["a", "b"] }
+          step ok {
+            map params.items {
+              approval "Ship this one?"
+            }
+          }
+          step after {
+            shell "cat"
+            inputs = [steps.ok.output[1].by]
+          }
+        }
+    """)
+    code, document = runtime.run_json(runtime.compile("wf.akm", src))
     assert code == 3
     assert runtime.akm("approve", document["runId"], "ok", "--by", "kim").returncode == 0
     code, document = runtime.run_json(document["runId"])
@@ -439,7 +696,14 @@ def test_an_approval_in_a_map_approves_every_item(runtime: Runtime) -> None:
 
 
 def test_a_missing_workdir_is_a_usage_error(runtime: Runtime) -> None:
-    plan = runtime.compile("wf.akm", _wf('  step a {\n    shell "true"\n  }\n'))
+    src = source("""
+        workflow "t" {
+          step a {
+            shell "true"
+          }
+        }
+    """)
+    plan = runtime.compile("wf.akm", src)
     result = runtime.akm("run", plan, "--workdir", "nowhere")
     assert result.returncode == 2 and "not a directory" in result.stderr and not runtime.state.exists()
 
@@ -461,7 +725,17 @@ def test_progress_is_drawn_only_on_a_terminal(runtime: Runtime) -> None:
     import subprocess
     import sys
 
-    plan = runtime.compile("wf.akm", _wf('  step a {\n    shell "sleep 0.3"\n  }\n  step b {\n    shell "true"\n  }\n'))
+    src = source("""
+        workflow "t" {
+          step a {
+            shell "sleep 0.3"
+          }
+          step b {
+            shell "true"
+          }
+        }
+    """)
+    plan = runtime.compile("wf.akm", src)
     leader, follower = pty.openpty()
     process = subprocess.Popen(
         [sys.executable, "-m", "akm_run", "run", str(plan)], cwd=runtime.root, env=runtime.env(),

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helpers import Runtime
+from helpers import Runtime, source
 
 
 def _wf(body: str, title: str = "t", head: str = "") -> str:
@@ -27,12 +27,23 @@ def _akm(*args: str | Path, cwd: Path, env: dict[str, str], timeout: float = 120
 # -- 1. the unit contract holds from any directory ------------------------------------------------------
 
 
-SCRIPTED = _wf(
-    '  step show {\n    script "scripts/show.sh"\n  }\n'
-    '  step wait {\n    approval "go on?"\n  }\n'
-    '  step after {\n    script "scripts/show.sh"\n  }\n'
-)
-SHOW = '#!/bin/sh\nprintf \'{"cwd": "%s", "context": "%s", "script": "%s"}\' "$(pwd)" "$AKM_CONTEXT" "$0"\n'
+SCRIPTED = source("""
+    workflow "t" {
+      step show {
+        script "scripts/show.sh"
+      }
+      step wait {
+        approval "go on?"
+      }
+      step after {
+        script "scripts/show.sh"
+      }
+    }
+""")
+SHOW = source("""
+    #!/bin/sh
+    printf '{"cwd": "%s", "context": "%s", "script": "%s"}' "$(pwd)" "$AKM_CONTEXT" "$0"
+""")
 
 
 def test_relative_state_dir_with_another_workdir_gives_units_absolute_paths(runtime: Runtime) -> None:
@@ -85,11 +96,19 @@ def _paste(command: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Com
     return _akm(*command[1:], cwd=cwd, env=env)
 
 
-AGENT_TWICE = _wf(
-    '  step first {\n    agent "say hi"\n  }\n'
-    '  step wait {\n    approval "go on?"\n  }\n'
-    '  step second {\n    agent "say hi again"\n  }\n'
-)
+AGENT_TWICE = source("""
+    workflow "t" {
+      step first {
+        agent "say hi"
+      }
+      step wait {
+        approval "go on?"
+      }
+      step second {
+        agent "say hi again"
+      }
+    }
+""")
 
 
 def test_runs_remember_workdir_and_agent_and_every_hint_pastes_as_printed(runtime: Runtime) -> None:
@@ -127,12 +146,25 @@ def test_runs_remember_workdir_and_agent_and_every_hint_pastes_as_printed(runtim
 # -- 5. approvals: rejection, and blocked children name the command that clears them -------------------
 
 
-REVIEWED = _wf(
-    '  step signoff {\n    approval "ship it?"\n  }\n'
-    "  step decide {\n    route steps.signoff.output.approved {\n      true -> ship\n      false -> stop\n    }\n  }\n"
-    '  step ship {\n    shell "echo shipped"\n  }\n'
-    '  step stop {\n    shell "echo stopped"\n  }\n'
-)
+REVIEWED = source("""
+    workflow "t" {
+      step signoff {
+        approval "ship it?"
+      }
+      step decide {
+        route steps.signoff.output.approved {
+          true -> ship
+          false -> stop
+        }
+      }
+      step ship {
+        shell "echo shipped"
+      }
+      step stop {
+        shell "echo stopped"
+      }
+    }
+""")
 
 
 def test_a_rejected_approval_fails_its_step_with_approval_rejected(runtime: Runtime) -> None:
@@ -162,14 +194,31 @@ def test_a_rejected_approval_with_on_error_continue_goes_on_with_approved_false(
     assert steps["stop"].status == "completed" and steps["ship"].status == "skipped"
 
 
-CHILD_APPROVAL = _wf(
-    '  params {\n    n: int\n  }\n  step ok {\n    approval "go?"\n  }\n  step done {\n    shell "echo done"\n  }\n',
-    "leaf",
-)
-PARENT = _wf(
-    '  step c {\n    uses "workflows/leaf" {\n      n = 5\n    }\n  }\n  step after {\n    shell "echo after"\n  }\n',
-    "p",
-)
+CHILD_APPROVAL = source("""
+    workflow "leaf" {
+      params {
+        n: int
+      }
+      step ok {
+        approval "go?"
+      }
+      step done {
+        shell "echo done"
+      }
+    }
+""")
+PARENT = source("""
+    workflow "p" {
+      step c {
+        uses "workflows/leaf" {
+          n = 5
+        }
+      }
+      step after {
+        shell "echo after"
+      }
+    }
+""")
 
 
 def test_following_the_printed_commands_in_order_completes_a_parent_whose_child_waits(runtime: Runtime) -> None:
@@ -242,8 +291,19 @@ def test_output_that_is_not_strict_json_is_output_invalid_and_never_crashes_the_
 
 
 def test_params_that_are_not_strict_json_are_bad_params(runtime: Runtime) -> None:
-    plan = runtime.compile("wf.akm", _wf('  step s {\n    shell "true"\n    inputs = [params.x, params.v]\n  }\n',
-                                         head="  params {\n    x: number = 1\n    v: any = 1\n  }\n"))  # fmt: skip
+    src = source("""
+        workflow "t" {
+          params {
+            x: number = 1
+            v: any = 1
+          }
+          step s {
+            shell "true"
+            inputs = [params.x, params.v]
+          }
+        }
+    """)
+    plan = runtime.compile("wf.akm", src)
     for pair in ("x=NaN", "x=Infinity", "x=1e999", "v=[NaN]", 'v={"a": 1, "a": 2}', "x=" + "9" * 5000):
         result = runtime.akm("run", plan, "--param", pair)
         assert result.returncode == 2 and "bad params" in result.stderr and "Traceback" not in result.stderr, pair
@@ -253,8 +313,17 @@ def test_params_that_are_not_strict_json_are_bad_params(runtime: Runtime) -> Non
 def test_an_internal_error_during_a_drive_exits_70_and_leaves_the_run_resumable(runtime: Runtime) -> None:
     # The first unit replaces the drive's private scratch directory with a file: the next unit's
     # context cannot be written, which no unit should be able to do to a driver.
-    sabotage = 'step break {\n    shell "d=$(dirname $AKM_CONTEXT); rm -rf $d; touch $d"\n  }\n'
-    plan = runtime.compile("wf.akm", _wf(f'  {sabotage}  step next {{\n    shell "echo next"\n  }}\n'))
+    src = source("""
+        workflow "t" {
+          step break {
+            shell "d=$(dirname $AKM_CONTEXT); rm -rf $d; touch $d"
+          }
+          step next {
+            shell "echo next"
+          }
+        }
+    """)
+    plan = runtime.compile("wf.akm", src)
     result = runtime.akm("run", plan, "--format", "json")
     assert result.returncode == 70, result.stdout + result.stderr
     assert "internal error" in result.stderr and "Traceback" not in result.stderr
@@ -274,10 +343,20 @@ def test_an_internal_error_during_a_drive_exits_70_and_leaves_the_run_resumable(
 
 
 def test_no_step_shows_running_after_an_invalid_output_or_an_abandon(runtime: Runtime) -> None:
-    plan = runtime.compile("wf.akm", _wf(
-        '  outputs {\n    n: int = steps.last.output\n  }\n'
-        '  step first {\n    shell "echo 1"\n  }\n  step last {\n    shell "echo not-a-number"\n  }\n'
-    ))  # fmt: skip
+    src = source("""
+        workflow "t" {
+          outputs {
+            n: int = steps.last.output
+          }
+          step first {
+            shell "echo 1"
+          }
+          step last {
+            shell "echo not-a-number"
+          }
+        }
+    """)
+    plan = runtime.compile("wf.akm", src)
     code, document = runtime.run_json(plan)
     assert code == 1 and document["error"]["code"] == "WORKFLOW_OUTPUT_INVALID"
     status = json.loads(runtime.akm("status", document["runId"], "--format", "json").stdout)
@@ -311,7 +390,14 @@ def _driver_with_a_unit_running(runtime: Runtime, plan: Path, unit: str) -> tupl
 def test_a_killed_driver_leaves_no_step_shown_running(runtime: Runtime) -> None:
     import signal
 
-    plan = runtime.compile("wf.akm", _wf('  step slow {\n    shell "test -f done || { touch done; sleep 30; }"\n  }\n'))
+    src = source("""
+        workflow "t" {
+          step slow {
+            shell "test -f done || { touch done; sleep 30; }"
+          }
+        }
+    """)
+    plan = runtime.compile("wf.akm", src)
     driver, run_id = _driver_with_a_unit_running(runtime, plan, "slow:solo")
     os.killpg(driver.pid, signal.SIGKILL)  # the driver only: the unit leads its own session
     driver.wait(timeout=60)
@@ -325,13 +411,23 @@ def test_a_killed_driver_leaves_no_step_shown_running(runtime: Runtime) -> None:
 # -- 9. logs, status of the latest run, progress without a terminal ------------------------------------------
 
 
-LOGGED = _wf(
-    '  step greet {\n    map params.names {\n      shell "echo oops-$AKM_ATTEMPT >&2; '
-    'test $AKM_ATTEMPT = 2 && printf \'\\"hi\\"\' || exit 3"\n    }\n'
-    "    retry = { max = 1, on = [exit] }\n  }\n"
-    '  step tell {\n    shell "echo the token is $TOKEN >&2; echo $TOKEN"\n    env { TOKEN = secret("LOG_TOKEN") }\n  }\n',
-    head='  params {\n    names: list[string] = ["a", "b"]\n  }\n',
-)
+LOGGED = source(r"""
+    workflow "t" {
+      params {
+        names: list[string] = ["a", "b"]
+      }
+      step greet {
+        map params.names {
+          shell "echo oops-$AKM_ATTEMPT >&2; test $AKM_ATTEMPT = 2 && printf '\"hi\"' || exit 3"
+        }
+        retry = { max = 1, on = [exit] }
+      }
+      step tell {
+        shell "echo the token is $TOKEN >&2; echo $TOKEN"
+        env { TOKEN = secret("LOG_TOKEN") }
+      }
+    }
+""")
 
 
 def test_logs_show_every_attempt_with_output_stderr_and_timing_redacted(runtime: Runtime) -> None:
@@ -359,7 +455,14 @@ def test_logs_show_every_attempt_with_output_stderr_and_timing_redacted(runtime:
 
 
 def test_status_and_logs_without_a_run_show_the_latest_top_level_run(runtime: Runtime) -> None:
-    plan = runtime.compile("wf.akm", _wf('  step a {\n    shell "echo one"\n  }\n'))
+    src = source("""
+        workflow "t" {
+          step a {
+            shell "echo one"
+          }
+        }
+    """)
+    plan = runtime.compile("wf.akm", src)
     runtime.run_json(plan)
     _, second = runtime.run_json(plan)
     status = json.loads(runtime.akm("status", "--format", "json").stdout)
@@ -368,9 +471,17 @@ def test_status_and_logs_without_a_run_show_the_latest_top_level_run(runtime: Ru
 
 
 def test_without_a_terminal_each_step_start_and_end_is_one_plain_line_on_stderr(runtime: Runtime) -> None:
-    plan = runtime.compile(
-        "wf.akm", _wf('  step a {\n    shell "echo one"\n  }\n  step b {\n    shell "exit 2"\n  }\n')
-    )
+    src = source("""
+        workflow "t" {
+          step a {
+            shell "echo one"
+          }
+          step b {
+            shell "exit 2"
+          }
+        }
+    """)
+    plan = runtime.compile("wf.akm", src)
     result = runtime.akm("run", plan, env=runtime.env(NO_COLOR="1"))
     assert result.returncode == 1
     lines = result.stderr.splitlines()
@@ -394,7 +505,14 @@ def test_a_read_only_state_dir_refuses_runs_and_still_reads(runtime: Runtime, tm
     import stat
     import tempfile
 
-    plan = runtime.compile("wf.akm", _wf('  step a {\n    shell "echo one"\n  }\n'))
+    src = source("""
+        workflow "t" {
+          step a {
+            shell "echo one"
+          }
+        }
+    """)
+    plan = runtime.compile("wf.akm", src)
     code, document = runtime.run_json(plan)
     assert code == 0
     shared = Path(tempfile.mkdtemp(prefix="akm-ro-"))
@@ -434,10 +552,18 @@ def test_a_read_only_state_dir_refuses_runs_and_still_reads(runtime: Runtime, tm
 
 
 def test_a_unit_that_deletes_the_state_dir_fails_the_drive_with_exit_70(runtime: Runtime) -> None:
-    plan = runtime.compile("wf.akm", _wf(
-        '  step wipe {\n    shell "rm -rf $STATE"\n    env { STATE = passthrough }\n  }\n'
-        '  step next {\n    shell "echo next"\n  }\n'
-    ))  # fmt: skip
+    src = source("""
+        workflow "t" {
+          step wipe {
+            shell "rm -rf $STATE"
+            env { STATE = passthrough }
+          }
+          step next {
+            shell "echo next"
+          }
+        }
+    """)
+    plan = runtime.compile("wf.akm", src)
     result = runtime.akm("run", plan, env=runtime.env(STATE=str(runtime.state)))
     assert result.returncode == 70, result.stdout + result.stderr
     assert "was removed while run" in result.stderr and "Traceback" not in result.stderr
@@ -447,10 +573,21 @@ def test_a_unit_that_deletes_the_state_dir_fails_the_drive_with_exit_70(runtime:
 
 
 def test_a_unit_that_stops_on_sigterm_is_not_waited_on_for_the_grace_period(runtime: Runtime) -> None:
-    plan = runtime.compile("wf.akm", _wf(
-        '  step polite {\n    shell "sleep 30"\n    timeout = 1s\n    on_error = continue\n  }\n'
-        '  step stubborn {\n    shell "trap \'\' TERM; sleep 30"\n    timeout = 1s\n    on_error = continue\n  }\n'
-    ))  # fmt: skip
+    src = source("""
+        workflow "t" {
+          step polite {
+            shell "sleep 30"
+            timeout = 1s
+            on_error = continue
+          }
+          step stubborn {
+            shell "trap '' TERM; sleep 30"
+            timeout = 1s
+            on_error = continue
+          }
+        }
+    """)
+    plan = runtime.compile("wf.akm", src)
     code, document = runtime.run_json(plan)
     assert code == 0, document
     steps = {s.step_id: s for s in runtime.store().steps(document["runId"])}
@@ -463,7 +600,14 @@ def test_a_unit_that_stops_on_sigterm_is_not_waited_on_for_the_grace_period(runt
 def test_an_aborted_drive_stops_its_units_and_stays_resumable(runtime: Runtime) -> None:
     import signal
 
-    plan = runtime.compile("wf.akm", _wf('  step slow {\n    shell "sleep 30"\n  }\n'))
+    src = source("""
+        workflow "t" {
+          step slow {
+            shell "sleep 30"
+          }
+        }
+    """)
+    plan = runtime.compile("wf.akm", src)
     driver, run_id = _driver_with_a_unit_running(runtime, plan, "slow:solo")
     driver.send_signal(signal.SIGTERM)
     assert driver.wait(timeout=60) == 130
@@ -519,10 +663,19 @@ SCHEMA_CASES = {
 
 
 def test_verify_refuses_schemas_the_runtime_could_not_use(runtime: Runtime) -> None:
-    plan = runtime.compile("wf.akm", _wf(
-        '  step s {\n    shell "echo 1"\n    inputs = [params.n]\n    output: int\n  }\n',
-        head="  params {\n    n: int = 1\n  }\n",
-    ))  # fmt: skip
+    src = source("""
+        workflow "t" {
+          params {
+            n: int = 1
+          }
+          step s {
+            shell "echo 1"
+            inputs = [params.n]
+            output: int
+          }
+        }
+    """)
+    plan = runtime.compile("wf.akm", src)
     for name, (change, path, why) in SCHEMA_CASES.items():
         tampered = _tampered(plan, change)
         verified = runtime.akm("verify", tampered)
@@ -533,7 +686,14 @@ def test_verify_refuses_schemas_the_runtime_could_not_use(runtime: Runtime) -> N
 
 
 def test_a_number_with_thousands_of_digits_in_a_plan_is_a_refusal(runtime: Runtime) -> None:
-    plan = runtime.compile("wf.akm", _wf('  step s {\n    shell "true"\n  }\n'))
+    src = source("""
+        workflow "t" {
+          step s {
+            shell "true"
+          }
+        }
+    """)
+    plan = runtime.compile("wf.akm", src)
     text = plan.read_text()
     huge = plan.with_name("huge.plan.json")
     huge.write_text(text.replace('"concurrency": ', '"concurrency": ' + "9" * 5000 + ', "x": ', 1))

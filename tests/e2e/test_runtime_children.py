@@ -13,58 +13,61 @@ from pathlib import Path
 
 import pytest
 
-from helpers import Runtime
+from helpers import Runtime, source
 
 LOG = 'echo \\"$AKM_RUN_ID $AKM_UNIT_ID\\" >> log'
 
-LEAF = """workflow "leaf" {
-  params {
-    n: int
-  }
-  outputs {
-    doubled: int = steps.double.output.value
-  }
-  step double {
-    shell "LOG; python3 -c 'import json,sys; c=json.load(sys.stdin); print(json.dumps({\\"value\\": c[\\"inputs\\"][\\"params.n\\"] * 2}))'"
-    inputs = [params.n]
-    output: { value: int }
-  }
-}
-""".replace("LOG", LOG)
-
-MIDDLE = """workflow "middle" {
-  params {
-    n: int = 4
-  }
-  outputs {
-    leaf = steps.call.output.doubled
-  }
-  step call {
-    uses "workflows/leaf" {
-      n = params.n
+LEAF = source(r"""
+    workflow "leaf" {
+      params {
+        n: int
+      }
+      outputs {
+        doubled: int = steps.double.output.value
+      }
+      step double {
+        shell "LOG; python3 -c 'import json,sys; c=json.load(sys.stdin); print(json.dumps({\"value\": c[\"inputs\"][\"params.n\"] * 2}))'"
+        inputs = [params.n]
+        output: { value: int }
+      }
     }
-  }
-}
-"""
+""").replace("LOG", LOG)
 
-TOP = """workflow "top" {
-  step first {
-    shell "echo 3"
-  }
-  step mid {
-    uses "workflows/middle" {
-      n = steps.first.output
+MIDDLE = source("""
+    workflow "middle" {
+      params {
+        n: int = 4
+      }
+      outputs {
+        leaf = steps.call.output.doubled
+      }
+      step call {
+        uses "workflows/leaf" {
+          n = params.n
+        }
+      }
     }
-  }
-  step last {
-    shell "cat"
-    inputs = [steps.mid.output.leaf]
-  }
-  outputs {
-    result = steps.mid.output.leaf
-  }
-}
-"""
+""")
+
+TOP = source("""
+    workflow "top" {
+      step first {
+        shell "echo 3"
+      }
+      step mid {
+        uses "workflows/middle" {
+          n = steps.first.output
+        }
+      }
+      step last {
+        shell "cat"
+        inputs = [steps.mid.output.leaf]
+      }
+      outputs {
+        result = steps.mid.output.leaf
+      }
+    }
+""")
 
 
 def _three_levels(runtime: Runtime, leaf: str = LEAF) -> Path:
@@ -115,8 +118,19 @@ def test_a_failed_child_fails_the_parent_naming_the_child(runtime: Runtime) -> N
 
 def test_bindings_that_do_not_fit_the_child_fail_publication(runtime: Runtime) -> None:
     runtime.write({"workflows/leaf.akm": LEAF})
-    source = 'workflow "p" {\n  step v {\n    shell "echo not-a-number"\n  }\n  step c {\n    uses "workflows/leaf" {\n      n = steps.v.output\n    }\n  }\n}\n'
-    code, document = runtime.run_json(runtime.compile("workflows/p.akm", source))
+    src = source("""
+        workflow "p" {
+          step v {
+            shell "echo not-a-number"
+          }
+          step c {
+            uses "workflows/leaf" {
+              n = steps.v.output
+            }
+          }
+        }
+    """)
+    code, document = runtime.run_json(runtime.compile("workflows/p.akm", src))
     assert code == 1 and document["failure"]["reason"] == "child_workflow_publish_failed"
     assert "param n" in document["failure"]["message"]
     assert len(_child_rows(runtime)) == 1
@@ -128,8 +142,16 @@ APPROVING_LEAF = LEAF.replace("  step double {", '  step ok {\n    approval "Dou
 @pytest.mark.slow
 def test_a_blocked_child_blocks_the_parent_until_cleared(runtime: Runtime) -> None:
     runtime.write({"workflows/leaf.akm": APPROVING_LEAF})
-    source = 'workflow "p" {\n  step c {\n    uses "workflows/leaf" {\n      n = 5\n    }\n  }\n}\n'
-    code, document = runtime.run_json(runtime.compile("workflows/p.akm", source))
+    src = source("""
+        workflow "p" {
+          step c {
+            uses "workflows/leaf" {
+              n = 5
+            }
+          }
+        }
+    """)
+    code, document = runtime.run_json(runtime.compile("workflows/p.akm", src))
     assert code == 3
     parent, child = (r[0] for r in _child_rows(runtime))
     assert document["blocked"] == {
@@ -179,8 +201,16 @@ def test_nested_blocks_clear_deepest_first(runtime: Runtime) -> None:
 
 def test_a_child_run_id_works_with_every_verb(runtime: Runtime) -> None:
     runtime.write({"workflows/leaf.akm": APPROVING_LEAF})
-    source = 'workflow "p" {\n  step c {\n    uses "workflows/leaf" {\n      n = 5\n    }\n  }\n}\n'
-    runtime.run_json(runtime.compile("workflows/p.akm", source))
+    src = source("""
+        workflow "p" {
+          step c {
+            uses "workflows/leaf" {
+              n = 5
+            }
+          }
+        }
+    """)
+    runtime.run_json(runtime.compile("workflows/p.akm", src))
     parent, child = (r[0] for r in _child_rows(runtime))
     assert runtime.akm("status", child).returncode == 0
     assert runtime.akm("run", child).returncode == 3
@@ -190,7 +220,7 @@ def test_a_child_run_id_works_with_every_verb(runtime: Runtime) -> None:
     assert runtime.akm("run", child).returncode == 0  # driven directly, to completion
     assert runtime.akm("resume", parent).returncode == 0
     assert runtime.run_json(parent)[0] == 0
-    other = runtime.compile("workflows/q.akm", source.replace('"p"', '"q"'))
+    other = runtime.compile("workflows/q.akm", src.replace('"p"', '"q"'))
     runtime.run_json(other)
     second_child = _child_rows(runtime)[-1][0]
     assert runtime.akm("abandon", second_child).returncode == 0
@@ -222,8 +252,20 @@ def _units_run(runtime: Runtime) -> Counter[str]:
 @pytest.mark.parametrize("fault", ["child-published", "child-completed"])
 def test_crash_around_a_child_resumes_with_one_child_and_no_rerun(runtime: Runtime, fault: str) -> None:
     runtime.write({"workflows/leaf.akm": LEAF})
-    source = 'workflow "p" {\n  step c {\n    uses "workflows/leaf" {\n      n = 5\n    }\n  }\n  step after {\n    shell "cat"\n    inputs = [steps.c.output.doubled]\n  }\n}\n'
-    parent = _crash(runtime, runtime.compile("workflows/p.akm", source), fault)
+    src = source("""
+        workflow "p" {
+          step c {
+            uses "workflows/leaf" {
+              n = 5
+            }
+          }
+          step after {
+            shell "cat"
+            inputs = [steps.c.output.doubled]
+          }
+        }
+    """)
+    parent = _crash(runtime, runtime.compile("workflows/p.akm", src), fault)
     rows = _child_rows(runtime)
     assert len(rows) == 2
     before = _units_run(runtime)
@@ -236,14 +278,34 @@ def test_crash_around_a_child_resumes_with_one_child_and_no_rerun(runtime: Runti
 
 
 def test_crash_in_the_middle_of_a_child(runtime: Runtime) -> None:
-    crash = (
-        '#!/bin/sh\necho "$AKM_RUN_ID $AKM_UNIT_ID" >> log\n'
-        'if [ "$AKM_UNIT_ID" = two:solo ] && [ ! -e crashed ]; then touch crashed; kill -9 -"$(cat driver.pid)"; kill -9 $$; fi\n'
-        "echo done\n"
-    )
-    child = 'workflow "c" {\n  step one {\n    script "scripts/crash.sh"\n  }\n  step two {\n    script "scripts/crash.sh"\n  }\n  step three {\n    script "scripts/crash.sh"\n  }\n}\n'
+    crash = source("""
+        #!/bin/sh
+        echo "$AKM_RUN_ID $AKM_UNIT_ID" >> log
+        if [ "$AKM_UNIT_ID" = two:solo ] && [ ! -e crashed ]; then touch crashed; kill -9 -"$(cat driver.pid)"; kill -9 $$; fi
+        echo done
+    """)
+    child = source("""
+        workflow "c" {
+          step one {
+            script "scripts/crash.sh"
+          }
+          step two {
+            script "scripts/crash.sh"
+          }
+          step three {
+            script "scripts/crash.sh"
+          }
+        }
+    """)
     runtime.write({"scripts/crash.sh": crash, "workflows/c.akm": child})
-    plan = runtime.compile("workflows/p.akm", 'workflow "p" {\n  step c {\n    uses "workflows/c"\n  }\n}\n')
+    src = source("""
+        workflow "p" {
+          step c {
+            uses "workflows/c"
+          }
+        }
+    """)
+    plan = runtime.compile("workflows/p.akm", src)
     driver = subprocess.Popen([sys.executable, "-m", "akm_run", "run", str(plan)], cwd=runtime.root,
                               env=runtime.env(), start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
     (runtime.root / "driver.pid").write_text(str(driver.pid))
@@ -262,8 +324,16 @@ def test_two_drivers_contending_for_one_child(runtime: Runtime) -> None:
     holder, and converges on the same child after resume."""
     leaf = APPROVING_LEAF.replace('shell "', 'shell "while [ ! -e go ]; do sleep 0.05; done; ')
     runtime.write({"workflows/leaf.akm": leaf})
-    source = 'workflow "p" {\n  step c {\n    uses "workflows/leaf" {\n      n = 5\n    }\n  }\n}\n'
-    assert runtime.run_json(runtime.compile("workflows/p.akm", source))[0] == 3
+    src = source("""
+        workflow "p" {
+          step c {
+            uses "workflows/leaf" {
+              n = 5
+            }
+          }
+        }
+    """)
+    assert runtime.run_json(runtime.compile("workflows/p.akm", src))[0] == 3
     parent, child = (r[0] for r in _child_rows(runtime))
     assert runtime.akm("approve", child, "ok").returncode == 0
     holder = subprocess.Popen([sys.executable, "-m", "akm_run", "run", child], cwd=runtime.root, env=runtime.env(),
@@ -302,37 +372,39 @@ def test_replaying_a_completed_parent_changes_nothing(runtime: Runtime) -> None:
     assert _units_run(runtime) == {"double:solo": 1}
 
 
-DEPLOY = """workflow "deploy" {
-  params {
-    environment: string
-    version: string
-  }
-  outputs {
-    deployed = steps.deploy.output
-  }
-  step deploy {
-    shell "LOG; python3 -c 'import json,sys; i=json.load(sys.stdin)[\\"inputs\\"]; print(json.dumps(i[\\"params.environment\\"] + \\"@\\" + i[\\"params.version\\"]))'"
-    inputs = [params.environment, params.version]
-    output: string
-  }
-}
-""".replace("LOG", LOG)
-
-FAN_OUT = """workflow "fan-out" {
-  params {
-    targets: list[{ name: string, region: string }]
-    version: string = "1.2"
-  }
-  outputs {
-    deployed = steps.deploy.output
-  }
-  step deploy {
-    map params.targets {
-      uses "workflows/deploy" { environment = item.name  version = params.version }
+DEPLOY = source(r"""
+    workflow "deploy" {
+      params {
+        environment: string
+        version: string
+      }
+      outputs {
+        deployed = steps.deploy.output
+      }
+      step deploy {
+        shell "LOG; python3 -c 'import json,sys; i=json.load(sys.stdin)[\"inputs\"]; print(json.dumps(i[\"params.environment\"] + \"@\" + i[\"params.version\"]))'"
+        inputs = [params.environment, params.version]
+        output: string
+      }
     }
-  }
-}
-"""
+""").replace("LOG", LOG)
+
+FAN_OUT = source("""
+    workflow "fan-out" {
+      params {
+        targets: list[{ name: string, region: string }]
+        version: string = "1.2"
+      }
+      outputs {
+        deployed = steps.deploy.output
+      }
+      step deploy {
+        map params.targets {
+          uses "workflows/deploy" { environment = item.name  version = params.version }
+        }
+      }
+    }
+""")
 
 
 def test_a_map_over_uses_runs_one_child_per_item_with_that_item_bound(runtime: Runtime) -> None:

@@ -15,19 +15,20 @@ from pathlib import Path
 import pytest
 
 from akm_run.identity import unit_id
-from helpers import Runtime
+from helpers import Runtime, source
 
 # Side effect first (a line in `log`), then, once, kill the driver's process group and the unit itself.
-CRASH = """#!/bin/sh
-echo "$AKM_UNIT_ID $AKM_DISPATCH_ID" >> log
-if [ "$AKM_UNIT_ID" = "$(cat crash-at 2>/dev/null)" ] && [ ! -e crashed ]; then
-  touch crashed
-  while [ ! -s driver.pid ]; do sleep 0.01; done
-  kill -9 -"$(cat driver.pid)"
-  kill -9 $$
-fi
-exec python3 -c 'import json,sys; c=json.load(sys.stdin); print(json.dumps({"item": c.get("item"), "fb": len(c.get("gateFeedback") or "")}))' < "$AKM_CONTEXT"
-"""
+CRASH = source("""
+    #!/bin/sh
+    echo "$AKM_UNIT_ID $AKM_DISPATCH_ID" >> log
+    if [ "$AKM_UNIT_ID" = "$(cat crash-at 2>/dev/null)" ] && [ ! -e crashed ]; then
+      touch crashed
+      while [ ! -s driver.pid ]; do sleep 0.01; done
+      kill -9 -"$(cat driver.pid)"
+      kill -9 $$
+    fi
+    exec python3 -c 'import json,sys; c=json.load(sys.stdin); print(json.dumps({"item": c.get("item"), "fb": len(c.get("gateFeedback") or "")}))' < "$AKM_CONTEXT"
+""")
 
 
 def _crash_run(runtime: Runtime, plan: Path, crash_at: str) -> str:
@@ -92,11 +93,18 @@ def test_crash_after_a_side_effect_before_its_journal_write(runtime: Runtime) ->
 def test_crash_in_the_middle_of_a_map(runtime: Runtime) -> None:
     runtime.write({"scripts/crash.sh": CRASH})
     items = [1, 2, 3, 4, 5, 6]
-    source = (
-        'workflow "fan" {\n  params { items: list[int] = [1, 2, 3, 4, 5, 6] }\n'
-        '  step fan {\n    map params.items {\n      concurrency = 2\n      script "scripts/crash.sh"\n    }\n  }\n}\n'
-    )
-    plan = runtime.compile("wf.akm", source)
+    src = source("""
+        workflow "fan" {
+          params { items: list[int] = [1, 2, 3, 4, 5, 6] }
+          step fan {
+            map params.items {
+              concurrency = 2
+              script "scripts/crash.sh"
+            }
+          }
+        }
+    """)
+    plan = runtime.compile("wf.akm", src)
     run_id = _crash_run(runtime, plan, unit_id("fan", 4, mapped=True))
     before = _completed_units(runtime, run_id)
     assert before, "some units completed before the crash"
@@ -115,12 +123,21 @@ def test_crash_during_a_gate_loop(runtime: Runtime) -> None:
             "scripts/check.sh": '#!/bin/sh\npython3 -c \'import json,os,sys; c=json.load(open(os.environ["AKM_CONTEXT"])); sys.exit(0) if c["output"]["fb"] else (print("again"), sys.exit(1))\'\n',
         }
     )
-    source = (
-        'workflow "gated" {\n  step draft {\n    script "scripts/crash.sh"\n'
-        '    gate {\n      check script "scripts/check.sh"\n      max_loops = 2\n    }\n  }\n'
-        '  step after {\n    script "scripts/crash.sh"\n  }\n}\n'
-    )
-    plan = runtime.compile("wf.akm", source)
+    src = source("""
+        workflow "gated" {
+          step draft {
+            script "scripts/crash.sh"
+            gate {
+              check script "scripts/check.sh"
+              max_loops = 2
+            }
+          }
+          step after {
+            script "scripts/crash.sh"
+          }
+        }
+    """)
+    plan = runtime.compile("wf.akm", src)
     run_id = _crash_run(runtime, plan, "draft:solo~l1")
     before = _completed_units(runtime, run_id)
     assert before == ["draft:solo"]  # the first check rejected it; the loop's second work unit crashed
@@ -151,11 +168,17 @@ def _wait_for(path: Path, seconds: float = 30) -> None:
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_aborts_running_units_and_leaves_a_resumable_run(runtime: Runtime, signum: int) -> None:
-    source = (
-        'workflow "slow" {\n  step first {\n    shell "echo first"\n  }\n'
-        '  step slow {\n    shell "touch started; if [ -e fast ]; then echo done; else sleep 30; fi"\n  }\n}\n'
-    )
-    plan = runtime.compile("wf.akm", source)
+    src = source("""
+        workflow "slow" {
+          step first {
+            shell "echo first"
+          }
+          step slow {
+            shell "touch started; if [ -e fast ]; then echo done; else sleep 30; fi"
+          }
+        }
+    """)
+    plan = runtime.compile("wf.akm", src)
     driver = _start(runtime, str(plan))
     _wait_for(runtime.root / "started")
     driver.send_signal(signum)
@@ -175,8 +198,14 @@ def test_a_signal_aborts_running_units_and_leaves_a_resumable_run(runtime: Runti
 
 
 def test_the_run_timeout_interrupts_and_resume_finishes(runtime: Runtime) -> None:
-    source = 'workflow "slow" {\n  step slow {\n    shell "if [ -e fast ]; then echo done; else sleep 30; fi"\n  }\n}\n'
-    plan = runtime.compile("wf.akm", source)
+    src = source("""
+        workflow "slow" {
+          step slow {
+            shell "if [ -e fast ]; then echo done; else sleep 30; fi"
+          }
+        }
+    """)
+    plan = runtime.compile("wf.akm", src)
     code, document = runtime.run_json(plan, "--timeout", "1s")
     assert code == 130 and "timeout" in document["error"]["message"]
     (runtime.root / "fast").touch()
@@ -185,7 +214,14 @@ def test_the_run_timeout_interrupts_and_resume_finishes(runtime: Runtime) -> Non
 
 def test_replaying_a_completed_run_dispatches_nothing(runtime: Runtime) -> None:
     runtime.write({"scripts/crash.sh": CRASH})
-    plan = runtime.compile("wf.akm", 'workflow "w" {\n  step a {\n    script "scripts/crash.sh"\n  }\n}\n')
+    src = source("""
+        workflow "w" {
+          step a {
+            script "scripts/crash.sh"
+          }
+        }
+    """)
+    plan = runtime.compile("wf.akm", src)
     code, document = runtime.run_json(plan)
     assert code == 0
     again = runtime.run_json(document["runId"])

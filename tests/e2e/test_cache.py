@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REPO, run_cli
+from helpers import REPO, run_cli, source
 
 NESTED = REPO / "golden" / "compose" / "nested"
 
@@ -52,7 +52,14 @@ def test_editing_a_child_invalidates_its_parents(tree: Path) -> None:
 
 def test_scripts_and_absent_files_are_dependencies(tmp_path: Path) -> None:
     (tmp_path / "akm.toml").write_text("")
-    (tmp_path / "w.akm").write_text('workflow "w" {\n  step s {\n    script "run.sh"\n  }\n}\n')
+    src = source("""
+        workflow "w" {
+          step s {
+            script "run.sh"
+          }
+        }
+    """)
+    (tmp_path / "w.akm").write_text(src)
     assert [d["code"] for d in json.loads(_check(tmp_path).stdout)] == ["E500"]
     (tmp_path / "run.sh").write_text("echo no shebang\n")
     assert [d["code"] for d in json.loads(_check(tmp_path).stdout)] == ["E502"]

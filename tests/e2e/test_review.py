@@ -17,7 +17,7 @@ from syrupy.assertion import SnapshotAssertion
 from akmc.render import markdown
 from akmc.render.diff import text_diff
 from akmc.render.plan import text_lines, visible
-from helpers import LANGUAGE_EXAMPLE, REPO, run_cli
+from helpers import LANGUAGE_EXAMPLE, REPO, run_cli, source
 
 CORPUS = REPO / "golden" / "corpus"
 LONG = 'echo token-len=$(printf %s "$TOKEN" | wc -c) && ./configure --prefix=/opt/app && make -j4 all install'
@@ -69,10 +69,10 @@ def _sources() -> list[tuple[Path, Path]]:
 @pytest.mark.parametrize("output_format", ["text", "markdown"])
 def test_plan_output_on_the_golden_corpus(output_format: str, snapshot: SnapshotAssertion) -> None:
     shown = {}
-    for root, source in _sources():
-        result = run_cli("plan", source.relative_to(root), "--format", output_format, cwd=root)
+    for root, workflow in _sources():
+        result = run_cli("plan", workflow.relative_to(root), "--format", output_format, cwd=root)
         assert result.returncode == 0, result.stderr
-        shown[f"{root.name}/{source.name}"] = result.stdout
+        shown[f"{root.name}/{workflow.name}"] = result.stdout
     assert shown == snapshot
 
 
@@ -136,7 +136,14 @@ def test_an_appended_suffix_in_markdown(suffixed: tuple[Path, Path], snapshot: S
 
 
 def test_a_source_with_errors_is_an_error_not_a_difference(suffixed: tuple[Path, Path]) -> None:
-    suffixed[1].write_text('workflow "Build" {\n  step build {\n    shell\n  }\n}\n')
+    src = source("""
+        workflow "Build" {
+          step build {
+            shell
+          }
+        }
+    """)
+    suffixed[1].write_text(src)
     result = run_cli("diff", suffixed[0], suffixed[1])
     assert result.returncode == 2 and "E10" in result.stderr and result.stdout == ""
 
@@ -189,7 +196,14 @@ def test_rev_shows_content_diffs_children_and_new_workflows(repo: Path, snapshot
           'shell "scripts/verify-channel.sh' + SUFFIX + '"')  # fmt: skip
     _edit(ops / "prompts" / "review-file.md", "Review the file", "Review and approve the file")
     (ops / "scripts" / "aggregate.py").write_text((ops / "scripts" / "aggregate.py").read_text() + "print('more')\n")
-    (ops / "workflows" / "extra.akm").write_text('workflow "Extra" {\n  step hello {\n    shell "echo hi"\n  }\n}\n')
+    src = source("""
+        workflow "Extra" {
+          step hello {
+            shell "echo hi"
+          }
+        }
+    """)
+    (ops / "workflows" / "extra.akm").write_text(src)
     _git(repo, "add", "-A")
     _git(repo, "commit", "-qm", "edits")
     outputs = {}
@@ -257,9 +271,14 @@ def test_rev_names_files_of_the_revision_as_rev_path(repo: Path) -> None:
 def test_rev_reads_symlinks_as_committed_and_keeps_them_contained(repo: Path) -> None:
     ops = repo / "ops"
     (ops / "scripts" / "escape.sh").symlink_to("/etc/passwd")
-    (ops / "workflows" / "leak.akm").write_text(
-        'workflow "Leak" {\n  step s {\n    script "scripts/escape.sh"\n  }\n}\n'
-    )
+    src = source("""
+        workflow "Leak" {
+          step s {
+            script "scripts/escape.sh"
+          }
+        }
+    """)
+    (ops / "workflows" / "leak.akm").write_text(src)
     _git(repo, "add", "-A")
     _git(repo, "commit", "-qm", "symlink")
     (ops / "workflows" / "leak.akm").unlink()
@@ -278,7 +297,13 @@ def test_markdown_is_cut_at_the_limit_with_a_note(tmp_path: Path) -> None:
         (root / "prompts" / "big.md").write_text("".join(f"line {i} {word}\n" for i in range(12_000)))
         (root / "workflows").mkdir()
         (root / "workflows" / "big.akm").write_text(
-            'workflow "Big" {\n  step read {\n    agent file("prompts/big.md")\n  }\n}\n'
+            source("""
+                workflow "Big" {
+                  step read {
+                    agent file("prompts/big.md")
+                  }
+                }
+            """)
         )
     result = run_cli("diff", before / "workflows/big.akm", after / "workflows/big.akm", "--format", "markdown")
     assert result.returncode == 1
@@ -302,9 +327,14 @@ def test_rev_reads_large_files_as_committed(repo: Path) -> None:
     ops = repo / "ops"
     (ops / "prompts" / "review.v2_final-draft.md").write_text("Look at it.\n" + "x" * 200_000 + "\n")
     (ops / "assets.bin").write_bytes(bytes(range(256)) * 8_000)  # a large unrelated file is streamed, not buffered
-    (ops / "workflows" / "odd.akm").write_text(
-        'workflow "Odd" {\n  step look {\n    agent file("prompts/review.v2_final-draft.md")\n  }\n}\n'
-    )
+    src = source("""
+        workflow "Odd" {
+          step look {
+            agent file("prompts/review.v2_final-draft.md")
+          }
+        }
+    """)
+    (ops / "workflows" / "odd.akm").write_text(src)
     _git(repo, "add", "-A")
     _git(repo, "commit", "-qm", "odd names")
     (ops / "prompts" / "review.v2_final-draft.md").write_text("Look at it closely.\n" + "x" * 200_000 + "\n")

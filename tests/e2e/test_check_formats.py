@@ -9,10 +9,20 @@ import jsonschema
 import pytest
 
 from akmc.diagnostics import CATALOG
-from helpers import DATA, REPO, Checker, run_cli
+from helpers import DATA, REPO, Checker, run_cli, source
 
 SARIF_SCHEMA = json.loads((DATA / "sarif-2.1.0-subset.schema.json").read_text())
-BROKEN = 'workflow "w" {\n  params {\n    unused: bool = false\n  }\n  step a {\n    shell "x"\n    inputs = [steps.b.output]\n  }\n}\n'
+BROKEN = source("""
+    workflow "w" {
+      params {
+        unused: bool = false
+      }
+      step a {
+        shell "x"
+        inputs = [steps.b.output]
+      }
+    }
+""")
 
 
 @pytest.fixture
@@ -95,7 +105,13 @@ def test_sarif_schema_refuses_what_it_should() -> None:
 def test_config_ignore_and_strict(broken: Path) -> None:
     (broken / "akm.toml").write_text('[check]\nignore = ["E203"]\n')
     assert run_cli("check", cwd=broken).returncode == 0  # W700 only: a warning
-    (broken / "akm.toml").write_text('[check]\nignore = ["E203"]\nstrict = true\n')
+    (broken / "akm.toml").write_text(
+        source("""
+            [check]
+            ignore = ["E203"]
+            strict = true
+        """)
+    )
     assert run_cli("check", cwd=broken).returncode == 1
     assert run_cli("check", "--no-strict", cwd=broken).returncode == 0  # the command line wins
     result = run_cli("check", "--ignore", "W", "--format", "json", cwd=broken)
@@ -162,12 +178,26 @@ def test_a_suppression_is_precise_by_code_and_line(codes: Checker) -> None:
 
 
 def test_unknown_codes_and_w704_of_a_file(codes: Checker) -> None:
-    messages = [
-        d.message for d in codes.diagnostics('workflow "w" {\n  step a {\n    shell "x" # akmc: ignore[E2O3]\n  }\n}\n')
-    ]
+    src = source("""
+        workflow "w" {
+          step a {
+            shell "x" # akmc: ignore[E2O3]
+          }
+        }
+    """)
+    messages = [d.message for d in codes.diagnostics(src)]
     assert messages == ["`# akmc: ignore[…]` names `E2O3`, which is not a diagnostic code"]
     assert (
-        codes('# akmc: ignore-file[W704]\nworkflow "w" {\n  step a {\n    shell "x" # akmc: ignore[E203]\n  }\n}\n')
+        codes(
+            source("""
+                # akmc: ignore-file[W704]
+                workflow "w" {
+                  step a {
+                    shell "x" # akmc: ignore[E203]
+                  }
+                }
+            """)
+        )
         == []
     )
 

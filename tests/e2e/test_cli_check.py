@@ -9,9 +9,15 @@ from pathlib import Path
 import pytest
 
 from akmc.workspace import MAX_SOURCE_BYTES
-from helpers import Checker, run_cli
+from helpers import Checker, run_cli, source
 
-GOOD = 'workflow "ok" {\n  step build {\n    shell "make"\n  }\n}\n'
+GOOD = source("""
+    workflow "ok" {
+      step build {
+        shell "make"
+      }
+    }
+""")
 BAD = 'workflow "bad" {\n  step build {\n    shell "make"\n'
 
 
@@ -122,8 +128,23 @@ def test_version_and_help() -> None:
 
 def test_each_file_belongs_to_its_own_workspace(tmp_path: Path) -> None:
     """Two akm.toml workspaces below one directory: refs resolve, and configuration applies, per workspace."""
-    child = 'workflow "c" {\n  params {\n    unused: bool = false\n  }\n  step s {\n    shell "true"\n  }\n}\n'
-    parent = 'workflow "p" {\n  step c {\n    uses "workflows/c"\n  }\n}\n'
+    child = source("""
+        workflow "c" {
+          params {
+            unused: bool = false
+          }
+          step s {
+            shell "true"
+          }
+        }
+    """)
+    parent = source("""
+        workflow "p" {
+          step c {
+            uses "workflows/c"
+          }
+        }
+    """)
     for name, toml in (("a", '[check]\nignore = ["W700"]\n'), ("b", "")):
         (tmp_path / name / "workflows").mkdir(parents=True)
         (tmp_path / name / "akm.toml").write_text(toml)

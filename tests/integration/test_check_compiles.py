@@ -19,24 +19,25 @@ from akm_run.plan import render_file, verify_file
 from akmc.compiler import Session
 from akmc.diagnostics import ERROR
 from akmc.workspace import SourceError
-from helpers import REPO
+from helpers import REPO, source
 
 SNIPPET = re.compile(r"```akm(?: [^\n]*)?\n(.*?)```", re.S)
-CHILD = """workflow "child" {
-  params {
-    environment: string
-    count: int = 1
-  }
-  outputs {
-    done: string = steps.a.output
-  }
-  step a {
-    shell "deploy"
-    inputs = [params.environment, params.count]
-    output: string
-  }
-}
-"""
+CHILD = source("""
+    workflow "child" {
+      params {
+        environment: string
+        count: int = 1
+      }
+      outputs {
+        done: string = steps.a.output
+      }
+      step a {
+        shell "deploy"
+        inputs = [params.environment, params.count]
+        output: string
+      }
+    }
+""")
 
 
 def _shipped() -> Iterator[Path]:

@@ -15,7 +15,7 @@ from syrupy.assertion import SnapshotAssertion
 from akm_run.plan import MAX_PLAN_BYTES, canonical_bytes, plan_hash, verify_plan
 from akmc.compiler import FileResult, Session
 from akmc.workspace import discover
-from helpers import LANGUAGE_EXAMPLE, REPO
+from helpers import LANGUAGE_EXAMPLE, REPO, source
 
 COMPOSE = REPO / "golden" / "compose"
 CLEAN = ["direct", "outputs", "nested", "diamond"]
@@ -129,7 +129,14 @@ def test_diamond_heavy_tree_compiles_each_child_once(tmp_path: Path) -> None:
     root = tmp_path
     (root / "akm.toml").write_text("")
     (root / "workflows").mkdir()
-    (root / "workflows" / "level0.akm").write_text('workflow "leaf" {\n  step s {\n    shell "true"\n  }\n}\n')
+    src = source("""
+        workflow "leaf" {
+          step s {
+            shell "true"
+          }
+        }
+    """)
+    (root / "workflows" / "level0.akm").write_text(src)
     for i in range(1, 8):
         (root / "workflows" / f"level{i}.akm").write_text(
             f'workflow "level {i}" {{\n  step a {{\n    uses "workflows/level{i - 1}"\n  }}\n'
@@ -185,19 +192,40 @@ def test_oversized_plan_is_e404_not_a_crash(tmp_path: Path) -> None:
 def test_child_read_failure_is_e400(tmp_path: Path) -> None:
     (tmp_path / "akm.toml").write_text("")
     (tmp_path / "child.akm").mkdir()  # a directory where the child should be
-    (tmp_path / "parent.akm").write_text('workflow "p" {\n  step c {\n    uses "child"\n  }\n}\n')
+    src = source("""
+        workflow "p" {
+          step c {
+            uses "child"
+          }
+        }
+    """)
+    (tmp_path / "parent.akm").write_text(src)
     result = Session(tmp_path).check(tmp_path / "parent.akm")
     assert [d.code for d in result.report.diagnostics] == ["E400"]
 
 
 def test_symlinked_child_outside_the_root_is_e400(tmp_path: Path) -> None:
     outside = tmp_path / "outside.akm"
-    outside.write_text('workflow "o" {\n  step s {\n    shell "true"\n  }\n}\n')
+    src = source("""
+        workflow "o" {
+          step s {
+            shell "true"
+          }
+        }
+    """)
+    outside.write_text(src)
     root = tmp_path / "ws"
     root.mkdir()
     (root / "akm.toml").write_text("")
     (root / "linked.akm").symlink_to(outside)
-    (root / "parent.akm").write_text('workflow "p" {\n  step c {\n    uses "linked"\n  }\n}\n')
+    src = source("""
+        workflow "p" {
+          step c {
+            uses "linked"
+          }
+        }
+    """)
+    (root / "parent.akm").write_text(src)
     result = Session(root).check(root / "parent.akm")
     assert [d.code for d in result.report.diagnostics] == ["E400"]
     assert "outside the workspace root" in result.report.diagnostics[0].message

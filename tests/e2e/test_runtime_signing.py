@@ -11,12 +11,39 @@ from pathlib import Path
 import pytest
 
 from akm_run.plan import plan_hash, render_file
-from helpers import Keys, Runtime, run_cli
+from helpers import Keys, Runtime, run_cli, source
 
-TOUCH = 'workflow "t" {\n  step touch {\n    shell "touch touched"\n  }\n}\n'
-WAIT = 'workflow "w" {\n  step wait {\n    approval "ok?"\n  }\n  step after {\n    shell "touch after"\n  }\n}\n'
-CHILD = 'workflow "child" {\n  step work {\n    shell "touch child-ran"\n  }\n}\n'
-PARENT = 'workflow "parent" {\n  step call {\n    uses "workflows/child"\n  }\n}\n'
+TOUCH = source("""
+    workflow "t" {
+      step touch {
+        shell "touch touched"
+      }
+    }
+""")
+WAIT = source("""
+    workflow "w" {
+      step wait {
+        approval "ok?"
+      }
+      step after {
+        shell "touch after"
+      }
+    }
+""")
+CHILD = source("""
+    workflow "child" {
+      step work {
+        shell "touch child-ran"
+      }
+    }
+""")
+PARENT = source("""
+    workflow "parent" {
+      step call {
+        uses "workflows/child"
+      }
+    }
+""")
 
 
 def signed(runtime: Runtime, keys: Keys, source: str = TOUCH, signer: str = "ci") -> Path:

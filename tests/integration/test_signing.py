@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from akm_run import signing
 from akm_run.signing import SignatureRefused, Signer
-from helpers import Keys
+from helpers import Keys, source
 
 ARMOR = b"-----BEGIN SSH SIGNATURE-----\n%s\n-----END SSH SIGNATURE-----\n"
 
@@ -76,7 +76,14 @@ def test_admit_keeps_the_bytes_it_checked_when_the_file_changes_meanwhile(
     from helpers import Runtime
 
     (tmp_path / "ws").mkdir()
-    plan = Runtime(tmp_path / "ws").compile("wf.akm", 'workflow "t" {\n  step a {\n    shell "true"\n  }\n}\n')
+    src = source("""
+        workflow "t" {
+          step a {
+            shell "true"
+          }
+        }
+    """)
+    plan = Runtime(tmp_path / "ws").compile("wf.akm", src)
     keys.sign(plan, "ci")
     original = plan.read_bytes()
     checked = signing.verify
@@ -106,7 +113,13 @@ def test_an_ssh_keygen_without_the_verb_is_named(tmp_path: Path, monkeypatch: py
     """An OpenSSH older than `-Y find-principals` answers as this stand-in does."""
     old = tmp_path / "bin" / "ssh-keygen"
     old.parent.mkdir()
-    old.write_text('#!/bin/sh\necho "Unsupported operation for -Y: \\"$2\\"" >&2\nexit 1\n')
+    old.write_text(
+        source(r"""
+            #!/bin/sh
+            echo "Unsupported operation for -Y: \"$2\"" >&2
+            exit 1
+        """)
+    )
     old.chmod(0o755)
     monkeypatch.setenv("PATH", str(old.parent))
     signature = ARMOR % base64.b64encode(b"SSHSIG\x00\x00\x00\x01" + b"".join(

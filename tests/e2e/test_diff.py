@@ -13,7 +13,7 @@ from syrupy.assertion import SnapshotAssertion
 
 from akmc.compiler import Session
 from akmc.diff import diff
-from helpers import LANGUAGE_EXAMPLE, run_cli
+from helpers import LANGUAGE_EXAMPLE, run_cli, source
 
 EDITS = {
     "workflows/release.akm": [
@@ -86,8 +86,26 @@ def test_equal_plans_have_no_changes() -> None:
 
 def test_a_moved_step_reports_its_position(tmp_path: Path) -> None:
     (tmp_path / "akm.toml").write_text("")
-    a = 'workflow "w" {\n  step one {\n    shell "1"\n  }\n  step two {\n    shell "2"\n  }\n}\n'
-    b = 'workflow "w" {\n  step two {\n    shell "2"\n  }\n  step one {\n    shell "1"\n  }\n}\n'
+    a = source("""
+        workflow "w" {
+          step one {
+            shell "1"
+          }
+          step two {
+            shell "2"
+          }
+        }
+    """)
+    b = source("""
+        workflow "w" {
+          step two {
+            shell "2"
+          }
+          step one {
+            shell "1"
+          }
+        }
+    """)
     (tmp_path / "a.akm").write_text(a)
     (tmp_path / "b.akm").write_text(b)
     result = diff(_plan(tmp_path, "a.akm"), _plan(tmp_path, "b.akm"))

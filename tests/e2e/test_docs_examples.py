@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml  # installed with pre-commit, a test dependency
 
 from akmc.config import load
-from helpers import LANGUAGE_EXAMPLE, REPO
+from helpers import LANGUAGE_EXAMPLE, REPO, source
 
 CLI = (REPO / "docs" / "cli.md").read_text()
 CI = (REPO / "docs" / "ci.md").read_text()
@@ -79,10 +79,16 @@ def test_the_review_job_posts_the_markdown_diff_of_a_pull_request(tmp_path: Path
     git(tmp_path / "seed", "-c", "user.email=ci@example.invalid", "-c", "user.name=ci", "commit", "-qm", "base")
     git(tmp_path, "clone", "-q", "--bare", "seed", str(origin))
     git(tmp_path, "clone", "-q", str(origin), str(clone))
-    source = clone / "workflows" / "release.akm"
-    source.write_text(source.read_text().replace('shell "scripts/publish.sh', 'shell "scripts/publish.sh --force'))
+    release = clone / "workflows" / "release.akm"
+    release.write_text(release.read_text().replace('shell "scripts/publish.sh', 'shell "scripts/publish.sh --force'))
     bin_dir.mkdir()
-    (bin_dir / "gh").write_text('#!/bin/sh\nprintf "%s\\n" "$@" > "$GH_ARGS"\ncp "$5" "$GH_BODY"\n')
+    (bin_dir / "gh").write_text(
+        source(r"""
+            #!/bin/sh
+            printf "%s\n" "$@" > "$GH_ARGS"
+            cp "$5" "$GH_BODY"
+        """)
+    )
     (bin_dir / "gh").chmod(0o755)
 
     def post_comment() -> subprocess.CompletedProcess[str]:
@@ -100,7 +106,7 @@ def test_the_review_job_posts_the_markdown_diff_of_a_pull_request(tmp_path: Path
     body = (tmp_path / "body.md").read_text()
     assert body.startswith("1 workflow changed against origin/main: 1 command changed\n")
     assert "+" in body and "scripts/publish.sh --force" in body and "<details>" in body
-    source.write_text(source.read_text().replace("step publish {", "step publish {{"))
+    release.write_text(release.read_text().replace("step publish {", "step publish {{"))
     broken = post_comment()
     assert broken.returncode == 2 and "E10" in broken.stderr  # errors fail the job
 

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from akmc.compiler import check_file
-from helpers import LANGUAGE_EXAMPLE
+from helpers import LANGUAGE_EXAMPLE, source
 
 SEED = (LANGUAGE_EXAMPLE / "workflows" / "release.akm").read_bytes()
 TOKENS = [
@@ -113,8 +113,15 @@ def test_any_param_value_parses_or_is_a_params_error(schema: dict, raw: str) -> 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.text(alphabet="#akmc:ignore-file[]E2030W7, \n", max_size=60))
 def test_any_suppression_comment_is_handled(comment: str) -> None:
-    source = 'workflow "w" {\n  step a {\n    shell "x"\n    inputs = [steps.b.output]\n  }\n}\n'
-    _check((source + "# " + comment.replace("\n", " ") + "\n").encode())
+    src = source("""
+        workflow "w" {
+          step a {
+            shell "x"
+            inputs = [steps.b.output]
+          }
+        }
+    """)
+    _check((src + "# " + comment.replace("\n", " ") + "\n").encode())
 
 
 @settings(max_examples=150, deadline=None)

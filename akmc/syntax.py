@@ -1,24 +1,25 @@
-"""Parse `.akm` text into the typed AST, turning every syntax problem into E100–E102."""
+"""Parse `.akm` text into the typed AST, turning every syntax problem into E100–E102.
+
+A parse owns all of its state (`Parsed` holds the tree and the comments), so any number of files may
+be parsed at once, on any threads. The grammar (`grammar/akm.lark`) defines the language; the parse
+loop in `akmc.frontend` runs its tables and calls the rule methods below at each reduction."""
 
 from __future__ import annotations
 
 import json
 import re
 import textwrap
-from collections.abc import Callable
-from functools import lru_cache
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
-from lark import Lark, Token
-from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
-from lark.visitors import Transformer_NonRecursive
-
-from akmc import ast, messages
-from akmc.diagnostics import Report, did_you_mean
-from akmc.messages import Message
-from akmc.resources import data_path
+from akmc import ast, spans
+from akmc.diagnostics import Report
+from akmc.frontend import lalr
+from akmc.frontend.errors import end_of_file as end_of_file
+from akmc.frontend.errors import explain, point
+from akmc.frontend.tables import tables
 
 _N = TypeVar("_N")
+Token = lalr.Token
 MAX_INT = 2**53 - 1
 MAX_NESTING = 64
 _MAX_DIGITS = 40  # longer integers and durations are out of range without being converted
@@ -27,234 +28,42 @@ _DURATION_FULL = re.compile(r"(?:[0-9]+(?:ms|s|m|h))+")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
 _INT_FULL = re.compile(r"-?[0-9](?:_?[0-9])*")
 
-# Words for the grammar's pattern terminals; string terminals speak for themselves.
-_TERMINAL_WORDS = {
-    "NAME": "a name",
-    "STEP_ID": "a step id",
-    "STRING": "a string",
-    "TEXT_BLOCK": "a text block",
-    "INT": "an integer",
-    "DECIMAL": "a number",
-    "DURATION": "a duration",
-    "$END": "end of file",
-}
-_STEP_ITEM_KEYWORDS = [
-    "shell", "script", "agent", "uses", "approval", "map", "route", "gate", "env",
-    "inputs", "output",
-]  # fmt: skip
-# Sets of expected terminals that read better as one phrase.
-_GROUPS = [
-    ("a step item (a target, `map`, `route`, `gate`, `env`, `inputs`, `output` or a setting)",
-     {"SHELL", "SCRIPT", "AGENT", "USES", "APPROVAL", "MAP", "ROUTE", "GATE", "ENV", "INPUTS", "OUTPUT", "NAME"}),
-    ("a workflow section (`description`, `params`, `outputs`, `limits`, `defaults`) or `step`",
-     {"DESCRIPTION", "PARAMS", "OUTPUTS", "LIMITS", "DEFAULTS", "STEP"}),
-    ("a target (`shell`, `script`, `agent`, `uses`, `approval`)", {"SHELL", "SCRIPT", "AGENT", "USES", "APPROVAL"}),
-    ("a value", {"STRING", "INT", "DECIMAL", "TRUE", "FALSE", "NULL", "LSQB", "LBRACE"}),
-]  # fmt: skip
-_BLOCK_KEYWORDS = {"PARAMS", "OUTPUTS", "LIMITS", "DEFAULTS", "ENV", "GATE", "MAP", "ROUTE"}
+
+class Parsed(NamedTuple):
+    """One parse: the tree (None after the file's one syntax error) and every `#` comment with its span,
+    in source order (suppressions and the formatter read them)."""
+
+    workflow: ast.Workflow | None
+    comments: list[tuple[str, ast.Span]]
 
 
-_COMMENTS: list[Token] = []  # filled by the lexer while one file parses (see parse)
+def prepare() -> None:
+    """Build the shared parse tables now (a parent process does this once before forking workers)."""
+    tables()
 
 
-@lru_cache(maxsize=1)
-def parser() -> Lark:
-    """The LALR parser, built once per process (its analysis is cached on disk by Lark).
-
-    The tree builder is non-recursive, so deep nesting cannot exhaust the stack
-    before the nesting guard reports it.
-    """
-    return Lark(
-        data_path("grammar", "akm.lark").read_text(encoding="utf-8"),
-        parser="lalr",
-        lexer="contextual",
-        propagate_positions=True,
-        maybe_placeholders=True,
-        cache=True,
-        lexer_callbacks={"COMMENT": _COMMENTS.append},
-    )
+def parse_source(text: str, report: Report) -> Parsed:
+    """Parse one file, reporting its problems into `report`: its one syntax error, or bad literals."""
+    builder = _Builder(text, report)
+    comments: list[Token] = []
+    try:
+        workflow: ast.Workflow = lalr.parse(text, tables(), builder.callbacks(), builder.lines.span, comments)
+    except (lalr.Reject, _TooDeep) as problem:
+        del report.diagnostics[:]
+        if not explain(text, report):  # not a syntax error: the nesting guard stopped the parse
+            where = problem.span if isinstance(problem, _TooDeep) else end_of_file(text)
+            report.add("E100", where, message=f"values and types nest deeper than {MAX_NESTING} levels")
+        return Parsed(None, [])
+    return Parsed(workflow, [(value, builder.lines.span(start, end)) for _, value, start, end in comments])
 
 
 def parse(text: str, report: Report, comments: list[tuple[str, ast.Span]] | None = None) -> ast.Workflow | None:
     """Parse one file. Returns None after reporting the file's one syntax error.
     `comments` receives every `#` comment (text and span) when the file parses."""
-    _BUILDER.reset(text, report)
-    _COMMENTS.clear()
-    try:
-        workflow: ast.Workflow = _BUILDER.transform(parser().parse(text))
-    except UnexpectedInput as error:
-        del report.diagnostics[:]
-        _report_syntax_error(text, error, report)
-        return None
-    except _TooDeep as too_deep:
-        del report.diagnostics[:]
-        report.add(messages.nesting_too_deep(limit=MAX_NESTING), too_deep.span)
-        return None
-    finally:
-        _BUILDER.reset("", Report(""))
+    parsed = parse_source(text, report)
     if comments is not None:
-        comments.extend((token.value, _tspan(token)) for token in _COMMENTS)
-    _COMMENTS.clear()
-    return workflow
-
-
-# -- spans ------------------------------------------------------------------------
-
-
-def _span(meta: Any) -> ast.Span:
-    return ast.Span(meta.line, meta.column, meta.end_line, meta.end_column, meta.start_pos, meta.end_pos)
-
-
-def _tspan(token: Token) -> ast.Span:
-    return ast.Span(
-        token.line or 1,
-        token.column or 1,
-        token.end_line or 1,
-        token.end_column or 1,
-        token.start_pos or 0,
-        token.end_pos or 0,
-    )
-
-
-def _point(text: str, offset: int, width: int = 1) -> ast.Span:
-    line = text.count("\n", 0, offset) + 1
-    column = offset - (text.rfind("\n", 0, offset) + 1) + 1
-    width = max(0, min(width, len(text) - offset))
-    return ast.Span(line, column, line, column + max(width, 1), offset, offset + width)
-
-
-def end_of_file(text: str) -> ast.Span:
-    """The position just after the last non-blank character (1:1 for a blank file)."""
-    return _point(text, len(text.rstrip()), 0)
-
-
-# -- syntax errors ------------------------------------------------------------------
-
-
-def _report_syntax_error(text: str, error: UnexpectedInput, report: Report) -> None:
-    if isinstance(error, UnexpectedCharacters):
-        offset = error.pos_in_stream or 0
-        char = text[offset] if offset < len(text) else ""
-        if char == '"':
-            _report_unterminated(text, offset, report)
-            return
-        expected = _expected_words(set(error.allowed or ()), None)
-        shown = repr(char)[1:-1] if not char.isprintable() else char
-        if expected:
-            report.add(messages.unexpected_character_expected(char=shown, expected=expected), _point(text, offset))
-        else:
-            report.add(messages.unexpected_character(char=shown), _point(text, offset))
-        return
-    if isinstance(error, UnexpectedToken):
-        token = error.token
-        stack = _value_stack(error)
-        at_end = token.type == "$END"
-        span = end_of_file(text) if at_end else _tspan(token)
-        found = "end of file" if at_end else _describe_token(token)
-        expected = _expected_words(_acceptable(error), stack)
-        help_text = None
-        if stack and isinstance(stack[-1], Token) and stack[-1].type == "NAME" and error.expected == {"EQUAL"}:
-            help_text = did_you_mean(str(stack[-1]), _STEP_ITEM_KEYWORDS)
-        report.add(messages.unexpected_token(found=found, expected=expected), span, help=help_text)
-        return
-    report.add(messages.unexpected_end(), end_of_file(text))
-
-
-def _report_unterminated(text: str, offset: int, report: Report) -> None:
-    if text.startswith('"""', max(0, offset - 2)) and offset >= 2:
-        start = offset - 2
-        report.add(messages.unterminated_text_block(), _point(text, start, 3))
-        return
-    line_end = text.find("\n", offset)
-    width = (len(text) if line_end < 0 else line_end) - offset
-    report.add(messages.unterminated_string(), _point(text, offset, width))
-
-
-def _acceptable(error: UnexpectedToken) -> set[str]:
-    """What the parser would really accept here (LALR's lookahead sets over-approximate)."""
-    interactive = getattr(error, "interactive_parser", None)
-    if interactive is None:
-        return set(error.expected)
-    try:
-        accepts: set[str] = interactive.accepts()
-    except Exception:  # noqa: BLE001 - fall back to Lark's own set on any parser quirk
-        return set(error.expected)
-    return accepts or set(error.expected)
-
-
-def _value_stack(error: UnexpectedToken) -> list[Any]:
-    interactive = getattr(error, "interactive_parser", None)
-    if interactive is None:
-        return []
-    return list(interactive.parser_state.value_stack)
-
-
-def _describe_token(token: Token) -> str:
-    if token.type in ("STRING", "TEXT_BLOCK"):
-        value = str(token)
-        shown = value if len(value) <= 30 else value[:27] + '..."'
-        return f"string {shown}"
-    if token.type in ("INT", "DECIMAL", "DURATION"):
-        return f"number `{token}`"
-    return f"`{token}`"
-
-
-def _terminal_word(name: str) -> str:
-    if name in _TERMINAL_WORDS:
-        return _TERMINAL_WORDS[name]
-    for terminal in parser().terminals:
-        if terminal.name == name:
-            pattern = terminal.pattern
-            if pattern.type == "str":
-                return f"`{pattern.value}`"
-    return name.lower()
-
-
-def _expected_words(expected: set[str], stack: list[Any] | None) -> str:
-    closer = {"RBRACE": "}", "RSQB": "]", "RPAR": ")"}
-    groups: list[str] = []
-    for group, names in _GROUPS:
-        if names <= expected:
-            groups.append(group)
-            expected = expected - names
-    words = sorted({_terminal_word(n) for n in expected if n not in closer}) + groups
-    closing = [c for n, c in closer.items() if n in expected]
-    tail: list[str] = []
-    for char in closing:
-        opened = _open_block(stack or [], char)
-        tail.append(f"`{char}`" + (f" to close {opened}" if opened else ""))
-    words += tail
-    if not words:
-        return "nothing more"
-    if len(words) == 1:
-        return words[0]
-    return ", ".join(words[:-1]) + " or " + words[-1]
-
-
-def _open_block(stack: list[Any], closer: str) -> str | None:
-    """Describe the innermost unclosed bracket on the parser stack, e.g. `step \\`build\\` opened at 3:3`."""
-    opener = {"}": "LBRACE", "]": "LSQB", ")": "LPAR"}[closer]
-    for i in range(len(stack) - 1, -1, -1):
-        item = stack[i]
-        if isinstance(item, Token) and item.type == opener:
-            before = [t for t in stack[max(0, i - 3) : i] if isinstance(t, Token)]
-            return _name_block(before, item)
-    return None
-
-
-def _name_block(before: list[Token], bracket: Token) -> str:
-    kinds = [t.type for t in before]
-    where = f"opened at {bracket.line}:{bracket.column}"
-    if len(before) >= 2 and kinds[-2:] == ["STEP", "STEP_ID"]:
-        return f"step `{before[-1]}` opened at {before[-2].line}:{before[-2].column}"
-    if len(before) >= 2 and kinds[-2:] == ["WORKFLOW", "STRING"]:
-        return f"workflow {before[-1]} opened at {before[-2].line}:{before[-2].column}"
-    if len(before) >= 2 and kinds[-2:] == ["USES", "STRING"]:
-        return f"the bindings of `uses {before[-1]}` {where}"
-    for token in reversed(before):
-        if token.type in _BLOCK_KEYWORDS:
-            return f"the `{token}` block opened at {token.line}:{token.column}"
-    return f"the `{bracket}` {where}"
+        comments.extend(parsed.comments)
+    return parsed.workflow
 
 
 # -- the tree builder ------------------------------------------------------------------
@@ -277,7 +86,7 @@ _LONE_SURROGATE = re.compile(
 
 def _str(text: str, token: Token, report: Report) -> str:
     """Decode a STRING token's JSON escapes, reporting a bad escape or a lone surrogate as E101."""
-    raw = str(token)
+    raw = token[1]
     if "\\" not in raw:
         return raw[1:-1]  # nothing to decode (the lexer guarantees the quotes)
     try:
@@ -285,19 +94,22 @@ def _str(text: str, token: Token, report: Report) -> str:
         value.encode("utf-8")  # a lone surrogate escape decodes, but is not text
         return value
     except UnicodeEncodeError:
-        _escape_error(text, token, report, _LONE_SURROGATE, 6, messages.lone_surrogate)
+        _escape_error(text, token, report, _LONE_SURROGATE, 6, "lone surrogate escape",
+                      "a `\\uD800`-`\\uDBFF` escape must be followed by a `\\uDC00`-`\\uDFFF` one, "
+                      "such as `\\ud83d\\ude00`; or write the character itself")  # fmt: skip
     except ValueError:
-        _escape_error(text, token, report, _BAD_ESCAPE, 2, messages.invalid_escape)
+        _escape_error(text, token, report, _BAD_ESCAPE, 2, "invalid escape",
+                      'strings use JSON escapes: \\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX')  # fmt: skip
     return raw[1:-1]
 
 
-def _escape_error(text: str, token: Token, report: Report, pattern: re.Pattern[str], width: int,
-                  message: Callable[..., Message]) -> None:  # fmt: skip
-    raw = str(token)
+def _escape_error(text: str, token: Token, report: Report, pattern: re.Pattern[str], width: int, what: str,
+                  help_text: str) -> None:  # fmt: skip
+    raw = token[1]
     bad = pattern.search(raw)
-    offset = (token.start_pos or 0) + (bad.start() if bad else 0)
+    offset = token[2] + (bad.start() if bad else 0)
     shown = bad.group(0) if bad else raw
-    report.add(message(escape=shown), _point(text, offset, width))
+    report.add("E101", point(text, offset, width), message=f"{what} `{shown}` in string", help=help_text)
 
 
 def dedent_block(raw: str) -> str:
@@ -311,31 +123,23 @@ def dedent_block(raw: str) -> str:
     return textwrap.dedent(body.rstrip())
 
 
-class _Builder(Transformer_NonRecursive[Token, Any]):
-    """Builds AST nodes bottom-up from the parse tree; `reset` points it at the next file.
+class _Builder:
+    """Builds AST nodes bottom-up, one rule method per grammar rule, called by the parse loop at each
+    reduction with the rule's span and its kept children (tokens as `(terminal, text, start, end)`).
+    One builder serves one parse: it holds that file's text, report, line table and nesting depths."""
 
-    Each rule method takes `(meta, children)`. They are called directly (see `_call_userfunc`)
-    rather than through `v_args(meta=True)`, whose wrapper is rebuilt on every call and cost
-    about 2.8 ms of a 108-line file; an error raised by a rule method propagates unwrapped."""
-
-    __visit_tokens__ = False  # no terminal callbacks: tokens pass through untouched
-
-    def __init__(self) -> None:
-        super().__init__(visit_tokens=False)
-        self._rules: dict[str, Any] = {}
-        self.reset("", Report(""))
-
-    def _call_userfunc(self, tree: Any, new_children: list[Any] | None = None) -> Any:
-        children = new_children if new_children is not None else tree.children
-        rule = self._rules.get(tree.data)
-        if rule is None:  # every grammar rule that survives into the tree has a method here
-            rule = self._rules[tree.data] = getattr(self, tree.data)
-        return rule(tree.meta, children)
-
-    def reset(self, text: str, report: Report) -> None:
+    def __init__(self, text: str, report: Report) -> None:
         self.text = text
         self.report = report
+        self.lines = lalr.Lines(text)
         self.depth: dict[int, tuple[Any, int]] = {}
+
+    def callbacks(self) -> list[lalr.Callback | None]:
+        """This builder's method for each of the grammar's rules, by rule index (None: inlined)."""
+        return [None if rule.name is None else getattr(self, rule.name) for rule in tables().rules]
+
+    def _tspan(self, token: Token) -> ast.Span:
+        return self.lines.span(token[2], token[3])
 
     # nesting guard: values and types are recursive, so bound them
     def _nest(self, node: _N, children: list[Any], span: ast.Span) -> _N:
@@ -347,264 +151,265 @@ class _Builder(Transformer_NonRecursive[Token, Any]):
         return node
 
     def _ident(self, token: Token) -> ast.Ident:
-        return ast.Ident(str(token), _tspan(token))
+        return ast.Ident(token[1], self._tspan(token))
 
     def _strlit(self, token: Token) -> ast.StrLit:
-        return ast.StrLit(_str(self.text, token, self.report), _tspan(token))
+        return ast.StrLit(_str(self.text, token, self.report), self._tspan(token))
 
     # -- top level
-    def start(self, meta: Any, children: list[Any]) -> ast.Workflow:
+    def start(self, span: ast.Span, children: list[Any]) -> ast.Workflow:
         title = self._strlit(children[0])
         sections = [c for c in children[1:] if isinstance(c, ast.Section)]
         steps = [c for c in children[1:] if isinstance(c, ast.Step)]
-        return ast.Workflow(title, sections, steps, _span(meta))
+        return ast.Workflow(title, sections, steps, span)
 
-    def _section(self, kind: str, meta: Any, **parts: Any) -> ast.Section:
-        span = _span(meta)
-        keyword = ast.Span(
-            span.line, span.column, span.line, span.column + len(kind), span.start, span.start + len(kind)
-        )
+    def _section(self, kind: str, span: ast.Span, **parts: Any) -> ast.Section:
+        keyword = spans.keyword(span, kind)
         return ast.Section(kind, span, keyword, **parts)
 
-    def description(self, meta: Any, c: list[Any]) -> ast.Section:
-        return self._section("description", meta, description=c[0])
+    def description(self, span: ast.Span, c: list[Any]) -> ast.Section:
+        return self._section("description", span, description=c[0])
 
-    def params(self, meta: Any, c: list[Any]) -> ast.Section:
-        return self._section("params", meta, params=c)
+    def params(self, span: ast.Span, c: list[Any]) -> ast.Section:
+        return self._section("params", span, params=c)
 
-    def outputs(self, meta: Any, c: list[Any]) -> ast.Section:
-        return self._section("outputs", meta, outputs=c)
+    def outputs(self, span: ast.Span, c: list[Any]) -> ast.Section:
+        return self._section("outputs", span, outputs=c)
 
-    def limits(self, meta: Any, c: list[Any]) -> ast.Section:
-        return self._section("limits", meta, settings=c)
+    def limits(self, span: ast.Span, c: list[Any]) -> ast.Section:
+        return self._section("limits", span, settings=c)
 
-    def defaults(self, meta: Any, c: list[Any]) -> ast.Section:
-        return self._section("defaults", meta, settings=c)
+    def defaults(self, span: ast.Span, c: list[Any]) -> ast.Section:
+        return self._section("defaults", span, settings=c)
 
-    def param(self, meta: Any, c: list[Any]) -> ast.Param:
+    def param(self, span: ast.Span, c: list[Any]) -> ast.Param:
         name, type_, default, desc = c
-        return ast.Param(
-            self._ident(name), type_, default, self._strlit(desc) if desc is not None else None, _span(meta)
-        )
+        return ast.Param(self._ident(name), type_, default, self._strlit(desc) if desc is not None else None, span)
 
-    def output_decl(self, meta: Any, c: list[Any]) -> ast.OutputDecl:
-        return ast.OutputDecl(self._ident(c[0]), c[1], c[2], _span(meta))
+    def output_decl(self, span: ast.Span, c: list[Any]) -> ast.OutputDecl:
+        return ast.OutputDecl(self._ident(c[0]), c[1], c[2], span)
 
     # -- steps
-    def step(self, meta: Any, c: list[Any]) -> ast.Step:
-        return ast.Step(self._ident(c[0]), c[1:], _span(meta))
+    def step(self, span: ast.Span, c: list[Any]) -> ast.Step:
+        return ast.Step(self._ident(c[0]), c[1:], span)
 
-    def _target(self, kind: str, meta: Any, **parts: Any) -> ast.Target:
-        span = _span(meta)
-        keyword = ast.Span(
-            span.line, span.column, span.line, span.column + len(kind), span.start, span.start + len(kind)
-        )
+    def _target(self, kind: str, span: ast.Span, **parts: Any) -> ast.Target:
+        keyword = spans.keyword(span, kind)
         return ast.Target(kind, span, keyword, **parts)
 
-    def shell(self, meta: Any, c: list[Any]) -> ast.Target:
-        return self._target("shell", meta, text=c[0])
+    def shell(self, span: ast.Span, c: list[Any]) -> ast.Target:
+        return self._target("shell", span, text=c[0])
 
-    def agent(self, meta: Any, c: list[Any]) -> ast.Target:
-        return self._target("agent", meta, text=c[0])
+    def agent(self, span: ast.Span, c: list[Any]) -> ast.Target:
+        return self._target("agent", span, text=c[0])
 
-    def approval(self, meta: Any, c: list[Any]) -> ast.Target:
-        return self._target("approval", meta, text=c[0])
+    def approval(self, span: ast.Span, c: list[Any]) -> ast.Target:
+        return self._target("approval", span, text=c[0])
 
-    def script(self, meta: Any, c: list[Any]) -> ast.Target:
-        return self._target("script", meta, path=self._strlit(c[0]))
+    def script(self, span: ast.Span, c: list[Any]) -> ast.Target:
+        return self._target("script", span, path=self._strlit(c[0]))
 
-    def uses(self, meta: Any, c: list[Any]) -> ast.Target:
-        return self._target("uses", meta, path=self._strlit(c[0]), bindings=c[1])
+    def uses(self, span: ast.Span, c: list[Any]) -> ast.Target:
+        return self._target("uses", span, path=self._strlit(c[0]), bindings=c[1])
 
-    def bindings(self, meta: Any, c: list[Any]) -> list[ast.Binding]:
+    def bindings(self, span: ast.Span, c: list[Any]) -> list[ast.Binding]:
         return c
 
-    def binding(self, meta: Any, c: list[Any]) -> ast.Binding:
-        return ast.Binding(self._ident(c[0]), c[1], _span(meta))
+    def binding(self, span: ast.Span, c: list[Any]) -> ast.Binding:
+        return ast.Binding(self._ident(c[0]), c[1], span)
 
-    def map_block(self, meta: Any, c: list[Any]) -> ast.MapBlock:
-        return ast.MapBlock(c[0], c[1:], _span(meta))
+    def map_block(self, span: ast.Span, c: list[Any]) -> ast.MapBlock:
+        return ast.MapBlock(c[0], c[1:], span)
 
-    def route_block(self, meta: Any, c: list[Any]) -> ast.RouteBlock:
-        return ast.RouteBlock(c[0], c[1:], _span(meta))
+    def route_block(self, span: ast.Span, c: list[Any]) -> ast.RouteBlock:
+        return ast.RouteBlock(c[0], c[1:], span)
 
-    def route_case(self, meta: Any, c: list[Any]) -> ast.RouteCase:
-        match = None if isinstance(c[0], Token) and c[0].type == "WILDCARD" else c[0]
-        return ast.RouteCase(match, self._ident(c[1]), _span(meta))
+    def route_case(self, span: ast.Span, c: list[Any]) -> ast.RouteCase:
+        match = None if isinstance(c[0], tuple) and c[0][0] == "WILDCARD" else c[0]
+        return ast.RouteCase(match, self._ident(c[1]), span)
 
-    def gate(self, meta: Any, c: list[Any]) -> ast.Gate:
-        return ast.Gate(c, _span(meta))
+    def gate(self, span: ast.Span, c: list[Any]) -> ast.Gate:
+        return ast.Gate(c, span)
 
-    def gate_check(self, meta: Any, c: list[Any]) -> ast.GateCheck:
-        return ast.GateCheck(c[0], _span(meta))
+    def gate_check(self, span: ast.Span, c: list[Any]) -> ast.GateCheck:
+        return ast.GateCheck(c[0], span)
 
-    def env(self, meta: Any, c: list[Any]) -> ast.Env:
-        return ast.Env(c, _span(meta))
+    def env(self, span: ast.Span, c: list[Any]) -> ast.Env:
+        return ast.Env(c, span)
 
-    def env_entry(self, meta: Any, c: list[Any]) -> ast.EnvEntry:
+    def env_entry(self, span: ast.Span, c: list[Any]) -> ast.EnvEntry:
         name, value = c
-        if isinstance(value, Token):
+        if value[0] == "STRING":
             return ast.EnvEntry(
-                self._ident(name), "literal", _str(self.text, value, self.report), _span(meta), _tspan(value)
+                self._ident(name), "literal", _str(self.text, value, self.report), span, self._tspan(value)
             )
-        kind, secret, span = value
-        return ast.EnvEntry(self._ident(name), kind, secret, _span(meta), span)
+        kind, secret, value_span = value
+        return ast.EnvEntry(self._ident(name), kind, secret, span, value_span)
 
-    def env_secret(self, meta: Any, c: list[Any]) -> tuple[str, str, ast.Span]:
-        return ("secret", _str(self.text, c[0], self.report), _span(meta))
+    def env_secret(self, span: ast.Span, c: list[Any]) -> tuple[str, str, ast.Span]:
+        return ("secret", _str(self.text, c[0], self.report), span)
 
-    def env_passthrough(self, meta: Any, c: list[Any]) -> tuple[str, None, ast.Span]:
-        return ("passthrough", None, _span(meta))
+    def env_passthrough(self, span: ast.Span, c: list[Any]) -> tuple[str, None, ast.Span]:
+        return ("passthrough", None, span)
 
-    def inputs(self, meta: Any, c: list[Any]) -> ast.Inputs:
-        return ast.Inputs([r for r in c if r is not None], _span(meta))
+    def inputs(self, span: ast.Span, c: list[Any]) -> ast.Inputs:
+        return ast.Inputs([r for r in c if r is not None], span)
 
-    def output_type(self, meta: Any, c: list[Any]) -> ast.OutputType:
-        return ast.OutputType(c[0], _span(meta))
+    def output_type(self, span: ast.Span, c: list[Any]) -> ast.OutputType:
+        return ast.OutputType(c[0], span)
 
     # -- settings
-    def setting(self, meta: Any, c: list[Any]) -> ast.Setting:
-        return ast.Setting(self._ident(c[0]), c[1], _span(meta))
+    def setting(self, span: ast.Span, c: list[Any]) -> ast.Setting:
+        return ast.Setting(self._ident(c[0]), c[1], span)
 
-    def duration(self, meta: Any, c: list[Any]) -> ast.Duration:
+    def duration(self, span: ast.Span, c: list[Any]) -> ast.Duration:
         token = c[0]
-        raw = str(token)
+        raw = token[1]
         ms = -1  # invalid, already reported: later stages skip it silently
         if len(raw) > _MAX_DIGITS:
-            self.report.add(messages.duration_out_of_range(duration=raw[:20] + "…"), _tspan(token))
-            return ast.Duration(ms, raw, _span(meta))
+            self.report.add("E102", self._tspan(token), message=f"duration `{raw[:20]}…` is out of range")
+            return ast.Duration(ms, raw, span)
         if _DURATION_FULL.fullmatch(raw):
             ms = sum(int(n) * _UNIT_MS[u] for n, u in _DURATION_PART.findall(raw))
         else:
-            self.report.add(messages.invalid_duration(duration=raw), _tspan(token))
+            self.report.add(
+                "E102",
+                self._tspan(token),
+                message=f"invalid duration `{raw}`",
+                help="write one or more <integer><unit> with units ms, s, m, h, e.g. `90s` or `1h30m`",
+            )
         if ms > MAX_INT:
-            self.report.add(messages.duration_out_of_range(duration=raw), _tspan(token))
+            self.report.add("E102", self._tspan(token), message=f"duration `{raw}` is out of range")
             ms = -1
-        return ast.Duration(ms, raw, _span(meta))
+        return ast.Duration(ms, raw, span)
 
-    def word(self, meta: Any, c: list[Any]) -> ast.Word:
-        return ast.Word(str(c[0]), _span(meta))
+    def word(self, span: ast.Span, c: list[Any]) -> ast.Word:
+        return ast.Word(c[0][1], span)
 
-    def slist(self, meta: Any, c: list[Any]) -> ast.ListValue:
+    def slist(self, span: ast.Span, c: list[Any]) -> ast.ListValue:
         items = [x for x in c if x is not None]
-        return self._nest(ast.ListValue(items, _span(meta)), items, _span(meta))
+        return self._nest(ast.ListValue(items, span), items, span)
 
-    def sobject(self, meta: Any, c: list[Any]) -> ast.ObjectValue:
+    def sobject(self, span: ast.Span, c: list[Any]) -> ast.ObjectValue:
         entries = [x for x in c if x is not None]
-        return self._nest(ast.ObjectValue(entries, _span(meta)), [v for _, v in entries], _span(meta))
+        return self._nest(ast.ObjectValue(entries, span), [v for _, v in entries], span)
 
-    def sentry(self, meta: Any, c: list[Any]) -> tuple[ast.Ident, ast.Value]:
+    def sentry(self, span: ast.Span, c: list[Any]) -> tuple[ast.Ident, ast.Value]:
         return (self._ident(c[0]), c[1])
 
     entry = sentry
 
     # -- text and references
-    def text_string(self, meta: Any, c: list[Any]) -> ast.Text:
-        return ast.Text("string", _str(self.text, c[0], self.report), _span(meta))
+    def text_string(self, span: ast.Span, c: list[Any]) -> ast.Text:
+        return ast.Text("string", _str(self.text, c[0], self.report), span)
 
-    def text_block(self, meta: Any, c: list[Any]) -> ast.Text:
-        return ast.Text("block", dedent_block(str(c[0])), _span(meta))
+    def text_block(self, span: ast.Span, c: list[Any]) -> ast.Text:
+        return ast.Text("block", dedent_block(c[0][1]), span)
 
-    def text_file(self, meta: Any, c: list[Any]) -> ast.Text:
-        return ast.Text("file", _str(self.text, c[0], self.report), _span(meta))
+    def text_file(self, span: ast.Span, c: list[Any]) -> ast.Text:
+        return ast.Text("file", _str(self.text, c[0], self.report), span)
 
-    def param_ref(self, meta: Any, c: list[Any]) -> ast.Reference:
-        return ast.Reference("params", self._ident(c[0]), [], _span(meta))
+    def param_ref(self, span: ast.Span, c: list[Any]) -> ast.Reference:
+        return ast.Reference("params", self._ident(c[0]), [], span)
 
-    def step_ref(self, meta: Any, c: list[Any]) -> ast.Reference:
-        return ast.Reference("steps", self._ident(c[0]), c[1:], _span(meta))
+    def step_ref(self, span: ast.Span, c: list[Any]) -> ast.Reference:
+        return ast.Reference("steps", self._ident(c[0]), c[1:], span)
 
-    def item_ref(self, meta: Any, c: list[Any]) -> ast.Reference:
-        span = _span(meta)
-        name = ast.Ident(
-            "item", ast.Span(span.line, span.column, span.line, span.column + 4, span.start, span.start + 4)
-        )
+    def item_ref(self, span: ast.Span, c: list[Any]) -> ast.Reference:
+        name = ast.Ident("item", spans.keyword(span, "item"))
         return ast.Reference("item", name, c, span)
 
-    def field_segment(self, meta: Any, c: list[Any]) -> ast.Segment:
-        return ast.Segment(str(c[0]), None, _span(meta))
+    def field_segment(self, span: ast.Span, c: list[Any]) -> ast.Segment:
+        return ast.Segment(c[0][1], None, span)
 
-    def index_segment(self, meta: Any, c: list[Any]) -> ast.Segment:
-        return ast.Segment(None, self._int(c[0]), _span(meta))
+    def index_segment(self, span: ast.Span, c: list[Any]) -> ast.Segment:
+        return ast.Segment(None, self._int(c[0]), span)
 
     # -- values
-    def value(self, meta: Any, c: list[Any]) -> ast.Value:
+    def value(self, span: ast.Span, c: list[Any]) -> ast.Value:
         value: ast.Value = c[0]
         return value
 
-    def list_value(self, meta: Any, c: list[Any]) -> ast.ListValue:
-        return self.slist(meta, c)
+    def list_value(self, span: ast.Span, c: list[Any]) -> ast.ListValue:
+        return self.slist(span, c)
 
-    def object_value(self, meta: Any, c: list[Any]) -> ast.ObjectValue:
-        return self.sobject(meta, c)
+    def object_value(self, span: ast.Span, c: list[Any]) -> ast.ObjectValue:
+        return self.sobject(span, c)
 
     def _int(self, token: Token) -> int:
-        raw = str(token)
+        raw = token[1]
         if not _INT_FULL.fullmatch(raw):
-            self.report.add(messages.invalid_integer(integer=raw), _tspan(token))
+            self.report.add(
+                "E102",
+                self._tspan(token),
+                message=f"invalid integer `{raw}`",
+                help="`_` may only separate digits, as in `1_000`",
+            )
             return 0
         digits = raw.replace("_", "").lstrip("-")
         # int() refuses more than a few thousand digits; anything past 16 is out of range anyway
         value = int(raw.replace("_", "")) if len(digits) <= _MAX_DIGITS else MAX_INT + 1
         if abs(value) > MAX_INT:
             shown = raw if len(raw) <= 40 else raw[:20] + "…"
-            self.report.add(messages.integer_out_of_range(integer=shown), _tspan(token))
+            self.report.add(
+                "E102",
+                self._tspan(token),
+                message=f"integer `{shown}` is out of range",
+                help="integers must lie within ±(2^53 − 1) so that every JSON reader agrees on them",
+            )
             return 0
         return value
 
-    def string_literal(self, meta: Any, c: list[Any]) -> ast.Literal:
-        return ast.Literal(_str(self.text, c[0], self.report), _span(meta))
+    def string_literal(self, span: ast.Span, c: list[Any]) -> ast.Literal:
+        return ast.Literal(_str(self.text, c[0], self.report), span)
 
-    def int_literal(self, meta: Any, c: list[Any]) -> ast.Literal:
-        return ast.Literal(self._int(c[0]), _span(meta))
+    def int_literal(self, span: ast.Span, c: list[Any]) -> ast.Literal:
+        return ast.Literal(self._int(c[0]), span)
 
-    def number_literal(self, meta: Any, c: list[Any]) -> ast.Literal:
-        raw = str(c[0])
+    def number_literal(self, span: ast.Span, c: list[Any]) -> ast.Literal:
+        raw = c[0][1]
         try:
             number = float(raw.replace("_", ""))
             if "__" in raw or raw.endswith("_") or number in (float("inf"), float("-inf")):
                 raise ValueError(raw)
         except ValueError:
-            self.report.add(messages.invalid_number(number=raw), _tspan(c[0]))
+            self.report.add("E102", self._tspan(c[0]), message=f"invalid number `{raw}`")
             number = 0.0
-        return ast.Literal(number, _span(meta))
+        return ast.Literal(number, span)
 
-    def true_literal(self, meta: Any, c: list[Any]) -> ast.Literal:
-        return ast.Literal(True, _span(meta))
+    def true_literal(self, span: ast.Span, c: list[Any]) -> ast.Literal:
+        return ast.Literal(True, span)
 
-    def false_literal(self, meta: Any, c: list[Any]) -> ast.Literal:
-        return ast.Literal(False, _span(meta))
+    def false_literal(self, span: ast.Span, c: list[Any]) -> ast.Literal:
+        return ast.Literal(False, span)
 
-    def null_literal(self, meta: Any, c: list[Any]) -> ast.Literal:
-        return ast.Literal(None, _span(meta))
+    def null_literal(self, span: ast.Span, c: list[Any]) -> ast.Literal:
+        return ast.Literal(None, span)
 
     # -- types
-    def type(self, meta: Any, c: list[Any]) -> ast.TypeExpr:
+    def type(self, span: ast.Span, c: list[Any]) -> ast.TypeExpr:
         if len(c) == 1:
             only: ast.TypeExpr = c[0]
             return only
-        return self._nest(ast.UnionType(c, _span(meta)), c, _span(meta))
+        return self._nest(ast.UnionType(c, span), c, span)
 
-    def named_type(self, meta: Any, c: list[Any]) -> ast.NamedType:
+    def named_type(self, span: ast.Span, c: list[Any]) -> ast.NamedType:
         name, arg, refinements = c
-        node = ast.NamedType(self._ident(name), arg, refinements or [], _span(meta))
-        return self._nest(node, [arg] if arg is not None else [], _span(meta))
+        node = ast.NamedType(self._ident(name), arg, refinements or [], span)
+        return self._nest(node, [arg] if arg is not None else [], span)
 
-    def object_type(self, meta: Any, c: list[Any]) -> ast.ObjectType:
+    def object_type(self, span: ast.Span, c: list[Any]) -> ast.ObjectType:
         fields = [f for f in c if f is not None]
-        return self._nest(ast.ObjectType(fields, _span(meta)), [f.type for f in fields], _span(meta))
+        return self._nest(ast.ObjectType(fields, span), [f.type for f in fields], span)
 
-    def literal_type(self, meta: Any, c: list[Any]) -> ast.LiteralType:
-        return ast.LiteralType(c[0], _span(meta))
+    def literal_type(self, span: ast.Span, c: list[Any]) -> ast.LiteralType:
+        return ast.LiteralType(c[0], span)
 
-    def field(self, meta: Any, c: list[Any]) -> ast.FieldDecl:
-        return ast.FieldDecl(self._ident(c[0]), c[1] is not None, c[2], _span(meta))
+    def field(self, span: ast.Span, c: list[Any]) -> ast.FieldDecl:
+        return ast.FieldDecl(self._ident(c[0]), c[1] is not None, c[2], span)
 
-    def refinements(self, meta: Any, c: list[Any]) -> list[ast.Refinement]:
+    def refinements(self, span: ast.Span, c: list[Any]) -> list[ast.Refinement]:
         return [r for r in c if r is not None]
 
-    def refinement(self, meta: Any, c: list[Any]) -> ast.Refinement:
-        return ast.Refinement(self._ident(c[0]), c[1], _span(meta))
-
-
-_BUILDER = _Builder()
+    def refinement(self, span: ast.Span, c: list[Any]) -> ast.Refinement:
+        return ast.Refinement(self._ident(c[0]), c[1], span)

@@ -196,7 +196,7 @@ class _Checker:
 
         from akmc import syntax
 
-        syntax.parser()  # built once here, inherited by every forked worker
+        syntax.prepare()  # built once here, inherited by every forked worker
         chunks = _shares(self.root, misses, self.jobs)
         ok = True
         context = multiprocessing.get_context("fork")

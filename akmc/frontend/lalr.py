@@ -1,0 +1,128 @@
+"""The parse loop: the grammar's contextual lexer and LALR(1) automaton over the shared tables,
+building AST nodes at each reduction, with no parse tree and no per-token objects beyond a tuple.
+
+Each call owns its stacks and results, so parses may run on any number of threads at once. The loop
+only accepts: on the first character or token it cannot take it raises `Reject`, and Lark's own
+parser then explains the error (see `akmc.syntax`)."""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_left
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from akmc.frontend.tables import Tables
+from akmc.spans import Span
+
+Token = tuple[str, str, int, int]  # terminal, text, start and end offsets
+Callback = Callable[[Span, list[Any]], Any]
+_NEWLINE = re.compile("\n")
+
+
+class Reject(Exception):
+    """The source is not in the language (or its first error is here); Lark's parser says why."""
+
+
+class Lines:
+    """Offsets to 1-based lines and columns, the way Lark counts them (a line ends at `\\n`)."""
+
+    def __init__(self, text: str) -> None:
+        self.breaks = [m.start() for m in _NEWLINE.finditer(text)]
+
+    def span(self, start: int, end: int) -> Span:
+        breaks = self.breaks
+        line = bisect_left(breaks, start)
+        end_line = bisect_left(breaks, end, line)
+        column = start - breaks[line - 1] if line else start + 1
+        end_column = end - breaks[end_line - 1] if end_line else end + 1
+        return Span(line + 1, column, end_line + 1, end_column, start, end)
+
+
+def parse(text: str, tables: Tables, callbacks: Sequence[Callback | None], span: Callable[[int, int], Span],
+          comments: list[Token]) -> Any:  # fmt: skip
+    """The value the `start` rule's callback built; every `#` comment is appended to `comments`."""
+    actions, scanners, ignore = tables.actions, tables.scanners, tables.ignore
+    states = [tables.start]
+    values: list[Any] = []
+    bounds: list[tuple[int, int]] = []  # each value's source range; (-1, -1) for an empty inlined rule
+    pos, size = 0, len(text)
+    while True:
+        if pos < size:
+            scanner = scanners[states[-1]]
+            match = scanner.pattern.match(text, pos)
+            if match is None:
+                raise Reject
+            kind, start, pos = match.lastgroup or "", pos, match.end()
+            if kind in ignore:
+                if kind == "COMMENT":
+                    comments.append((kind, match.group(), start, pos))
+                continue
+            value = match.group()
+            keywords = scanner.keywords.get(kind)
+            if keywords is not None:
+                kind = keywords.get(value, kind)
+            token: Token = (kind, value, start, pos)
+        else:
+            token = kind, value, start, _ = ("$END", "", pos, pos)
+        while True:  # reduce until the token shifts (or, at the end, until the start rule is complete)
+            action = actions[states[-1]].get(kind)
+            if action is None:
+                raise Reject
+            shift, arg = action
+            if shift:
+                if kind == "$END":
+                    raise Reject
+                states.append(arg)
+                values.append(token)
+                bounds.append((start, pos))
+                break
+            rule = tables.rules[arg]
+            if rule.size:
+                children = values[-rule.size :]
+                within = bounds[-rule.size :]
+                del states[-rule.size :], values[-rule.size :], bounds[-rule.size :]
+                first, last = _extent(within)
+            else:
+                children, first, last = [], -1, -1
+            if rule.keep is not None:
+                children = _kept(children, rule.keep, rule.trailing)
+            callback = callbacks[arg]
+            values.append(children if callback is None else callback(span(first, last), children))
+            bounds.append((first, last))
+            states.append(actions[states[-1]][rule.origin][1])
+            if kind == "$END" and states[-1] == tables.end:
+                return values[-1]
+
+
+def _extent(within: list[tuple[int, int]]) -> tuple[int, int]:
+    """From the start of the first non-empty child to the end of the last (Lark's position propagation)."""
+    first = last = -1
+    for start, _ in within:
+        if start >= 0:
+            first = start
+            break
+    for _, end in reversed(within):
+        if end >= 0:
+            last = end
+            break
+    return first, last
+
+
+def _kept(children: list[Any], keep: tuple[tuple[int, bool, int], ...], trailing: int) -> list[Any]:
+    """The children a rule's callback sees: no anonymous tokens, inlined rules spliced in, and a
+    None for each optional part that is absent (Lark's `maybe_placeholders`)."""
+    kept: list[Any] = []
+    for index, splice, nones in keep:
+        if nones:
+            kept += [None] * nones
+        if splice:
+            if kept:
+                kept += children[index]
+            else:  # left recursion (`a*`): extend the child's own list rather than copy it each time
+                kept = children[index]
+        else:
+            kept.append(children[index])
+    if trailing:
+        kept += [None] * trailing
+    return kept

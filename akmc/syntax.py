@@ -14,8 +14,8 @@ from typing import Any, NamedTuple, TypeVar
 from akmc import ast, spans
 from akmc.diagnostics import Report
 from akmc.frontend import lalr
-from akmc.frontend.errors import end_of_file as end_of_file
-from akmc.frontend.errors import explain, point
+from akmc.frontend.lalr import end_of_file as end_of_file
+from akmc.frontend.lalr import point
 from akmc.frontend.tables import tables
 
 _N = TypeVar("_N")
@@ -50,6 +50,8 @@ def parse_source(text: str, report: Report) -> Parsed:
         workflow: ast.Workflow = lalr.parse(text, tables(), builder.callbacks(), builder.lines.span, comments)
     except (lalr.Reject, _TooDeep) as problem:
         del report.diagnostics[:]
+        from akmc.frontend.errors import explain  # imports Lark: only a file with a syntax error needs it
+
         if not explain(text, report):  # not a syntax error: the nesting guard stopped the parse
             where = problem.span if isinstance(problem, _TooDeep) else end_of_file(text)
             report.add("E100", where, message=f"values and types nest deeper than {MAX_NESTING} levels")

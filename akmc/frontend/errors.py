@@ -9,6 +9,7 @@ from lark import Token
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
 from akmc.diagnostics import Report, did_you_mean
+from akmc.frontend.lalr import end_of_file, point
 from akmc.frontend.tables import lark_parser
 from akmc.spans import Span
 
@@ -58,19 +59,6 @@ def token_span(token: Token) -> Span:
         token.start_pos or 0,
         token.end_pos or 0,
     )
-
-
-def point(text: str, offset: int, width: int = 1) -> Span:
-    """The span of `width` characters at `offset` (clipped to the text; at least one column wide)."""
-    line = text.count("\n", 0, offset) + 1
-    column = offset - (text.rfind("\n", 0, offset) + 1) + 1
-    width = max(0, min(width, len(text) - offset))
-    return Span(line, column, line, column + max(width, 1), offset, offset + width)
-
-
-def end_of_file(text: str) -> Span:
-    """The position just after the last non-blank character (1:1 for a blank file)."""
-    return point(text, len(text.rstrip()), 0)
 
 
 def _report_syntax_error(text: str, error: UnexpectedInput, report: Report) -> None:

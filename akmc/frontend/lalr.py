@@ -39,10 +39,24 @@ class Lines:
         return Span(line + 1, column, end_line + 1, end_column, start, end)
 
 
+def point(text: str, offset: int, width: int = 1) -> Span:
+    """The span of `width` characters at `offset` (clipped to the text; at least one column wide)."""
+    line = text.count("\n", 0, offset) + 1
+    column = offset - (text.rfind("\n", 0, offset) + 1) + 1
+    width = max(0, min(width, len(text) - offset))
+    return Span(line, column, line, column + max(width, 1), offset, offset + width)
+
+
+def end_of_file(text: str) -> Span:
+    """The position just after the last non-blank character (1:1 for a blank file)."""
+    return point(text, len(text.rstrip()), 0)
+
+
 def parse(text: str, tables: Tables, callbacks: Sequence[Callback | None], span: Callable[[int, int], Span],
           comments: list[Token]) -> Any:  # fmt: skip
     """The value the `start` rule's callback built; every `#` comment is appended to `comments`."""
-    actions, scanners, ignore = tables.actions, tables.scanners, tables.ignore
+    actions, scanners = tables.actions, tables.scanners
+    reductions = [(r.size, r.origin, r.keep, r.trailing, c) for r, c in zip(tables.rules, callbacks, strict=True)]
     states = [tables.start]
     values: list[Any] = []
     bounds: list[tuple[int, int]] = []  # each value's source range; (-1, -1) for an empty inlined rule
@@ -53,12 +67,13 @@ def parse(text: str, tables: Tables, callbacks: Sequence[Callback | None], span:
             match = scanner.pattern.match(text, pos)
             if match is None:
                 raise Reject
-            kind, start, pos = match.lastgroup or "", pos, match.end()
-            if kind in ignore:
+            kind = match.lastgroup or ""
+            start, pos = match.span(kind)  # the pattern skips leading whitespace (see tables.Scanner)
+            if kind == "COMMENT" or kind == "WS":
                 if kind == "COMMENT":
-                    comments.append((kind, match.group(), start, pos))
+                    comments.append((kind, match.group(kind), start, pos))
                 continue
-            value = match.group()
+            value = match.group(kind)
             keywords = scanner.keywords.get(kind)
             if keywords is not None:
                 kind = keywords.get(value, kind)
@@ -69,28 +84,27 @@ def parse(text: str, tables: Tables, callbacks: Sequence[Callback | None], span:
             action = actions[states[-1]].get(kind)
             if action is None:
                 raise Reject
-            shift, arg = action
-            if shift:
+            if action >= 0:  # shift
                 if kind == "$END":
                     raise Reject
-                states.append(arg)
+                states.append(action)
                 values.append(token)
                 bounds.append((start, pos))
                 break
-            rule = tables.rules[arg]
-            if rule.size:
-                children = values[-rule.size :]
-                within = bounds[-rule.size :]
-                del states[-rule.size :], values[-rule.size :], bounds[-rule.size :]
-                first, last = _extent(within)
+            count, origin, keep, trailing, callback = reductions[~action]
+            if count:
+                children = values[-count:]
+                first, last = bounds[-count][0], bounds[-1][1]
+                if first < 0 or last < 0:
+                    first, last = _extent(bounds[-count:])
+                del states[-count:], values[-count:], bounds[-count:]
             else:
                 children, first, last = [], -1, -1
-            if rule.keep is not None:
-                children = _kept(children, rule.keep, rule.trailing)
-            callback = callbacks[arg]
+            if keep is not None:
+                children = _kept(children, keep, trailing)
             values.append(children if callback is None else callback(span(first, last), children))
             bounds.append((first, last))
-            states.append(actions[states[-1]][rule.origin][1])
+            states.append(actions[states[-1]][origin])
             if kind == "$END" and states[-1] == tables.end:
                 return values[-1]
 

@@ -1,22 +1,29 @@
-"""The grammar's LALR tables and per-state lexer patterns, derived once per process from Lark's
-analysis of `grammar/akm.lark` into the plain shapes the parse loop reads.
+"""The grammar's LALR tables and per-state lexer patterns, in the plain shapes the parse loop reads.
 
 The grammar stays the one definition of the language: every pattern, keyword and action here is
-Lark's own (its contextual lexer's per-state scanners and its LALR(1) table), only read into
-tuples and dicts. The tables are immutable once built and shared by every parse, on any thread."""
+Lark's own (its contextual lexer's per-state scanners and its LALR(1) table), read into tuples and
+dicts. Deriving them needs Lark and about 50 ms, so they are stored beside the grammar in
+`grammar/akm.tables.json`, stamped with the grammar's hash; when the stamp does not match the
+grammar they are derived again, so an edited grammar is never parsed with stale tables
+(`python -m akmc.frontend.tables` rewrites the file; a test keeps it current). The tables are
+built once per process and shared, read-only, by every parse on any thread."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
+import sys
 from collections.abc import Mapping
 from functools import lru_cache
-from typing import Any, NamedTuple
-
-from lark import Lark
-from lark.lexer import PatternStr, UnlessCallback
-from lark.parsers.lalr_analysis import Shift
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from akmc.resources import data_path
+
+if TYPE_CHECKING:
+    from lark import Lark
+
+STORED = "akm.tables.json"
 
 
 class Rule(NamedTuple):
@@ -39,10 +46,10 @@ class Scanner(NamedTuple):
 
 
 class Tables(NamedTuple):
-    actions: tuple[Mapping[str, tuple[bool, int]], ...]  # state → terminal/nonterminal → (shift?, state or rule)
+    # state → terminal or nonterminal → the state to shift to (or go to), or ~rule to reduce by
+    actions: tuple[Mapping[str, int], ...]
     rules: tuple[Rule, ...]
     scanners: tuple[Scanner, ...]  # by state
-    ignore: frozenset[str]
     start: int
     end: int
 
@@ -51,6 +58,8 @@ class Tables(NamedTuple):
 def lark_parser() -> Lark:
     """Lark's parser for the grammar (its analysis is cached on disk by Lark). It defines the tables,
     and explains a syntax error when the fast parse loop meets one."""
+    from lark import Lark
+
     return Lark(
         data_path("grammar", "akm.lark").read_text(encoding="utf-8"),
         parser="lalr",
@@ -63,45 +72,81 @@ def lark_parser() -> Lark:
 
 @lru_cache(maxsize=1)
 def tables() -> Tables:
-    """The shared tables, built once per process."""
-    lark = lark_parser()
-    frontend: Any = lark.parser
-    table = frontend.parser.parser.parse_table
-    rules = tuple(lark.rules)
-    index = {rule: i for i, rule in enumerate(rules)}
-    count = max(table.states) + 1
-    actions: list[dict[str, tuple[bool, int]]] = [{} for _ in range(count)]
-    for state, row in table.states.items():
-        for symbol, (action, arg) in row.items():
-            actions[state][symbol] = (True, arg) if action is Shift else (False, index[arg])
-    by_lexer: dict[int, Scanner] = {}
-    scanners = []
-    for state in range(count):
-        lexer = frontend.lexer.lexers[state]
-        if id(lexer) not in by_lexer:
-            by_lexer[id(lexer)] = _scanner(lexer)
-        scanners.append(by_lexer[id(lexer)])
+    """The shared tables, built once per process: from the stored file when it matches the grammar."""
+    try:
+        stored = json.loads(data_path("grammar", STORED).read_bytes())
+    except (OSError, ValueError):
+        stored = None
+    if not isinstance(stored, dict) or stored.get("grammar") != grammar_hash():
+        stored = derive()
+    patterns = [re.compile(source) for source in stored["patterns"]]
+    keywords = stored["keywords"]
     return Tables(
-        tuple(actions),
-        tuple(_rule(rule) for rule in rules),
-        tuple(scanners),
-        frozenset(lark.lexer_conf.ignore),
-        table.start_states["start"],
-        table.end_states["start"],
+        tuple(stored["actions"]),
+        tuple(Rule(s, o, n, None if k is None else tuple(map(tuple, k)), t) for s, o, n, k, t in stored["rules"]),
+        tuple(Scanner(patterns[i], keywords[i]) for i in stored["scanners"]),
+        stored["start"],
+        stored["end"],
     )
 
 
-def _scanner(lexer: Any) -> Scanner:
+def grammar_hash() -> str:
+    return hashlib.sha256(data_path("grammar", "akm.lark").read_bytes()).hexdigest()
+
+
+def derive() -> dict[str, Any]:
+    """The tables from Lark's analysis of the grammar, as JSON data."""
+    from lark.parsers.lalr_analysis import Shift
+
+    lark = lark_parser()
+    frontend: Any = lark.parser
+    table = frontend.parser.parser.parse_table
+    index = {rule: i for i, rule in enumerate(lark.rules)}
+    count = max(table.states) + 1
+    actions: list[dict[str, int]] = [{} for _ in range(count)]
+    for state, row in table.states.items():
+        for symbol, (action, arg) in row.items():
+            actions[state][symbol] = arg if action is Shift else ~index[arg]
+    by_lexer: dict[int, int] = {}
+    patterns: list[str] = []
+    keywords: list[dict[str, dict[str, str]]] = []
+    for state in range(count):
+        lexer = frontend.lexer.lexers[state]
+        if id(lexer) not in by_lexer:
+            by_lexer[id(lexer)] = len(patterns)
+            pattern, words = _scanner(lexer)
+            patterns.append(pattern)
+            keywords.append(words)
+    return {
+        "grammar": grammar_hash(),
+        "start": table.start_states["start"],
+        "end": table.end_states["start"],
+        "actions": actions,
+        "rules": [list(_rule(rule)) for rule in lark.rules],
+        "patterns": patterns,
+        "keywords": keywords,
+        "scanners": [by_lexer[id(frontend.lexer.lexers[state])] for state in range(count)],
+    }
+
+
+def _scanner(lexer: Any) -> tuple[str, dict[str, dict[str, str]]]:
+    from lark.lexer import PatternStr, UnlessCallback
+
     scanner = lexer.scanner  # built lazily by Lark
     if len(scanner._mres) != 1:  # Python's `re` limits groups; this grammar stays far below
         raise RuntimeError("the grammar's terminals no longer fit one regular expression per lexer state")
+    if lexer.ignore_types != {"WS", "COMMENT"}:
+        raise RuntimeError("the parse loop skips exactly the grammar's WS and COMMENT terminals")
     keywords: dict[str, dict[str, str]] = {}
     for name, callback in lexer.callback.items():
         if isinstance(callback, UnlessCallback):
             strings = callback.scanner.terminals
             assert all(isinstance(t.pattern, PatternStr) and not t.pattern.flags for t in strings)
             keywords[name] = {t.pattern.value: t.name for t in strings}
-    return Scanner(scanner._mres[0], keywords)
+    # Whitespace can only lex as WS (no other terminal starts with it), so each match skips the
+    # whitespace before a token itself: one match per token instead of two.
+    skip = "(?:" + lexer.terminals_by_name["WS"].pattern.to_regexp() + ")?"
+    return skip + "(?:" + scanner._mres[0].pattern + ")", keywords
 
 
 def _rule(rule: Any) -> Rule:
@@ -124,3 +169,14 @@ def _rule(rule: Any) -> Rule:
     origin = rule.origin.name
     name = None if origin.startswith("_") else (rule.alias or rule.options.template_source or origin)
     return Rule(len(expansion), origin, name, None if as_is else tuple(keep), pending)
+
+
+def write() -> None:
+    """Store the tables derived from the grammar beside it (run after editing the grammar)."""
+    path = data_path("grammar", "akm.lark").with_name(STORED)
+    path.write_text(json.dumps(derive(), sort_keys=True, separators=(",", ":")) + "\n", encoding="utf-8")
+    print(f"wrote {path}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    write()

@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""Benchmark the CPU cost of a cold check per file, for this checkout and another commit in the same run.
+
+Both trees check the same generated corpus (the ~108-line workflows of check_corpus.py) in a child
+process each, alternating, so that a busy machine slows both alike. Each child compiles every file
+in a session of its own (nothing cached) and reports CPU time per file (`time.process_time`) for the
+whole check and for the parse alone. With `--callgrind`, each tree is also run under valgrind's
+callgrind, which counts instructions: a figure the machine's load does not move. Per-file
+instructions are (count for 2N files − count for N files) / N, so interpreter start-up cancels out.
+Prints figures; asserts nothing.
+
+    python bench/check_cpu.py --against main --files 200 --repeat 5 --callgrind 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from check_corpus import generate  # the same ~108-line workflow generator
+
+
+def child(corpus: Path, count: int) -> None:
+    """Runs inside the tree under test (its akmc comes first on PYTHONPATH): print one JSON line."""
+    from akmc import syntax
+    from akmc.compiler import check_file
+    from akmc.diagnostics import Report
+
+    paths = sorted(corpus.rglob("*.akm"))[:count]
+    texts = [p.read_text(encoding="utf-8") for p in paths]
+    check_file(paths[0], "warm-up", corpus)  # builds the parser, loads every stage
+    start = time.process_time()
+    for path in paths:
+        check_file(path, path.name, corpus)
+    check = time.process_time() - start
+    start = time.process_time()
+    for text in texts:
+        syntax.parse(text, Report("bench"), [])
+    parse = time.process_time() - start
+    print(json.dumps({"check_ms": check * 1000 / len(paths), "parse_ms": parse * 1000 / len(paths)}))
+
+
+def export(rev: str, into: Path) -> Path:
+    """The tree of `rev` (akmc, its grammar and the bundled runtime), unpacked into `into`."""
+    into.mkdir()
+    archive = subprocess.run(["git", "archive", rev], cwd=HERE.parent, capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into
+
+
+def environment(tree: Path) -> dict[str, str]:
+    path = os.pathsep.join([str(tree), str(tree / "runtime")])
+    return {**os.environ, "PYTHONPATH": path, "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+def measure(tree: Path, corpus: Path, count: int) -> dict[str, float]:
+    argv = [sys.executable, str(HERE / "check_cpu.py"), "--child", str(corpus), "--files", str(count)]
+    done = subprocess.run(argv, env=environment(tree), capture_output=True, text=True, check=True, cwd=tree)
+    figures: dict[str, float] = json.loads(done.stdout.splitlines()[-1])
+    return figures
+
+
+def instructions(tree: Path, corpus: Path, count: int) -> int:
+    """Instructions callgrind counts for a child process that checks `count` files."""
+    argv = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
+            str(HERE / "check_cpu.py"), "--child", str(corpus), "--files", str(count)]  # fmt: skip
+    done = subprocess.run(argv, env=environment(tree), capture_output=True, text=True, check=True, cwd=tree)
+    found = re.search(r"Collected : (\d+)", done.stderr)
+    assert found, done.stderr[-2000:]
+    return int(found.group(1))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--against", default="main", help="the commit to compare with (default: main)")
+    parser.add_argument("--files", type=int, default=200)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--callgrind", type=int, default=0, metavar="N", help="also count instructions over N files")
+    parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child, args.files)
+        return 0
+    with tempfile.TemporaryDirectory() as tmp:
+        corpus = Path(tmp) / "corpus"
+        corpus.mkdir()
+        generate(corpus, max(args.files, 2 * args.callgrind))
+        trees = {"this tree": HERE.parent, args.against: export(args.against, Path(tmp) / "against")}
+        runs: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
+        for _ in range(args.repeat):
+            for name, tree in trees.items():
+                runs[name].append(measure(tree, corpus, args.files))
+        counts = {}
+        if args.callgrind and shutil.which("valgrind"):
+            for name, tree in trees.items():
+                once = instructions(tree, corpus, args.callgrind)
+                twice = instructions(tree, corpus, 2 * args.callgrind)
+                counts[name] = (twice - once) / args.callgrind
+    print(f"{args.files} files of ~108 lines, {args.repeat} alternating runs per tree (CPU time per file)")
+    for name, figures in runs.items():
+        for key in ("check_ms", "parse_ms"):
+            values = [f[key] for f in figures]
+            print(f"  {name:>12}  {key[:-3]:>5}: best {min(values):.2f} ms, median {statistics.median(values):.2f} ms")
+        if name in counts:
+            print(f"  {name:>12}  check: {counts[name] / 1e6:.1f} M instructions per file (callgrind)")
+    this, other = (statistics.median(f["check_ms"] for f in runs[n]) for n in trees)
+    print(f"check CPU per file, median: {this / other:.2f} of {args.against}'s")
+    if len(counts) == 2:
+        print(f"instructions per file: {counts['this tree'] / counts[args.against]:.2f} of {args.against}'s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

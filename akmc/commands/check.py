@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import gc
 import os
 import sys
 from functools import cached_property
@@ -60,6 +62,9 @@ def _codes(text: str) -> list[str]:
 
 def main(argv: list[str]) -> int:
     """Parse `akmc check` arguments and run it; argparse's usage errors exit 2."""
+    # A check allocates many small objects (syntax trees) and frees them a share at a time; with the
+    # default thresholds the collector rescans every live tree thousands of times per share.
+    gc.set_threshold(100_000, 50, 100)
     args = build_parser().parse_args(argv)
     overrides = {name: getattr(args, name) for name in ("strict", "select", "ignore", "include", "exclude")}
     return run(args.paths, root=args.root, overrides={k: v for k, v in overrides.items() if v is not None},
@@ -158,8 +163,8 @@ class _Checker:
         misses = [p for p in files if _key(p) not in self.results and not self._restore(p)]
         if not misses:
             return True
-        if len(misses) >= PARALLEL_THRESHOLD and self.jobs > 1:
-            return self._parallel(misses)
+        if len(misses) >= PARALLEL_THRESHOLD:
+            return self._in_shares(misses)
         ok = _check_all(self.session, misses)
         for result in self.session.results:
             if _key(result.path) not in self.results:
@@ -190,19 +195,28 @@ class _Checker:
             self.results.setdefault(_key(record.source.path), record)
         return True
 
-    def _parallel(self, misses: list[Path]) -> bool:
+    def _in_shares(self, misses: list[Path]) -> bool:
+        """Check many files in shares of about SHARE_FILES, each in a session of its own (in worker
+        processes when there is more than one job), so memory holds one share's syntax trees and
+        plans at a time per process, not the whole tree's."""
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
         from akmc import syntax
 
         syntax.prepare()  # built once here, inherited by every forked worker
-        chunks = _shares(self.root, misses, self.jobs)
+        count = max(self.jobs, -(-len(misses) // SHARE_FILES))
+        jobs = [(self.root, self.suppressions, share) for share in _shares(self.root, misses, count)]
         ok = True
-        context = multiprocessing.get_context("fork")
-        with ProcessPoolExecutor(max_workers=self.jobs, mp_context=context) as pool:
-            for chunk_ok, records in pool.map(_work, [(self.root, self.suppressions, c) for c in chunks]):
-                ok = ok and chunk_ok
+        with contextlib.ExitStack() as stack:
+            if self.jobs > 1:
+                context = multiprocessing.get_context("fork")
+                pool = stack.enter_context(ProcessPoolExecutor(max_workers=self.jobs, mp_context=context))
+                done = pool.map(_work, jobs)
+            else:
+                done = map(_work, jobs)
+            for share_ok, records in done:
+                ok = ok and share_ok
                 for record in records:
                     if _key(record.source.path) not in self.results:
                         self._add(record)
@@ -218,6 +232,7 @@ class _Checker:
 
 
 PARALLEL_THRESHOLD = 24  # below this, starting worker processes costs more than it saves
+SHARE_FILES = 200  # files per session when checking many: bounds the memory of each process
 
 
 def _key(path: Path) -> str:
@@ -225,9 +240,9 @@ def _key(path: Path) -> str:
     return os.path.abspath(path)
 
 
-def _shares(root: Path, files: list[Path], jobs: int) -> list[list[Path]]:
-    """Split files between workers keeping each composition tree in one share (a worker compiles a
-    file's children anyway; splitting a tree would compile them twice), largest trees first."""
+def _shares(root: Path, files: list[Path], count: int) -> list[list[Path]]:
+    """Split files into `count` shares keeping each composition tree in one share (a session compiles
+    a file's children anyway; splitting a tree would compile them twice), largest trees first."""
     from akmc.sources import ref_file
     from akmc.workspace import uses_refs
 
@@ -248,7 +263,7 @@ def _shares(root: Path, files: list[Path], jobs: int) -> list[list[Path]]:
     groups: dict[int, list[Path]] = {}
     for i, path in enumerate(files):
         groups.setdefault(find(i), []).append(path)
-    shares: list[list[Path]] = [[] for _ in range(jobs)]
+    shares: list[list[Path]] = [[] for _ in range(count)]
     for group in sorted(groups.values(), key=len, reverse=True):
         min(shares, key=len).extend(group)
     return [share for share in shares if share]

@@ -64,7 +64,7 @@ def parse(text: str, tables: Tables, callbacks: Sequence[Callback | None], span:
     while True:
         if pos < size:
             scanner = scanners[states[-1]]
-            match = scanner.pattern.match(text, pos)
+            match = (scanner.compiled or scanner.compile()).match(text, pos)
             if match is None:
                 raise Reject
             kind = match.lastgroup or ""

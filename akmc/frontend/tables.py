@@ -37,12 +37,24 @@ class Rule(NamedTuple):
     trailing: int  # placeholders after the last kept child
 
 
-class Scanner(NamedTuple):
+class Scanner:
     """What one parser state lets the lexer read: one alternation of the allowed terminals, and for a
-    pattern terminal (NAME) the keywords it must become when it spells one (Lark's `UnlessCallback`)."""
+    pattern terminal (NAME) the keywords it must become when it spells one (Lark's `UnlessCallback`).
 
-    pattern: re.Pattern[str]
-    keywords: Mapping[str, Mapping[str, str]]
+    The pattern is compiled when a parse first needs it (a file visits about two thirds of the
+    states' patterns, and compiling all of them costs a one-file check several milliseconds). Two
+    threads that compile it at once store equal patterns, so the race is harmless."""
+
+    __slots__ = ("compiled", "keywords", "source")
+
+    def __init__(self, source: str, keywords: Mapping[str, Mapping[str, str]]) -> None:
+        self.source = source
+        self.keywords = keywords
+        self.compiled: re.Pattern[str] | None = None
+
+    def compile(self) -> re.Pattern[str]:
+        self.compiled = re.compile(self.source)
+        return self.compiled
 
 
 class Tables(NamedTuple):
@@ -79,12 +91,11 @@ def tables() -> Tables:
         stored = None
     if not isinstance(stored, dict) or stored.get("grammar") != grammar_hash():
         stored = derive()
-    patterns = [re.compile(source) for source in stored["patterns"]]
-    keywords = stored["keywords"]
+    scanners = [Scanner(source, words) for source, words in zip(stored["patterns"], stored["keywords"], strict=True)]
     return Tables(
         tuple(stored["actions"]),
         tuple(Rule(s, o, n, None if k is None else tuple(map(tuple, k)), t) for s, o, n, k, t in stored["rules"]),
-        tuple(Scanner(patterns[i], keywords[i]) for i in stored["scanners"]),
+        tuple(scanners[i] for i in stored["scanners"]),
         stored["start"],
         stored["end"],
     )

@@ -9,7 +9,11 @@ callgrind, which counts instructions: a figure the machine's load does not move.
 instructions are (count for 2N files − count for N files) / N, so interpreter start-up cancels out.
 Prints figures; asserts nothing.
 
-    python bench/check_cpu.py --against main --files 200 --repeat 5 --callgrind 20
+With `--edited R`, both trees also check one edited file of a warm 1,000-file workspace (the
+pre-commit hook's case; bench/check_scale.py's corpus) R times each, alternating: wall and CPU time
+of the whole process, start-up included.
+
+    python bench/check_cpu.py --against main --files 200 --repeat 5 --callgrind 20 --edited 10
 """
 
 from __future__ import annotations
@@ -60,9 +64,15 @@ def export(rev: str, into: Path) -> Path:
     return into
 
 
-def environment(tree: Path) -> dict[str, str]:
+def environment(tree: Path, bytecode: bool = False) -> dict[str, str]:
+    """Run with `tree`'s akmc; `bytecode`: let it cache bytecode (an installed akmc has it compiled)."""
     path = os.pathsep.join([str(tree), str(tree / "runtime")])
-    return {**os.environ, "PYTHONPATH": path, "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {**os.environ, "PYTHONPATH": path}
+    if not bytecode:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+    else:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
 
 
 def measure(tree: Path, corpus: Path, count: int) -> dict[str, float]:
@@ -82,12 +92,39 @@ def instructions(tree: Path, corpus: Path, count: int) -> int:
     return int(found.group(1))
 
 
+def edited(trees: dict[str, Path], root: Path, repeat: int) -> dict[str, list[tuple[float, float]]]:
+    """Wall and CPU seconds of `akmc check FILE` for one edited file of a warm workspace, per tree
+    (each tree's own cache: the fingerprint differs), alternating between the trees."""
+    import resource
+
+    target = root / "workflows" / "group1" / "wf501.akm"
+    original = target.read_text()
+    found: dict[str, list[tuple[float, float]]] = {name: [] for name in trees}
+    argv = [sys.executable, "-m", "akmc", "check", "--quiet"]
+    for tree in trees.values():  # fill each tree's cache
+        subprocess.run([*argv, "workflows"], cwd=root, env=environment(tree, True), capture_output=True)
+    for i in range(repeat):
+        for name, tree in trees.items():
+            target.write_text(original.replace('"Generated', f'"Generated edit {i} {name}'))
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            start = time.perf_counter()
+            subprocess.run([*argv, str(target.relative_to(root))], cwd=root, env=environment(tree, True),
+                           capture_output=True)  # fmt: skip
+            wall = time.perf_counter() - start
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            found[name].append((wall, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime))
+    target.write_text(original)
+    return found
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--against", default="main", help="the commit to compare with (default: main)")
     parser.add_argument("--files", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--callgrind", type=int, default=0, metavar="N", help="also count instructions over N files")
+    parser.add_argument("--edited", type=int, default=0, metavar="R",
+                        help="also time R checks of one edited file in a 1,000-file workspace")  # fmt: skip
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -108,6 +145,14 @@ def main() -> int:
                 once = instructions(tree, corpus, args.callgrind)
                 twice = instructions(tree, corpus, 2 * args.callgrind)
                 counts[name] = (twice - once) / args.callgrind
+        edits = {}
+        if args.edited:
+            from check_scale import generate as generate_workspace
+
+            workspace = Path(tmp) / "workspace"
+            workspace.mkdir()
+            generate_workspace(workspace, 1000)
+            edits = edited(trees, workspace, args.edited)
     print(f"{args.files} files of ~108 lines, {args.repeat} alternating runs per tree (CPU time per file)")
     for name, figures in runs.items():
         for key in ("check_ms", "parse_ms"):
@@ -115,6 +160,10 @@ def main() -> int:
             print(f"  {name:>12}  {key[:-3]:>5}: best {min(values):.2f} ms, median {statistics.median(values):.2f} ms")
         if name in counts:
             print(f"  {name:>12}  check: {counts[name] / 1e6:.1f} M instructions per file (callgrind)")
+    for name, values in edits.items():
+        walls, cpus = [v[0] * 1000 for v in values], [v[1] * 1000 for v in values]
+        print(f"  {name:>12}  one edited file of 1,000: wall best {min(walls):.0f} ms, median "
+              f"{statistics.median(walls):.0f} ms; CPU best {min(cpus):.0f} ms, median {statistics.median(cpus):.0f} ms")  # fmt: skip
     this, other = (statistics.median(f["check_ms"] for f in runs[n]) for n in trees)
     print(f"check CPU per file, median: {this / other:.2f} of {args.against}'s")
     if len(counts) == 2:

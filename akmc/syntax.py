@@ -11,6 +11,8 @@ import re
 import textwrap
 from typing import Any, NamedTuple, TypeVar
 
+from akm_run import durations
+from akm_run.planformat import MAX_INT
 from akmc import ast, spans
 from akmc.diagnostics import Report
 from akmc.frontend import lalr
@@ -20,12 +22,8 @@ from akmc.frontend.tables import tables
 
 _N = TypeVar("_N")
 Token = lalr.Token
-MAX_INT = 2**53 - 1
 MAX_NESTING = 64
 _MAX_DIGITS = 40  # longer integers and durations are out of range without being converted
-_DURATION_PART = re.compile(r"([0-9]+)(ms|s|m|h)")
-_DURATION_FULL = re.compile(r"(?:[0-9]+(?:ms|s|m|h))+")
-_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
 _INT_FULL = re.compile(r"-?[0-9](?:_?[0-9])*")
 
 
@@ -271,18 +269,18 @@ class _Builder:
         if len(raw) > _MAX_DIGITS:
             self.report.add("E102", self._tspan(token), message=f"duration `{raw[:20]}…` is out of range")
             return ast.Duration(ms, raw, span)
-        if _DURATION_FULL.fullmatch(raw):
-            ms = sum(int(n) * _UNIT_MS[u] for n, u in _DURATION_PART.findall(raw))
-        else:
+        parsed = durations.parse(raw)
+        if parsed is None:
             self.report.add(
                 "E102",
                 self._tspan(token),
                 message=f"invalid duration `{raw}`",
                 help="write one or more <integer><unit> with units ms, s, m, h, e.g. `90s` or `1h30m`",
             )
-        if ms > MAX_INT:
+        elif parsed > MAX_INT:
             self.report.add("E102", self._tspan(token), message=f"duration `{raw}` is out of range")
-            ms = -1
+        else:
+            ms = parsed
         return ast.Duration(ms, raw, span)
 
     def word(self, span: ast.Span, c: list[Any]) -> ast.Word:

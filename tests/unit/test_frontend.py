@@ -15,11 +15,12 @@ from hypothesis import strategies as st
 from lark import Lark, Token, Transformer_NonRecursive
 from lark.exceptions import UnexpectedInput
 
+from akm_run import planformat
 from akmc import ast, syntax
 from akmc.diagnostics import Diagnostic, Report
 from akmc.frontend import tables
 from akmc.resources import data_path
-from conftest import REPO
+from helpers import REPO
 
 SOURCES = sorted(p for d in ("golden", "examples") for p in (REPO / d).rglob("*.akm"))
 TEXTS = [p.read_bytes().decode("utf-8", errors="replace") for p in SOURCES]  # one golden case is not UTF-8
@@ -195,6 +196,12 @@ def test_tables_are_derived_again_when_the_grammar_changed(monkeypatch: pytest.M
         assert derived == [True]
     finally:
         tables.tables.cache_clear()
+
+
+def test_the_grammar_names_what_the_plan_format_names() -> None:
+    terminals = {t.name: t.pattern.value for t in tables.lark_parser().terminals}
+    assert terminals["NAME"] == planformat.NAME_PATTERN
+    assert terminals["STEP_ID"] == planformat.STEP_ID_PATTERN
 
 
 # -- re-entrancy --------------------------------------------------------------------------------------

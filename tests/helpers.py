@@ -30,6 +30,21 @@ def source(text: str) -> str:
     return textwrap.dedent(text.removeprefix("\n"))
 
 
+def many_workflows(root: Path, count: int = 40) -> None:
+    """A workspace of `count` small workflows: every fifth refers to steps it lacks (E2xx), and every
+    seventh composes the next one, so checks in shares and in parallel have trees to keep whole."""
+    (root / "akm.toml").write_text("")
+    (root / "workflows").mkdir()
+    for i in range(count):
+        body = (
+            f'  step s {{\n    shell "true"\n    inputs = [steps.t{i % 3}.output]\n  }}\n'
+            if i % 5 == 0
+            else '  step s {\n    shell "true"\n  }\n'
+        )
+        uses = f'  step c {{\n    uses "workflows/w{i + 1}"\n  }}\n' if i % 7 == 0 and i < count - 1 else ""
+        (root / "workflows" / f"w{i}.akm").write_text(f'workflow "w{i}" {{\n{body}{uses}}}\n')
+
+
 def run_cli(
     *args: str | Path, cwd: Path | None = None, module: str = "akmc", stdin: str | None = None
 ) -> subprocess.CompletedProcess[str]:

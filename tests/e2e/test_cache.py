@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REPO, run_cli, source
+from helpers import REPO, many_workflows, run_cli, source
 
 NESTED = REPO / "golden" / "compose" / "nested"
 
@@ -107,16 +107,7 @@ def test_two_processes_share_the_cache_safely(tree: Path) -> None:
 
 
 def test_parallel_checking_gives_the_same_answer(tmp_path: Path) -> None:
-    (tmp_path / "akm.toml").write_text("")
-    (tmp_path / "workflows").mkdir()
-    for i in range(40):
-        body = (
-            f'  step s {{\n    shell "true"\n    inputs = [steps.t{i % 3}.output]\n  }}\n'
-            if i % 5 == 0
-            else '  step s {\n    shell "true"\n  }\n'
-        )
-        uses = f'  step c {{\n    uses "workflows/w{i + 1}"\n  }}\n' if i % 7 == 0 and i < 39 else ""
-        (tmp_path / "workflows" / f"w{i}.akm").write_text(f'workflow "w{i}" {{\n{body}{uses}}}\n')
+    many_workflows(tmp_path)
     serial = run_cli("check", "--no-cache", "--jobs", "1", cwd=tmp_path)
     parallel = run_cli("check", "--no-cache", "--jobs", "2", cwd=tmp_path)
     assert serial.returncode == parallel.returncode == 1

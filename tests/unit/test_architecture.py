@@ -111,25 +111,13 @@ def test_the_runtime_has_no_cycle_even_through_deferred_imports() -> None:
     assert import_cycles("akm_run", deferred=True) == []
 
 
-# akmc/syntax.py belongs to the front end's rewrite, which splits it; every other module keeps every limit.
-FRONT_END = "akmc.syntax"
-
-
 @pytest.mark.parametrize("check", sorted(CHECKS))
 def test_the_compiler_keeps_the_limits(check: str) -> None:
-    found = CHECKS[check]("akmc")
-    if check == "module length":
-        found = [module for module in found if not module.startswith(f"{FRONT_END} ")]
-    assert found == []
+    assert CHECKS[check]("akmc") == []
 
 
 def test_the_compiler_has_no_cycle_even_through_deferred_imports() -> None:
     assert import_cycles("akmc", deferred=True) == []
-
-
-@pytest.mark.xfail(reason="akmc/syntax.py is over 500 lines until the front end's rewrite splits it", strict=False)
-def test_the_front_end_keeps_the_module_limit() -> None:
-    assert [module for module in long_modules("akmc") if module.startswith(f"{FRONT_END} ")] == []
 
 
 def test_the_checks_find_what_they_look_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

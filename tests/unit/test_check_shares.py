@@ -8,19 +8,7 @@ from pathlib import Path
 import pytest
 
 from akmc.commands import check
-
-
-def _workspace(root: Path) -> None:
-    (root / "akm.toml").write_text("")
-    (root / "workflows").mkdir()
-    for i in range(40):
-        body = (
-            f'  step s {{\n    shell "true"\n    inputs = [steps.t{i % 3}.output]\n  }}\n'
-            if i % 5 == 0
-            else '  step s {\n    shell "true"\n  }\n'
-        )
-        uses = f'  step c {{\n    uses "workflows/w{i + 1}"\n  }}\n' if i % 4 == 0 and i < 39 else ""
-        (root / "workflows" / f"w{i}.akm").write_text(f'workflow "w{i}" {{\n{body}{uses}}}\n')
+from helpers import many_workflows
 
 
 def _check(capsys: pytest.CaptureFixture[str], jobs: int) -> tuple[int, str]:
@@ -31,7 +19,7 @@ def _check(capsys: pytest.CaptureFixture[str], jobs: int) -> tuple[int, str]:
 def test_small_shares_answer_as_one_session(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _workspace(tmp_path)
+    many_workflows(tmp_path)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(check, "PARALLEL_THRESHOLD", 10**6)
     one_session = _check(capsys, jobs=1)
@@ -43,10 +31,10 @@ def test_small_shares_answer_as_one_session(
 
 
 def test_shares_keep_each_composition_tree_whole(tmp_path: Path) -> None:
-    _workspace(tmp_path)
+    many_workflows(tmp_path)
     files = sorted((tmp_path / "workflows").glob("*.akm"))
     shares = check._shares(tmp_path, files, 8)
     where = {path.name: i for i, share in enumerate(shares) for path in share}
-    for i in range(0, 39, 4):
+    for i in range(0, 39, 7):
         assert where[f"w{i}.akm"] == where[f"w{i + 1}.akm"]  # a parent and the child it composes
     assert sorted(p for share in shares for p in share) == files

@@ -9,16 +9,18 @@ from __future__ import annotations
 import json
 import re
 import textwrap
+from collections.abc import Callable
 from typing import Any, NamedTuple, TypeVar
 
 from akm_run import durations
 from akm_run.planformat import MAX_INT
-from akmc import ast, spans
+from akmc import ast, messages, spans
 from akmc.diagnostics import Report
 from akmc.frontend import lalr
 from akmc.frontend.lalr import end_of_file as end_of_file
 from akmc.frontend.lalr import point
 from akmc.frontend.tables import tables
+from akmc.messages import Message
 
 _N = TypeVar("_N")
 Token = lalr.Token
@@ -52,7 +54,7 @@ def parse_source(text: str, report: Report) -> Parsed:
 
         if not explain(text, report):  # not a syntax error: the nesting guard stopped the parse
             where = problem.span if isinstance(problem, _TooDeep) else end_of_file(text)
-            report.add("E100", where, message=f"values and types nest deeper than {MAX_NESTING} levels")
+            report.add(messages.nesting_too_deep(limit=MAX_NESTING), where)
         return Parsed(None, [])
     return Parsed(workflow, [(value, builder.lines.span(start, end)) for _, value, start, end in comments])
 
@@ -94,22 +96,19 @@ def _str(text: str, token: Token, report: Report) -> str:
         value.encode("utf-8")  # a lone surrogate escape decodes, but is not text
         return value
     except UnicodeEncodeError:
-        _escape_error(text, token, report, _LONE_SURROGATE, 6, "lone surrogate escape",
-                      "a `\\uD800`-`\\uDBFF` escape must be followed by a `\\uDC00`-`\\uDFFF` one, "
-                      "such as `\\ud83d\\ude00`; or write the character itself")  # fmt: skip
+        _escape_error(text, token, report, _LONE_SURROGATE, 6, messages.lone_surrogate)
     except ValueError:
-        _escape_error(text, token, report, _BAD_ESCAPE, 2, "invalid escape",
-                      'strings use JSON escapes: \\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX')  # fmt: skip
+        _escape_error(text, token, report, _BAD_ESCAPE, 2, messages.invalid_escape)
     return raw[1:-1]
 
 
-def _escape_error(text: str, token: Token, report: Report, pattern: re.Pattern[str], width: int, what: str,
-                  help_text: str) -> None:  # fmt: skip
+def _escape_error(text: str, token: Token, report: Report, pattern: re.Pattern[str], width: int,
+                  message: Callable[..., Message]) -> None:  # fmt: skip
     raw = token[1]
     bad = pattern.search(raw)
     offset = token[2] + (bad.start() if bad else 0)
     shown = bad.group(0) if bad else raw
-    report.add("E101", point(text, offset, width), message=f"{what} `{shown}` in string", help=help_text)
+    report.add(message(escape=shown), point(text, offset, width))
 
 
 def dedent_block(raw: str) -> str:
@@ -267,18 +266,13 @@ class _Builder:
         raw = token[1]
         ms = -1  # invalid, already reported: later stages skip it silently
         if len(raw) > _MAX_DIGITS:
-            self.report.add("E102", self._tspan(token), message=f"duration `{raw[:20]}…` is out of range")
+            self.report.add(messages.duration_out_of_range(duration=raw[:20] + "…"), self._tspan(token))
             return ast.Duration(ms, raw, span)
         parsed = durations.parse(raw)
         if parsed is None:
-            self.report.add(
-                "E102",
-                self._tspan(token),
-                message=f"invalid duration `{raw}`",
-                help="write one or more <integer><unit> with units ms, s, m, h, e.g. `90s` or `1h30m`",
-            )
+            self.report.add(messages.invalid_duration(duration=raw), self._tspan(token))
         elif parsed > MAX_INT:
-            self.report.add("E102", self._tspan(token), message=f"duration `{raw}` is out of range")
+            self.report.add(messages.duration_out_of_range(duration=raw), self._tspan(token))
         else:
             ms = parsed
         return ast.Duration(ms, raw, span)
@@ -339,24 +333,14 @@ class _Builder:
     def _int(self, token: Token) -> int:
         raw = token[1]
         if not _INT_FULL.fullmatch(raw):
-            self.report.add(
-                "E102",
-                self._tspan(token),
-                message=f"invalid integer `{raw}`",
-                help="`_` may only separate digits, as in `1_000`",
-            )
+            self.report.add(messages.invalid_integer(integer=raw), self._tspan(token))
             return 0
         digits = raw.replace("_", "").lstrip("-")
         # int() refuses more than a few thousand digits; anything past 16 is out of range anyway
         value = int(raw.replace("_", "")) if len(digits) <= _MAX_DIGITS else MAX_INT + 1
         if abs(value) > MAX_INT:
             shown = raw if len(raw) <= 40 else raw[:20] + "…"
-            self.report.add(
-                "E102",
-                self._tspan(token),
-                message=f"integer `{shown}` is out of range",
-                help="integers must lie within ±(2^53 − 1) so that every JSON reader agrees on them",
-            )
+            self.report.add(messages.integer_out_of_range(integer=shown), self._tspan(token))
             return 0
         return value
 
@@ -373,7 +357,7 @@ class _Builder:
             if "__" in raw or raw.endswith("_") or number in (float("inf"), float("-inf")):
                 raise ValueError(raw)
         except ValueError:
-            self.report.add("E102", self._tspan(c[0]), message=f"invalid number `{raw}`")
+            self.report.add(messages.invalid_number(number=raw), self._tspan(c[0]))
             number = 0.0
         return ast.Literal(number, span)
 

@@ -8,6 +8,7 @@ from typing import Any
 from lark import Token
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
+from akmc import messages
 from akmc.diagnostics import Report, did_you_mean
 from akmc.frontend.lalr import end_of_file, point
 from akmc.frontend.tables import lark_parser
@@ -70,11 +71,10 @@ def _report_syntax_error(text: str, error: UnexpectedInput, report: Report) -> N
             return
         expected = _expected_words(set(error.allowed or ()), None)
         shown = repr(char)[1:-1] if not char.isprintable() else char
-        report.add(
-            "E100",
-            point(text, offset),
-            message=f"unexpected character `{shown}`" + (f"; expected {expected}" if expected else ""),
-        )
+        if expected:
+            report.add(messages.unexpected_character_expected(char=shown, expected=expected), point(text, offset))
+        else:
+            report.add(messages.unexpected_character(char=shown), point(text, offset))
         return
     if isinstance(error, UnexpectedToken):
         token = error.token
@@ -86,29 +86,19 @@ def _report_syntax_error(text: str, error: UnexpectedInput, report: Report) -> N
         help_text = None
         if stack and isinstance(stack[-1], Token) and stack[-1].type == "NAME" and error.expected == {"EQUAL"}:
             help_text = did_you_mean(str(stack[-1]), _STEP_ITEM_KEYWORDS)
-        report.add("E100", span, message=f"unexpected {found}; expected {expected}", help=help_text)
+        report.add(messages.unexpected_token(found=found, expected=expected), span, help=help_text)
         return
-    report.add("E100", end_of_file(text), message="unexpected end of file")
+    report.add(messages.unexpected_end(), end_of_file(text))
 
 
 def _report_unterminated(text: str, offset: int, report: Report) -> None:
     if text.startswith('"""', max(0, offset - 2)) and offset >= 2:
         start = offset - 2
-        report.add(
-            "E101",
-            point(text, start, 3),
-            message='unterminated text block: no closing `"""`',
-            help='close the text block with `"""`',
-        )
+        report.add(messages.unterminated_text_block(), point(text, start, 3))
         return
     line_end = text.find("\n", offset)
     width = (len(text) if line_end < 0 else line_end) - offset
-    report.add(
-        "E101",
-        point(text, offset, width),
-        message='unterminated string: no closing `"` on this line',
-        help='strings end on the line they start; use a `"""` text block for several lines',
-    )
+    report.add(messages.unterminated_string(), point(text, offset, width))
 
 
 def _acceptable(error: UnexpectedToken) -> set[str]:

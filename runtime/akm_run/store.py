@@ -392,10 +392,9 @@ class Store(Database):
         self, run_id: str, unit_id: str, step_id: str, attempt: int, output: Any, stderr_tail: str | None
     ) -> None:
         now = time.time()
+        stored = None if output is None else dumps(output)  # a `null` stdout keeps no attempt output
         with self.transaction(durable=False):
-            self._end_attempt(
-                run_id, unit_id, attempt, "completed", (None, None, stderr_tail, now, dumps(output), None)
-            )
+            self._end_attempt(run_id, unit_id, attempt, "completed", (None, None, stderr_tail, now, stored, None))
             self._execute(
                 "UPDATE units SET status = 'completed', output_json = ?, failure_reason = NULL, "
                 "failure_message = NULL, updated_at = ? WHERE run_id = ? AND unit_id = ?",

@@ -123,6 +123,16 @@ def test_attempts_journal_and_units_settle(store: Store) -> None:
     assert kinds <= set(EVENT_KINDS) and {"unit.dispatched", "unit.failed", "unit.completed"} <= kinds
 
 
+def test_an_attempt_that_printed_null_keeps_no_attempt_output_as_before(store: Store) -> None:
+    """A unit whose stdout is JSON `null` completes with that value, but its attempt row keeps no
+    output, as every earlier release wrote it (`logs` shows no stdout line for it)."""
+    store.publish_run("r1", PLAN, "sha256:x", {})
+    store.begin_attempt("r1", "a:solo", "a", None, "sha256:h", "d-1", new_unit=True)
+    store.complete_attempt("r1", "a:solo", "a", 1, None, None)
+    assert store.unit("r1", "a:solo").output_json == "null"  # type: ignore[union-attr]
+    assert [a.output_json for a in store.attempts("r1", "a:solo")] == [None]
+
+
 def test_the_dispatch_budget_counts_new_units_only(store: Store) -> None:
     store.publish_run("r1", PLAN, "sha256:x", {})
     assert store.begin_attempt("r1", "a:1", "a", 0, "h", "d-1", new_unit=True, max_units=2) == 1

@@ -13,8 +13,10 @@ def write_atomically(target: Path, data: bytes | str, *, mode: int = 0o666) -> N
     rename wins, whole); it is created like any new file (`mode` masked by the umask) and removed
     when the write fails. Raises OSError."""
     payload = data.encode("utf-8") if isinstance(data, str) else data
+    # At most 200 bytes of the target's name, so the temporary's stays within NAME_MAX (255).
+    stem = os.fsencode(target.name)[:200].decode("utf-8", "ignore")
     while True:
-        temporary = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
+        temporary = target.with_name(f".{stem}.{secrets.token_hex(6)}.tmp")
         try:
             fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
             break

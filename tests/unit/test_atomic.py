@@ -58,3 +58,13 @@ def test_an_atomic_write_creates_the_file_as_the_umask_says(tmp_path: Path) -> N
         os.umask(previous)
     assert (tmp_path / "a").stat().st_mode & 0o777 == 0o640
     assert (tmp_path / "b").stat().st_mode & 0o777 == 0o600
+
+
+@pytest.mark.parametrize("name", ["w" * 250 + ".json", "é" * 122 + ".json"], ids=["ascii", "two-byte"])
+def test_a_target_with_the_longest_name_the_file_system_allows_is_written(tmp_path: Path, name: str) -> None:
+    """The temporary file's name stays within the file system's 255 bytes whatever the target's
+    name (`akmc compile` of a long-named workflow wrote its plan file before temporary names grew)."""
+    assert len(name.encode()) <= 255
+    write_atomically(tmp_path / name, "x")
+    assert (tmp_path / name).read_text() == "x"
+    assert [p.name for p in tmp_path.iterdir()] == [name]

@@ -20,6 +20,7 @@ from akm_run.atomic import write_atomically
 from akm_run.digest import tagged_sha256
 from akmc import __version__
 from akmc.diagnostics import CATALOG, Diagnostic, Related
+from akmc.render.text import shown_lines
 from akmc.sources import SourceFile
 from akmc.spans import Span
 from akmc.workspace import display_path, relative_to
@@ -43,7 +44,7 @@ class Cached(NamedTuple):
     """One checked file as `akmc check` reports and caches it (restored, or fresh from a compile)."""
 
     source: SourceFile
-    text: str | None
+    lines: dict[int, str]  # the source lines its diagnostics show (`render.text.shown_lines`), not the text
     diagnostics: list[Diagnostic]
     children: tuple[str, ...] = ()  # root-relative sources it composes, transitively
     uses: tuple[str, ...] = ()  # root-relative sources it composes directly
@@ -76,7 +77,8 @@ class Cache:
             except OSError:
                 self._hashes[relative] = None
             else:
-                self._bytes[relative] = data
+                if relative.endswith(".akm"):  # kept until its own entry is loaded, which takes its lines
+                    self._bytes[relative] = data
                 self._hashes[relative] = tagged_sha256(data)
         return self._hashes[relative]
 
@@ -98,10 +100,12 @@ class Cache:
             children, uses = tuple(map(str, entry["children"])), tuple(map(str, entry["uses"]))
         except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError):
             return None  # missing, corrupt or from another version: never trusted
-        data = self._bytes.get(relative)
-        text = data.decode("utf-8", "replace").removeprefix("\ufeff") if data is not None else None
+        data = self._bytes.pop(relative, None)
+        lines = {}
+        if data is not None and diagnostics:
+            lines = shown_lines(data.decode("utf-8", "replace").removeprefix("\ufeff"), diagnostics)
         source = SourceFile(Path(self._root, relative), self.root, relative, self._display(relative))
-        return Cached(source, text, diagnostics, children, uses)
+        return Cached(source, lines, diagnostics, children, uses)
 
     def store(
         self, relative: str, deps: dict[str, str | None], diagnostics: list[Diagnostic], uses: tuple[str, ...]

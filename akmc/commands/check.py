@@ -288,7 +288,11 @@ def _record(result: FileResult) -> Cached:
         for child, _ in result.edges.values()
         if child is not None and (r := relative_to(real_path(child), result.root))
     ]
-    return Cached(result.source, result.text, list(result.report.diagnostics), uses=tuple(uses), deps=result.deps)
+    from akmc.render.text import shown_lines
+
+    diagnostics = list(result.report.diagnostics)
+    lines = shown_lines(result.text, diagnostics) if result.text is not None else {}
+    return Cached(result.source, lines, diagnostics, uses=tuple(uses), deps=result.deps)
 
 
 def _selected(root: Path, files: list[Path], named: list[Path], config: CheckConfig) -> list[Path]:
@@ -345,5 +349,5 @@ def _emit(diagnostics: list[Diagnostic], results: list[Cached], output_format: s
     else:
         from akmc.render import text
 
-        sources = {r.source.display: r.text for r in results if r.text is not None}
+        sources = {r.source.display: r.lines for r in results}
         sys.stdout.write(text.render(diagnostics, sources, len(results), quiet=quiet))

@@ -2,9 +2,27 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from akmc.diagnostics import ERROR, Diagnostic
+
+Lines = Sequence[str] | Mapping[int, str]  # a file's lines, or some of them by 1-based number
+
+
+def shown_lines(text: str, diagnostics: Iterable[Diagnostic]) -> dict[int, str]:
+    """The lines of `text` that `render` shows for `diagnostics`: all a checked file's result keeps
+    of its source, so that memory does not hold every file's text until the sorted output."""
+    numbers = {d.span.line for d in diagnostics}
+    if not numbers:
+        return {}
+    lines = text.split("\n")
+    return {n: lines[n - 1] for n in sorted(numbers) if 1 <= n <= len(lines)}
+
+
+def _line(lines: Lines, number: int) -> str | None:
+    if isinstance(lines, Mapping):
+        return lines.get(number)
+    return lines[number - 1] if 1 <= number <= len(lines) else None
 
 
 def caret_line(source_line: str, column: int, width: int) -> str:
@@ -13,16 +31,16 @@ def caret_line(source_line: str, column: int, width: int) -> str:
     return prefix + "^" * max(1, width)
 
 
-def render_one(diagnostic: Diagnostic, source: str | Sequence[str] | None) -> str:
-    """One diagnostic; `source` is the file's text, or its lines already split on "\n"."""
+def render_one(diagnostic: Diagnostic, source: str | Lines | None) -> str:
+    """One diagnostic; `source` is the file's text, or its lines split on "\n" (all or some)."""
     span = diagnostic.span
     head = (
         f"{diagnostic.file}:{span.line}:{span.column}: {diagnostic.severity}[{diagnostic.code}]: {diagnostic.message}"
     )
-    lines = (source.split("\n") if isinstance(source, str) else source) if source is not None else ()
-    if not (1 <= span.line <= len(lines)):
+    line = None if source is None else _line(source.split("\n") if isinstance(source, str) else source, span.line)
+    if line is None:
         return head + (f"\n  = help: {diagnostic.help}" if diagnostic.help else "")
-    text = lines[span.line - 1].rstrip("\r")
+    text = line.rstrip("\r")
     width = (span.end_column - span.column) if span.end_line == span.line else len(text) - span.column + 1
     gutter = " " * len(str(span.line))
     marker = caret_line(text, span.column, width)
@@ -50,12 +68,16 @@ def summary(diagnostics: Sequence[Diagnostic], checked: int) -> str:
     return f"Found {' and '.join(parts)} in {files} file{'s' if files != 1 else ''} ({checked_text})."
 
 
-def render(diagnostics: Sequence[Diagnostic], sources: Mapping[str, str], checked: int, *, quiet: bool = False) -> str:
-    split: dict[str, list[str]] = {}  # each file split once: rendering is linear in the diagnostics
+def render(
+    diagnostics: Sequence[Diagnostic], sources: Mapping[str, str | Lines], checked: int, *, quiet: bool = False
+) -> str:
+    """`sources` maps a file to its text, or to its lines (all, or those `shown_lines` kept)."""
+    split: dict[str, Lines] = {}  # each file split once: rendering is linear in the diagnostics
 
-    def lines(file: str) -> list[str] | None:
+    def lines(file: str) -> Lines | None:
         if file not in split and file in sources:
-            split[file] = sources[file].split("\n")
+            source = sources[file]
+            split[file] = source.split("\n") if isinstance(source, str) else source
         return split.get(file)
 
     blocks = [render_one(d, lines(d.file)) for d in diagnostics]

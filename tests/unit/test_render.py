@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+from hypothesis import given
+from hypothesis import strategies as st
 from syrupy.assertion import SnapshotAssertion
 
 from akmc.ast import Span
@@ -69,3 +71,15 @@ def test_text_render_splits_each_source_once() -> None:
     source = _CountingSource(SOURCE)
     text.render([UNKNOWN] * 50, {UNKNOWN.file: source}, 1)
     assert _CountingSource.splits == 1
+
+
+@given(
+    source=st.text(alphabet="ab \t\r\n", max_size=60),
+    lines=st.lists(st.integers(min_value=0, max_value=12), max_size=6),
+)
+def test_kept_lines_render_as_the_whole_text(source: str, lines: list[int]) -> None:
+    # A checked file's record keeps only the lines its diagnostics show; the report must not change.
+    found = [Diagnostic("W700", "m", "wf.akm", Span(n, 1, n, 2, 0, 1), help="h") for n in lines]
+    kept = text.shown_lines(source, found)
+    assert len(kept) <= len(set(lines))
+    assert text.render(found, {"wf.akm": kept}, 1) == text.render(found, {"wf.akm": source}, 1)

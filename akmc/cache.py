@@ -153,16 +153,21 @@ class Cache:
 
 class UsesIndex:
     """The `uses` refs of every workflow in the workspace, keyed by file size and modification time,
-    so that finding the parents of a file reads only the workflows that changed since the last check."""
+    so that finding the parents of a file reads only the workflows that changed since the last check.
+
+    Entries that changed since the index was last written whole go to a small file beside it, so a
+    check of one edited file writes one entry, not the whole workspace's; past `FOLD` changed
+    entries the index is rewritten whole. Both files are written atomically; a lost update (two
+    processes at once) only costs a later check a re-read of the files it names."""
+
+    FOLD = 64
 
     def __init__(self, root: Path) -> None:
-        self.path = root.resolve() / DIRECTORY / f"v{FORMAT}" / "uses-index.json"
+        directory = root.resolve() / DIRECTORY / f"v{FORMAT}"
+        self.path, self.changes_path = directory / "uses-index.json", directory / "uses-index.changes.json"
         self.root = str(root.resolve())
-        try:
-            loaded = json.loads(self.path.read_text(encoding="utf-8"))
-            self.entries: dict[str, list[Any]] = loaded if isinstance(loaded, dict) else {}
-        except (OSError, ValueError):
-            self.entries = {}
+        self.changes = _json_object(self.changes_path)
+        self.entries: dict[str, Any] = {**_json_object(self.path), **self.changes}
         self.changed = False
 
     def refs(self, entry: os.DirEntry[str]) -> list[str]:
@@ -177,18 +182,32 @@ class UsesIndex:
         if isinstance(known, list) and len(known) == 3 and known[:2] == stamp and isinstance(known[2], list):
             return [str(r) for r in known[2]]
         found = uses_refs(Path(entry.path))
-        self.entries[entry.path] = [*stamp, found]
+        self.entries[entry.path] = self.changes[entry.path] = [*stamp, found]
         self.changed = True
         return found
 
     def save(self) -> None:
         if not self.changed:
             return
+        whole = len(self.changes) > self.FOLD or not self.path.exists()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            write_atomically(self.path, json.dumps(self.entries, separators=(",", ":")), mode=0o600)
+            if whole:
+                write_atomically(self.path, json.dumps(self.entries, separators=(",", ":")), mode=0o600)
+                self.changes_path.unlink(missing_ok=True)
+            else:
+                write_atomically(self.changes_path, json.dumps(self.changes, separators=(",", ":")), mode=0o600)
         except OSError:
             return
+
+
+def _json_object(path: Path) -> dict[str, Any]:
+    """The JSON object stored at `path`; empty when it is missing, unreadable or not an object."""
+    try:
+        loaded = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
 
 
 def _span_list(span: Span) -> list[int]:

@@ -114,7 +114,6 @@ def run(
         # A child edit can break the workflows that compose it: check those parents too.
         parents = [p for p in checker.dependents(chosen) if _wanted(workspace, p, config)]
         failed = not checker.check(parents) or failed
-        checker.save()
         mine = [r for r in checker.results.values() if _wanted(workspace, r.source.path, config)]
         found = [d for r in mine for d in r.diagnostics if config.reports(d.code)]
         strict_findings = strict_findings or (config.strict and bool(found))
@@ -136,7 +135,6 @@ class _Checker:
         self.root, self.suppressions, self.cache = root, suppressions, cache
         self.jobs = jobs if jobs is not None else min(os.cpu_count() or 1, 8)
         self.results: dict[str, Cached] = {}
-        self.fresh: list[Cached] = []
 
     @cached_property
     def session(self) -> Session:
@@ -172,9 +170,12 @@ class _Checker:
         return ok
 
     def _add(self, record: Cached) -> None:
-        self.results[_key(record.source.path)] = record
-        if record.deps is not None:
-            self.fresh.append(record)
+        """Keep a fresh record for the report; its cache entry is written now, so that what stays in
+        memory until output is the record without its dependencies' hashes."""
+        relative = record.source.relative
+        if self.cache is not None and relative is not None and record.deps is not None:
+            self.cache.store(relative, record.deps, record.diagnostics, record.uses)
+        self.results[_key(record.source.path)] = record._replace(deps=None)
 
     def _restore_one(self, path: Path) -> Cached | None:
         if self.cache is None:
@@ -221,15 +222,6 @@ class _Checker:
                     if _key(record.source.path) not in self.results:
                         self._add(record)
         return ok
-
-    def save(self) -> None:
-        if self.cache is None:
-            return
-        for record in self.fresh:
-            relative = record.source.relative
-            if relative is not None and record.deps is not None:
-                self.cache.store(relative, record.deps, record.diagnostics, record.uses)
-
 
 PARALLEL_THRESHOLD = 24  # below this, starting worker processes costs more than it saves
 SHARE_FILES = 200  # files per session when checking many: bounds the memory of each process

@@ -92,9 +92,12 @@ def instructions(tree: Path, corpus: Path, count: int) -> int:
     return int(found.group(1))
 
 
-def edited(trees: dict[str, Path], root: Path, repeat: int) -> dict[str, list[tuple[float, float]]]:
+def edited(
+    trees: dict[str, Path], root: Path, repeat: int, callgrind: bool = False
+) -> tuple[dict[str, list[tuple[float, float]]], dict[str, int]]:
     """Wall and CPU seconds of `akmc check FILE` for one edited file of a warm workspace, per tree
-    (each tree's own cache: the fingerprint differs), alternating between the trees."""
+    (each tree's own cache: the fingerprint differs), alternating between the trees; with
+    `callgrind`, also the instructions of one such check per tree."""
     import resource
 
     target = root / "workflows" / "group1" / "wf501.akm"
@@ -113,8 +116,17 @@ def edited(trees: dict[str, Path], root: Path, repeat: int) -> dict[str, list[tu
             wall = time.perf_counter() - start
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
             found[name].append((wall, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime))
+    counts: dict[str, int] = {}
+    for name, tree in trees.items() if callgrind else ():
+        target.write_text(original.replace('"Generated', f'"Generated counted {name}'))
+        done = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv,
+                               str(target.relative_to(root))], cwd=root, env=environment(tree, True),
+                              capture_output=True, text=True)  # fmt: skip
+        counted = re.search(r"Collected : (\d+)", done.stderr)
+        assert counted, done.stderr[-2000:]
+        counts[name] = int(counted.group(1))
     target.write_text(original)
-    return found
+    return found, counts
 
 
 def main() -> int:
@@ -145,14 +157,17 @@ def main() -> int:
                 once = instructions(tree, corpus, args.callgrind)
                 twice = instructions(tree, corpus, 2 * args.callgrind)
                 counts[name] = (twice - once) / args.callgrind
-        edits = {}
+        edits: dict[str, list[tuple[float, float]]] = {}
+        edit_counts: dict[str, int] = {}
         if args.edited:
             from check_scale import generate as generate_workspace
 
             workspace = Path(tmp) / "workspace"
             workspace.mkdir()
             generate_workspace(workspace, 1000)
-            edits = edited(trees, workspace, args.edited)
+            edits, edit_counts = edited(
+                trees, workspace, args.edited, bool(args.callgrind and shutil.which("valgrind"))
+            )
     print(f"{args.files} files of ~108 lines, {args.repeat} alternating runs per tree (CPU time per file)")
     for name, figures in runs.items():
         for key in ("check_ms", "parse_ms"):
@@ -164,6 +179,8 @@ def main() -> int:
         walls, cpus = [v[0] * 1000 for v in values], [v[1] * 1000 for v in values]
         print(f"  {name:>12}  one edited file of 1,000: wall best {min(walls):.0f} ms, median "
               f"{statistics.median(walls):.0f} ms; CPU best {min(cpus):.0f} ms, median {statistics.median(cpus):.0f} ms")  # fmt: skip
+        if name in edit_counts:
+            print(f"  {name:>12}  one edited file of 1,000: {edit_counts[name] / 1e6:.0f} M instructions (callgrind)")
     this, other = (statistics.median(f["check_ms"] for f in runs[n]) for n in trees)
     print(f"check CPU per file, median: {this / other:.2f} of {args.against}'s")
     if len(counts) == 2:

@@ -223,6 +223,7 @@ class _Checker:
                         self._add(record)
         return ok
 
+
 PARALLEL_THRESHOLD = 24  # below this, starting worker processes costs more than it saves
 SHARE_FILES = 200  # files per session when checking many: bounds the memory of each process
 

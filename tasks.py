@@ -40,7 +40,7 @@ def setup() -> None:
     if not (BIN / "python").exists():
         venv.create(VENV, with_pip=True)
     pip = (BIN / "python", "-m", "pip", "install", "--quiet")
-    run(*pip, "-e", ".[test]")
+    run(*pip, "-e", ".[test,lsp]")
     # akmc depends on the bundled runtime by direct reference (a plain copy);
     # make it editable too so runtime changes need no reinstall.
     run(*pip, "--no-deps", "-e", "./runtime")

@@ -157,6 +157,27 @@ def graph(
     raise typer.Exit(command.run(source, output_format=output_format, depth=-1 if depth is None else depth, root=root))
 
 
+@app.command()
+def fmt(
+    paths: Annotated[
+        Optional[list[Path]], typer.Argument(help="Files and directories to format (default: .); `-` for stdin.")
+    ] = None,
+    check: Annotated[
+        bool, typer.Option("--check", help="Write nothing; list the files that would change and exit 1 if any.")
+    ] = False,
+    show_diff: Annotated[
+        bool, typer.Option("--diff", help="Write nothing; print what would change as a diff and exit 1 if any.")
+    ] = False,
+) -> None:
+    """Print .akm sources in the one canonical layout, in place (comments, strings and text blocks kept).
+
+    Example: akmc fmt workflows/ --check
+    """
+    from akmc.commands import fmt as command
+
+    raise typer.Exit(command.run(paths or [], check=check, diff=show_diff))
+
+
 SignatureOption = Annotated[
     Optional[Path], typer.Option("--signature", help="The plan's signature file (default: PLAN.sig).")
 ]

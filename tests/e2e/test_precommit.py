@@ -78,7 +78,7 @@ def _user_repo(root: Path, hook_repo: tuple[Path, str]) -> Path:
     (root / "workflows" / "child.akm").write_text(CHILD)
     (root / "workflows" / "parent.akm").write_text(PARENT)
     (root / ".pre-commit-config.yaml").write_text(
-        f"repos:\n  - repo: {path}\n    rev: {rev}\n    hooks:\n      - id: akmc-check\n"
+        f"repos:\n  - repo: {path}\n    rev: {rev}\n    hooks:\n      - id: akmc-fmt\n      - id: akmc-check\n"
         "      - id: akmc-plans-up-to-date\n"
     )
     _compile_plans(root)
@@ -147,3 +147,20 @@ def test_plans_up_to_date_hook_lists_stale_plans(
     assert stale.returncode == 1
     assert "stale:   plans/workflows/child.plan.json" in stale.stdout
     assert "stale:   plans/workflows/parent.plan.json" in stale.stdout  # the parent embeds the child
+
+
+def test_fmt_hook_rewrites_a_staged_workflow_and_fails_until_it_is_formatted(
+    tmp_path: Path, hook_repo: tuple[Path, str], pre_commit_home: Path
+) -> None:
+    root = _user_repo(tmp_path / "user", hook_repo)
+    _git(root, "commit", "-qm", "workflows and plans")
+    messy = CHILD.replace("  step work {\n    shell", "  step work {  shell").replace("report =", "report=")
+    (root / "workflows" / "child.akm").write_text(messy)
+    _git(root, "add", "workflows/child.akm")
+    first = _pre_commit(root, pre_commit_home)
+    assert first.returncode == 1
+    assert "akmc fmt" in first.stdout and "files were modified by this hook" in first.stdout
+    assert (root / "workflows" / "child.akm").read_text() == CHILD
+    _git(root, "add", "workflows/child.akm")
+    again = _pre_commit(root, pre_commit_home)
+    assert again.returncode == 0, again.stdout + again.stderr

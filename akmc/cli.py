@@ -178,6 +178,17 @@ def fmt(
     raise typer.Exit(command.run(paths or [], check=check, diff=show_diff))
 
 
+@app.command()
+def lsp() -> None:
+    """Run the language server over stdio (needs `pip install 'akmc[lsp]'`).
+
+    Example: akmc lsp
+    """
+    from akmc.commands import lsp as command
+
+    raise typer.Exit(command.run())
+
+
 SignatureOption = Annotated[
     Optional[Path], typer.Option("--signature", help="The plan's signature file (default: PLAN.sig).")
 ]

@@ -1,0 +1,123 @@
+"""What the language server knows of a workflow, for editor buffers laid over the disk.
+
+The one module that talks to the compiler's session: diagnostics exactly as `akmc check` gives them
+(the file, its children as compiled, and every workflow that composes it, with the workspace's
+`akm.toml` selection), and the resolved, typed workflow that hover, definition and completion read."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from akmc import ast
+from akmc.compiler import FileResult, Session
+from akmc.compose import Child
+from akmc.config import CheckConfig, ConfigError, load
+from akmc.diagnostics import Diagnostic, Report
+from akmc.resolve import Model, resolve
+from akmc.sources import Reader
+from akmc.typecheck import Typed, typecheck
+from akmc.workspace import (
+    USES_PATTERN,
+    SourceError,
+    composer_candidates,
+    display_path,
+    find_root,
+    parents,
+    real_path,
+    uses_refs,
+)
+
+
+@dataclass(slots=True)
+class Analysis:
+    """One file as the checker saw it. `workflow`, `model` and `typed` are None when it does not parse."""
+
+    path: Path
+    root: Path
+    text: str
+    diagnostics: list[Diagnostic]
+    workflow: ast.Workflow | None = None
+    model: Model | None = None
+    typed: Typed | None = None
+    children: dict[str, tuple[Child, Path]] = field(default_factory=dict)  # `uses` step id → child, its file
+
+
+@dataclass(slots=True)
+class Checked:
+    """The edited file's analysis, and the diagnostics of it and of every workflow composing it."""
+
+    analysis: Analysis
+    diagnostics: dict[Path, list[Diagnostic]]
+    config_problem: str | None = None
+
+
+def check(path: Path, buffers: Mapping[Path, str]) -> Checked:
+    """Check the file at `path` (its text from `buffers` when open there, else from disk) and the
+    workflows that compose it. `buffers` maps resolved paths to unsaved text. Raises SourceError
+    when the file is neither open nor readable."""
+    key = real_path(path)
+    root = find_root(key.parent)
+    config, problem = _config(root)
+    session = Session(root, reader=Reader(buffers))  # the buffers stand in for their files everywhere
+    result = session.check(key, display_path(key))
+    found = {key: _reported(result, config)}
+    for parent in _composers(root, key, session, buffers):
+        try:
+            parent_result = session.check(parent, display_path(parent))
+        except SourceError:
+            continue
+        found[real_path(parent)] = _reported(parent_result, config)
+    text = result.text if result.text is not None else buffers.get(key, "")
+    return Checked(_analysis(result, session, root, text, found[key]), found, problem)
+
+
+def _config(root: Path) -> tuple[CheckConfig, str | None]:
+    try:
+        return load(root), None
+    except ConfigError as error:
+        return CheckConfig(), str(error)
+
+
+def _reported(result: FileResult, config: CheckConfig) -> list[Diagnostic]:
+    return [d for d in result.report.diagnostics if config.reports(d.code)]
+
+
+def _composers(root: Path, path: Path, session: Session, buffers: Mapping[Path, str]) -> list[Path]:
+    """The workflows that compose `path`, directly or transitively, reading open buffers first."""
+
+    def refs(entry: os.DirEntry[str]) -> list[str]:
+        try:
+            text = buffers.get(real_path(Path(entry.path)))
+        except OSError:
+            return []
+        if text is None:
+            return uses_refs(Path(entry.path))
+        data = text.encode("utf-8", "surrogatepass")
+        return [m.group(1).decode("utf-8", "replace") for m in USES_PATTERN.finditer(data)]
+
+    candidates = composer_candidates(root, [path], refs)
+    if not candidates:
+        return []
+    return parents([path], candidates, lambda candidate: session.uses_of(candidate, root))
+
+
+def _analysis(result: FileResult, session: Session, root: Path, text: str, found: list[Diagnostic]) -> Analysis:
+    analysis = Analysis(result.path, root, text, found, result.workflow)
+    if result.workflow is None:
+        return analysis
+    compiled = {r.path: r for r in session.results}
+    scratch = Report("")  # the diagnostics are the compiler's; this pass only settles names and types
+    model = resolve(result.workflow, scratch)
+    for sm in model.steps:
+        if sm.target is None or sm.target.kind != "uses" or sm.target.path is None:
+            continue
+        located, _ = result.edges.get(sm.target.path.value, (None, ""))
+        child = compiled.get(real_path(located)) if located is not None else None
+        if child is not None and child.child is not None:
+            analysis.children[sm.id] = (child.child, child.path)
+    analysis.model = model
+    analysis.typed = typecheck(model, scratch, {k: c for k, (c, _) in analysis.children.items()})
+    return analysis

@@ -6,7 +6,8 @@
 
 Only Python 3.11+ with pip and venv is needed; everything else is installed
 into .venv from the project's own pyproject files, except OpenSSH's ssh-keygen
-(signed plans), which `test` installs with apt-get (openssh-client) when missing.
+(signed plans), which `test` installs with apt-get (openssh-client) when missing,
+and the VS Code grammar's test tool, which `test` installs with npm where Node is.
 """
 
 from __future__ import annotations
@@ -96,6 +97,27 @@ def system_tools() -> None:
           " the tests that use them fail without them", file=sys.stderr)  # fmt: skip
 
 
+# The VS Code extension's grammar has scope tests run by `vscode-tmgrammar-test` (npm). Where Node is
+# installed (as in CI), `test` installs it from editors/vscode/package-lock.json into the gitignored
+# editors/vscode/node_modules, once per change of the lock file; the test fails rather than skips
+# when Node is present and the tool is not.
+VSCODE = ROOT / "editors" / "vscode"
+
+
+def node_tools() -> None:
+    npm = shutil.which("npm")
+    if npm is None or shutil.which("node") is None:
+        print("note: Node.js is not installed; the VS Code grammar's scope tests are skipped", file=sys.stderr)
+        return
+    lock = VSCODE / "package-lock.json"
+    stamp = VSCODE / "node_modules" / ".installed"
+    wanted = hashlib.sha256(lock.read_bytes()).hexdigest()
+    if stamp.exists() and stamp.read_text() == wanted:
+        return
+    run(npm, "ci", "--prefix", VSCODE, "--no-audit", "--no-fund", "--loglevel=error")
+    stamp.write_text(wanted)
+
+
 def demo() -> int:
     setup()
     for program, *argv in DEMO:
@@ -106,6 +128,7 @@ def demo() -> int:
 def test() -> int:
     setup()
     system_tools()
+    node_tools()
     run(BIN / "ruff", "check", ".")
     run(BIN / "ruff", "format", "--check", ".")
     run(BIN / "mypy")

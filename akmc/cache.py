@@ -162,12 +162,13 @@ class UsesIndex:
 
     FOLD = 64
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, load: bool = True) -> None:
+        """`load=False`: start empty (the language server keeps one in memory and never saves it)."""
         directory = root.resolve() / DIRECTORY / f"v{FORMAT}"
         self.path, self.changes_path = directory / "uses-index.json", directory / "uses-index.changes.json"
         self.root = str(root.resolve())
-        self.changes = _json_object(self.changes_path)
-        self.entries: dict[str, Any] = {**_json_object(self.path), **self.changes}
+        self.changes = _json_object(self.changes_path) if load else {}
+        self.entries: dict[str, Any] = {**_json_object(self.path), **self.changes} if load else {}
         self.changed = False
 
     def refs(self, entry: os.DirEntry[str]) -> list[str]:

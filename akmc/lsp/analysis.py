@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from akmc import ast
+from akmc.cache import UsesIndex
 from akmc.compiler import FileResult, Session
 from akmc.compose import Child
 from akmc.config import CheckConfig, ConfigError, load
@@ -27,7 +28,6 @@ from akmc.workspace import (
     find_root,
     parents,
     real_path,
-    uses_refs,
 )
 
 
@@ -54,17 +54,19 @@ class Checked:
     config_problem: str | None = None
 
 
-def check(path: Path, buffers: Mapping[Path, str]) -> Checked:
+def check(path: Path, buffers: Mapping[Path, str], indexes: dict[Path, UsesIndex] | None = None) -> Checked:
     """Check the file at `path` (its text from `buffers` when open there, else from disk) and the
-    workflows that compose it. `buffers` maps resolved paths to unsaved text. Raises SourceError
-    when the file is neither open nor readable."""
+    workflows that compose it. `buffers` maps resolved paths to unsaved text; `indexes` keeps, per
+    workspace root, the `uses` refs of files on disk between checks (re-read when a file changes).
+    Raises SourceError when the file is neither open nor readable."""
     key = real_path(path)
     root = find_root(key.parent)
     config, problem = _config(root)
     session = Session(root, reader=Reader(buffers))  # the buffers stand in for their files everywhere
     result = session.check(key, display_path(key))
     found = {key: _reported(result, config)}
-    for parent in _composers(root, key, session, buffers):
+    index = (indexes if indexes is not None else {}).setdefault(root, UsesIndex(root, load=False))
+    for parent in _composers(root, key, session, buffers, index):
         try:
             parent_result = session.check(parent, display_path(parent))
         except SourceError:
@@ -85,16 +87,13 @@ def _reported(result: FileResult, config: CheckConfig) -> list[Diagnostic]:
     return [d for d in result.report.diagnostics if config.reports(d.code)]
 
 
-def _composers(root: Path, path: Path, session: Session, buffers: Mapping[Path, str]) -> list[Path]:
+def _composers(root: Path, path: Path, session: Session, buffers: Mapping[Path, str], index: UsesIndex) -> list[Path]:
     """The workflows that compose `path`, directly or transitively, reading open buffers first."""
 
     def refs(entry: os.DirEntry[str]) -> list[str]:
-        try:
-            text = buffers.get(real_path(Path(entry.path)))
-        except OSError:
-            return []
+        text = buffers.get(Path(entry.path))  # entries lie under the resolved root: no resolving per file
         if text is None:
-            return uses_refs(Path(entry.path))
+            return index.refs(entry)
         data = text.encode("utf-8", "surrogatepass")
         return [m.group(1).decode("utf-8", "replace") for m in USES_PATTERN.finditer(data)]
 

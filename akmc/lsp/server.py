@@ -18,6 +18,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import from_fs_path
 
 from akmc import __version__
+from akmc.cache import UsesIndex
 from akmc.diagnostics import Diagnostic
 from akmc.lsp import features
 from akmc.lsp.analysis import Analysis, check
@@ -49,6 +50,7 @@ class AkmServer(LanguageServer):
         self.published: dict[str, list[Diagnostic]] = {}  # uri → our diagnostics last published
         self.pending: dict[str, asyncio.Task[None]] = {}
         self.debounce = DEBOUNCE_SECONDS
+        self.indexes: dict[Path, UsesIndex] = {}  # workspace root → the `uses` refs of its files on disk
 
     @property
     def encoding(self) -> str:
@@ -102,7 +104,7 @@ class AkmServer(LanguageServer):
             return
         buffers[key] = text
         try:
-            checked = check(key, buffers)
+            checked = check(key, buffers, self.indexes)
         except SourceError as error:
             self.window_log_message(lsp.LogMessageParams(lsp.MessageType.Warning, str(error)))
             return

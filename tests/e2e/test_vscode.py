@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from helpers import REPO
 
 VSCODE = REPO / "editors" / "vscode"
 TOOL = VSCODE / "node_modules" / ".bin" / "vscode-tmgrammar-test"

@@ -72,7 +72,7 @@ def check(path: Path, buffers: Mapping[Path, str], indexes: dict[Path, UsesIndex
         except SourceError:
             continue
         found[real_path(parent)] = _reported(parent_result, config)
-    text = result.text if result.text is not None else buffers.get(key, "")
+    text = buffers.get(key, result.text or "")  # the text the editor holds, which requests are about
     return Checked(_analysis(result, session, root, text, found[key]), found, problem)
 
 

@@ -245,6 +245,10 @@ def definition(analysis: Analysis, offset: int) -> tuple[Path, Span | None] | No
     if found.kind in ("script", "file"):
         relative = found.node.path.value if found.kind == "script" else found.node.value
         target = analysis.root / relative
+        try:
+            target.resolve().relative_to(analysis.root.resolve())  # as the compiler: never outside the root
+        except (OSError, ValueError):
+            return None
         return (target, None) if target.is_file() else None
     return None
 

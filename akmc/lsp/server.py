@@ -23,7 +23,7 @@ from akmc.diagnostics import Diagnostic
 from akmc.lsp import features
 from akmc.lsp.analysis import Analysis, check
 from akmc.lsp.positions import Lines
-from akmc.workspace import MAX_SOURCE_BYTES, SourceError, real_path
+from akmc.workspace import SourceError, real_path
 
 DEBOUNCE_SECONDS = 0.15  # a check starts this long after the last keystroke; initializationOptions.debounceMs
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -50,6 +50,7 @@ class AkmServer(LanguageServer):
         self.published: dict[str, list[Diagnostic]] = {}  # uri → our diagnostics last published
         self.pending: dict[str, asyncio.Task[None]] = {}
         self.debounce = DEBOUNCE_SECONDS
+        self.told: set[str] = set()  # akm.toml problems already shown
         self.indexes: dict[Path, UsesIndex] = {}  # workspace root → the `uses` refs of its files on disk
 
     @property
@@ -92,27 +93,29 @@ class AkmServer(LanguageServer):
         text = self.texts.get(uri)
         if text is None:
             return
-        path = path_of(uri)
-        version = self.versions.get(uri)
-        if len(text.encode("utf-8", "surrogatepass")) > MAX_SOURCE_BYTES or path is None:
-            # too large to check (E103), or not a file on disk: check the text alone, in no workspace
-            path = path or Path(os.getcwd()) / "untitled.akm"
-        buffers = self.buffers()
+        pending = self.pending.pop(uri, None)
+        if pending is not None:
+            pending.cancel()
+        # A buffer that is no file on disk (untitled) is checked as a file of the current directory.
+        path = path_of(uri) or Path(os.getcwd()) / "untitled.akm"
         try:
             key = real_path(path)
         except OSError:
             return
+        buffers = self.buffers()
         buffers[key] = text
         try:
             checked = check(key, buffers, self.indexes)
         except SourceError as error:
             self.window_log_message(lsp.LogMessageParams(lsp.MessageType.Warning, str(error)))
             return
-        if checked.config_problem:
+        if checked.config_problem and checked.config_problem not in self.told:
+            self.told.add(checked.config_problem)  # once per problem, not on every keystroke
             self.window_show_message(lsp.ShowMessageParams(lsp.MessageType.Warning, checked.config_problem))
         self.analyses[uri] = checked.analysis
         if checked.analysis.workflow is not None:
             self.good[uri] = checked.analysis
+        version = self.versions.get(uri)
         for file, diagnostics in checked.diagnostics.items():
             target = uri if file == key else from_fs_path(str(file)) or str(file)
             self.publish(target, diagnostics, version if target == uri else self.versions.get(target))
@@ -221,9 +224,11 @@ def did_close(ls: AkmServer, params: lsp.DidCloseTextDocumentParams) -> None:
 
 
 def _analysis(ls: AkmServer, uri: str) -> Analysis | None:
+    """The analysis of the document's current text: a request that arrives before the debounced
+    check of the latest edit checks now."""
     analysis = ls.analyses.get(uri)
-    if analysis is None and uri in ls.texts:
-        ls.run_check(uri)  # a request that arrives before the debounced check: check now
+    if uri in ls.texts and (analysis is None or analysis.text != ls.texts[uri]):
+        ls.run_check(uri)
         analysis = ls.analyses.get(uri)
     return analysis
 

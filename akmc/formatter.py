@@ -32,6 +32,7 @@ from lark.exceptions import UnexpectedInput
 
 from akmc.diagnostics import Diagnostic, Report
 from akmc.resources import data_path
+from akmc.syntax import MAX_NESTING
 
 INDENT = "  "
 SETTING_ORDER = ("concurrency", "max_units", "timeout", "retry", "on_error", "max_loops")
@@ -90,18 +91,37 @@ def tokens(text: str) -> list[Token]:
 def format_source(text: str, file: str = "<stdin>") -> Formatted:
     """Print `text` in the canonical layout. Raises SyntaxProblem (E100–E101, the same diagnostic
     `akmc check` gives) when it does not parse; then nothing may be written."""
+    try:
+        tree = _cst_parser().parse(text)
+    except UnexpectedInput:
+        raise SyntaxProblem(_syntax_error(text, file)) from None
+    if _depth(tree) > MAX_NESTING:  # the tree nests at least as deep as the values and types in it
+        from akmc import syntax
+
+        if syntax.parse(text, Report(file)) is None:  # E100: nested past the checker's limit
+            raise SyntaxProblem(_syntax_error(text, file))
+    return _Printer(text, tree).run()
+
+
+def _syntax_error(text: str, file: str) -> Diagnostic:
+    """The diagnostic `akmc check` gives a source that does not parse."""
     from akmc import syntax
 
     report = Report(file)
-    if syntax.parse(text, report) is None:
-        raise SyntaxProblem(report.diagnostics[0])
-    try:
-        tree = _cst_parser().parse(text)
-    except UnexpectedInput as error:  # the grammars are one file: only a changed parser could get here
-        raise SyntaxProblem(
-            Diagnostic("E100", f"the source does not parse: {error}", file, syntax.end_of_file(text))
-        ) from error
-    return _Printer(text, tree).run()
+    syntax.parse(text, report)
+    if report.diagnostics:
+        return report.diagnostics[0]
+    return Diagnostic("E100", "the source does not parse", file, syntax.end_of_file(text))
+
+
+def _depth(tree: Tree[Token]) -> int:
+    """How deep the tree nests, without recursion (a hostile file may nest thousands of levels)."""
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        stack += [(c, depth + 1) for c in node.children if isinstance(c, Tree)]
+    return deepest
 
 
 # -- comments and tokens ---------------------------------------------------------------------------

@@ -195,6 +195,11 @@ def test_a_suppression_keeps_the_tokens_of_its_line() -> None:
     )
 
 
+def test_values_as_deep_as_the_checker_allows_are_formatted() -> None:
+    source = 'workflow "w" { params { p: any = ' + "[" * 64 + "]" * 64 + " } }\n"
+    assert format_source(source).text == source
+
+
 def test_text_blocks_strings_and_numbers_stay_as_written() -> None:
     source = (
         'workflow "w" {\n description = """\n\t  odd  \n   indent   \n"""\n  params { n: int = 1_000  '
@@ -207,7 +212,15 @@ def test_text_blocks_strings_and_numbers_stay_as_written() -> None:
 
 @pytest.mark.parametrize(
     "source",
-    ['workflow "w" {', 'workflow "w" { step a { shell "x }\n}', 'workflow "w" {}\n}', "", "\x00"],
+    [
+        'workflow "w" {',
+        'workflow "w" { step a { shell "x }\n}',
+        'workflow "w" {}\n}',
+        "",
+        "\x00",
+        'workflow "w" { params { p: any = ' + "[" * 65 + "]" * 65 + " } }",  # deeper than the checker allows
+        'workflow "w" { params { p: any = ' + "[" * 5000 + "]" * 5000 + " } }",
+    ],
 )
 def test_a_syntax_error_is_refused(source: str) -> None:
     with pytest.raises(SyntaxProblem) as raised:

@@ -25,6 +25,7 @@ from akmc.lsp.analysis import Analysis, check
 from akmc.lsp.positions import Lines
 from akmc.workspace import SourceError, real_path
 
+FAULT_VARIABLE = "AKMC_LSP_FAULT"  # crash testing: the handler (or "check") it names raises
 DEBOUNCE_SECONDS = 0.15  # a check starts this long after the last keystroke; initializationOptions.debounceMs
 _F = TypeVar("_F", bound=Callable[..., Any])
 log = logging.getLogger("akmc.lsp")
@@ -90,6 +91,7 @@ class AkmServer(LanguageServer):
             self.report_failure("checking " + uri)
 
     def run_check(self, uri: str) -> None:
+        _fault("check")
         text = self.texts.get(uri)
         if text is None:
             return
@@ -156,6 +158,11 @@ class AkmServer(LanguageServer):
 server = AkmServer()
 
 
+def _fault(point: str) -> None:
+    if os.environ.get(FAULT_VARIABLE) == point:
+        raise RuntimeError(f"{FAULT_VARIABLE}={point}: a fault injected for testing")
+
+
 def guarded(default: Any = None) -> Callable[[_F], _F]:
     """Answer `default` (and log the traceback to the client) when a handler fails."""
 
@@ -163,6 +170,7 @@ def guarded(default: Any = None) -> Callable[[_F], _F]:
         @functools.wraps(handler)
         def run(ls: AkmServer, params: Any) -> Any:
             try:
+                _fault(handler.__name__)
                 return handler(ls, params)
             except Exception:  # noqa: BLE001 - one failed request must not stop the server
                 ls.report_failure(f"answering {handler.__name__}")

@@ -4,6 +4,7 @@ real workspace on disk, through every feature."""
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -389,7 +390,7 @@ async def test_bad_input_never_stops_the_server(client: LanguageClient, workspac
     composer = open_doc(client, workspace / "workflows" / "composer.akm",
                         'workflow "c" {\n  step a {\n    uses "workflows/latin1"\n  }\n}\n')  # fmt: skip
     assert codes(await published(client, composer, lambda d: bool(d))) == ["E408"]
-    # A request about a document the server never saw fails inside its handler: it answers null.
+    # Requests about a document the server never saw are answered with null.
     missing = uri(workspace / "nowhere" / "gone.akm")
     for request in (
         client.text_document_hover_async(lsp.HoverParams(lsp.TextDocumentIdentifier(missing), lsp.Position(0, 0))),
@@ -402,3 +403,28 @@ async def test_bad_input_never_stops_the_server(client: LanguageClient, workspac
     target = open_doc(client, workspace / "workflows" / "parent.akm")
     assert await published(client, target, lambda d: not d) == []
     assert "step `call`" in await _hover(client, target, PARENT, "call {")
+
+
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER.server_command, server_env={
+    **os.environ, "AKMC_LSP_FAULT": "hover"}))  # fmt: skip
+async def faulty_client(lsp_client: LanguageClient) -> AsyncIterator[None]:
+    await lsp_client.initialize_session(_params())
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def test_a_handler_that_crashes_answers_nothing_and_the_server_goes_on(
+    faulty_client: LanguageClient, workspace: Path
+) -> None:
+    target = open_doc(faulty_client, workspace / "workflows" / "parent.akm")
+    assert await published(faulty_client, target, lambda d: not d) == []
+    for _ in range(2):
+        hover = await faulty_client.text_document_hover_async(
+            lsp.HoverParams(lsp.TextDocumentIdentifier(target), position(PARENT, "call {"))
+        )
+        assert hover is None
+    logged = [m.message for m in faulty_client.log_messages if m.type == lsp.MessageType.Error]
+    assert len(logged) == 2 and "internal error while answering hover" in logged[0] and "Traceback" in logged[0]
+    assert await _definition(faulty_client, target, PARENT, "steps.call", 7)
+    change(faulty_client, target, PARENT.replace("params.who", "params.whom"), 2)
+    assert codes(await published(faulty_client, target, lambda d: bool(d))) == ["E205"]

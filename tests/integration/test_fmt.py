@@ -171,6 +171,17 @@ def test_a_messy_file_formats_to_the_snapshot(snapshot: SnapshotAssertion) -> No
     assert format_source(MESSY).text == snapshot
 
 
+@pytest.mark.parametrize("name", ["corpus/workflows/everything.akm", "language-example/workflows/release.akm"])
+def test_a_golden_file_written_one_token_a_line_formats_to_the_snapshot(name: str, snapshot: SnapshotAssertion) -> None:
+    """Every block and list then spans lines, so each gets one item a line: the layout the printer
+    chooses where the source leaves every choice open."""
+    source = (REPO / "golden" / name).read_text(encoding="utf-8")
+    spread = "\n".join(str(token) for token in tokens(source)) + "\n"
+    formatted = format_source(spread).text
+    assert formatted == snapshot
+    assert format_source(formatted).text == formatted
+
+
 def test_the_messy_file_keeps_its_plan_and_diagnostics(cases: Path) -> None:
     _holds(cases / "generated", "messy.akm", MESSY)
 

@@ -238,38 +238,37 @@ def _analysis(ls: AkmServer, uri: str) -> Analysis | None:
     if uri in ls.texts and (analysis is None or analysis.text != ls.texts[uri]):
         ls.run_check(uri)
         analysis = ls.analyses.get(uri)
-    return analysis
+    return analysis if analysis is not None and analysis.text == ls.texts.get(uri) else None
+
+
+def _at(ls: AkmServer, params: lsp.HoverParams | lsp.DefinitionParams) -> tuple[Analysis, Lines, int] | None:
+    """The current analysis of the document a request names, its lines and the request's offset."""
+    analysis = _analysis(ls, params.text_document.uri)
+    if analysis is None:
+        return None
+    lines = ls.lines(params.text_document.uri)
+    return analysis, lines, lines.offset(params.position)
 
 
 @server.feature(lsp.TEXT_DOCUMENT_HOVER)
 @guarded()
 def hover(ls: AkmServer, params: lsp.HoverParams) -> lsp.Hover | None:
-    uri = params.text_document.uri
-    analysis = _analysis(ls, uri)
-    if analysis is None or analysis.text != ls.texts.get(uri):
-        return None
-    offset = ls.lines(uri).offset(params.position)
-    text = features.hover(analysis, offset)
-    if text is None:
-        return None
-    return lsp.Hover(lsp.MarkupContent(lsp.MarkupKind.Markdown, text))
+    found = _at(ls, params)
+    text = features.hover(found[0], found[2]) if found is not None else None
+    return lsp.Hover(lsp.MarkupContent(lsp.MarkupKind.Markdown, text)) if text is not None else None
 
 
 @server.feature(lsp.TEXT_DOCUMENT_DEFINITION)
 @guarded()
 def definition(ls: AkmServer, params: lsp.DefinitionParams) -> lsp.Location | None:
-    uri = params.text_document.uri
-    analysis = _analysis(ls, uri)
-    if analysis is None or analysis.text != ls.texts.get(uri):
+    found = _at(ls, params)
+    target = features.definition(found[0], found[2]) if found is not None else None
+    if found is None or target is None:
         return None
-    found = features.definition(analysis, ls.lines(uri).offset(params.position))
-    if found is None:
-        return None
-    path, span = found
-    if span is None:
-        start = lsp.Position(0, 0)
-        return lsp.Location(from_fs_path(str(path)) or str(path), lsp.Range(start, start))
-    return lsp.Location(uri, ls.lines(uri).range(span.start, span.end))
+    path, span = target
+    if span is None:  # a file: its start
+        return lsp.Location(from_fs_path(str(path)) or str(path), lsp.Range(lsp.Position(0, 0), lsp.Position(0, 0)))
+    return lsp.Location(params.text_document.uri, found[1].range(span.start, span.end))
 
 
 @server.feature(lsp.TEXT_DOCUMENT_COMPLETION, lsp.CompletionOptions(trigger_characters=[".", '"']))
@@ -286,7 +285,7 @@ def completion(ls: AkmServer, params: lsp.CompletionParams) -> list[lsp.Completi
 def document_symbol(ls: AkmServer, params: lsp.DocumentSymbolParams) -> list[lsp.DocumentSymbol]:
     uri = params.text_document.uri
     analysis = _analysis(ls, uri)
-    if analysis is None or analysis.text != ls.texts.get(uri):
+    if analysis is None:
         return []
     return features.symbols(analysis, ls.lines(uri))
 

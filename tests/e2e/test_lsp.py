@@ -18,7 +18,7 @@ from pytest_lsp import ClientServerConfig, LanguageClient
 from akmc.compiler import Session
 from akmc.formatter import format_source
 
-pytestmark = pytest.mark.asyncio
+pytestmark = pytest.mark.asyncio(loop_scope="module")  # one server for the module: its start-up is the slow part
 
 CHILD = """workflow "child" {
   params {
@@ -82,14 +82,14 @@ def _params(encodings: list[str] | None = None) -> lsp.InitializeParams:
     )
 
 
-@pytest_lsp.fixture(config=SERVER)
+@pytest_lsp.fixture(config=SERVER, scope="module")
 async def client(lsp_client: LanguageClient) -> AsyncIterator[None]:
     await lsp_client.initialize_session(_params())
     yield
     await lsp_client.shutdown_session()
 
 
-@pytest_lsp.fixture(config=SERVER)
+@pytest_lsp.fixture(config=SERVER, scope="module")
 async def utf8_client(lsp_client: LanguageClient) -> AsyncIterator[None]:
     result = await lsp_client.initialize_session(_params([lsp.PositionEncodingKind.Utf8]))
     assert result.capabilities.position_encoding == lsp.PositionEncodingKind.Utf8
@@ -406,7 +406,7 @@ async def test_bad_input_never_stops_the_server(client: LanguageClient, workspac
 
 
 @pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER.server_command, server_env={
-    **os.environ, "AKMC_LSP_FAULT": "hover"}))  # fmt: skip
+    **os.environ, "AKMC_LSP_FAULT": "hover"}), scope="module")  # fmt: skip
 async def faulty_client(lsp_client: LanguageClient) -> AsyncIterator[None]:
     await lsp_client.initialize_session(_params())
     yield

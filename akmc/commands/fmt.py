@@ -108,21 +108,9 @@ def _diff(old: str, new: str, name: str) -> list[str]:
 def _write(path: Path, text: str) -> None:
     """Replace the file atomically, keeping its permissions; a symlink keeps pointing at the file it
     names, which is the one rewritten."""
+    from akm_run.atomic import write_atomically
+
     target = Path(os.path.realpath(path))
     mode = stat.S_IMODE(os.stat(target).st_mode)
-    write_atomically(target, text)
-    os.chmod(target, mode)
-
-
-def write_atomically(target: Path, data: str) -> None:
-    """A stand-in for the runtime's atomic write until it lands."""
-    import tempfile
-
-    fd, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data.encode("utf-8"))
-        os.replace(temporary, target)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    write_atomically(target, text, mode=mode)
+    os.chmod(target, mode)  # the umask may have narrowed it

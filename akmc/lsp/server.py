@@ -1,5 +1,5 @@
 """The protocol side of `akmc lsp` (pygls over stdio): documents, debounced checks, and each request
-answered by `features.py`, with every handler guarded so that one failure never stops the server."""
+answered by `navigate.py`, `completion.py` and `fixes.py`, with every handler guarded so that one failure never stops the server."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from pygls.uris import from_fs_path
 from akmc import __version__
 from akmc.cache import UsesIndex
 from akmc.diagnostics import Diagnostic
-from akmc.lsp import features
+from akmc.lsp import completion, fixes, navigate
 from akmc.lsp.analysis import Analysis, check
 from akmc.lsp.positions import Lines
 from akmc.workspace import SourceError, real_path
@@ -132,7 +132,7 @@ class AkmServer(LanguageServer):
                 text = ""
         lines = Lines(text, self.encoding)
         self.published[uri] = diagnostics
-        wire = [features.to_lsp(d, lines, self._related(d)) for d in diagnostics]
+        wire = [fixes.to_lsp(d, lines, self._related(d)) for d in diagnostics]
         self.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, diagnostics=wire, version=version))
 
     def _related(self, diagnostic: Diagnostic) -> list[lsp.DiagnosticRelatedInformation]:
@@ -254,7 +254,7 @@ def _at(ls: AkmServer, params: lsp.HoverParams | lsp.DefinitionParams) -> tuple[
 @guarded()
 def hover(ls: AkmServer, params: lsp.HoverParams) -> lsp.Hover | None:
     found = _at(ls, params)
-    text = features.hover(found[0], found[2]) if found is not None else None
+    text = navigate.hover(found[0], found[2]) if found is not None else None
     return lsp.Hover(lsp.MarkupContent(lsp.MarkupKind.Markdown, text)) if text is not None else None
 
 
@@ -262,7 +262,7 @@ def hover(ls: AkmServer, params: lsp.HoverParams) -> lsp.Hover | None:
 @guarded()
 def definition(ls: AkmServer, params: lsp.DefinitionParams) -> lsp.Location | None:
     found = _at(ls, params)
-    target = features.definition(found[0], found[2]) if found is not None else None
+    target = navigate.definition(found[0], found[2]) if found is not None else None
     if found is None or target is None:
         return None
     path, span = target
@@ -273,11 +273,11 @@ def definition(ls: AkmServer, params: lsp.DefinitionParams) -> lsp.Location | No
 
 @server.feature(lsp.TEXT_DOCUMENT_COMPLETION, lsp.CompletionOptions(trigger_characters=[".", '"']))
 @guarded(default=list)
-def completion(ls: AkmServer, params: lsp.CompletionParams) -> list[lsp.CompletionItem]:
+def complete(ls: AkmServer, params: lsp.CompletionParams) -> list[lsp.CompletionItem]:
     uri = params.text_document.uri
     _analysis(ls, uri)
     text = ls.texts.get(uri, "")
-    return features.completions(text, ls.lines(uri).offset(params.position), ls.good.get(uri))
+    return completion.completions(text, ls.lines(uri).offset(params.position), ls.good.get(uri))
 
 
 @server.feature(lsp.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
@@ -287,7 +287,7 @@ def document_symbol(ls: AkmServer, params: lsp.DocumentSymbolParams) -> list[lsp
     analysis = _analysis(ls, uri)
     if analysis is None:
         return []
-    return features.symbols(analysis, ls.lines(uri))
+    return navigate.symbols(analysis, ls.lines(uri))
 
 
 @server.feature(lsp.TEXT_DOCUMENT_FORMATTING)
@@ -316,7 +316,7 @@ def code_action(ls: AkmServer, params: lsp.CodeActionParams) -> list[lsp.CodeAct
     text = ls.texts.get(uri, "")
     lines = ls.lines(uri)
     start, end = lines.offset(params.range.start), lines.offset(params.range.end)
-    return features.code_actions(uri, text, lines, ls.published.get(uri, []), start, end)
+    return fixes.code_actions(uri, text, lines, ls.published.get(uri, []), start, end)
 
 
 def main() -> None:

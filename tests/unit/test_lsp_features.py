@@ -6,7 +6,7 @@ from __future__ import annotations
 from lsprotocol import types as lsp
 
 from akmc.diagnostics import Diagnostic
-from akmc.lsp.features import code_actions
+from akmc.lsp.fixes import code_actions
 from akmc.lsp.positions import Lines
 from akmc.spans import Span
 

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from lsprotocol import types as lsp
 
-from akmc.lsp.features import block_at
+from akmc.lsp.completion import block_at
 from akmc.lsp.positions import Lines
 
 ENCODINGS = [lsp.PositionEncodingKind.Utf16, lsp.PositionEncodingKind.Utf8, lsp.PositionEncodingKind.Utf32]

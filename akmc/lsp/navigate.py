@@ -1,10 +1,8 @@
-"""What the language server answers, as pure functions of an analysis and an offset: hover,
-definition, completion, the outline and code actions. The protocol plumbing is in `server.py`."""
+"""What the cursor is on, for hover, go to definition and the outline: pure functions of an analysis
+and an offset (the protocol plumbing is in `server.py`)."""
 
 from __future__ import annotations
 
-import difflib
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,30 +12,12 @@ from lsprotocol import types as lsp
 
 from akmc import ast
 from akmc import types as t
-from akmc.diagnostics import CATALOG, Diagnostic, Report
+from akmc.diagnostics import CATALOG, Report
 from akmc.lsp.analysis import Analysis
 from akmc.lsp.positions import Lines
 from akmc.resolve import StepModel
 from akmc.spans import Span
 from akmc.typecheck import type_of
-from akmc.workspace import discover, ref_of
-
-SECTIONS = ["description", "params", "outputs", "limits", "defaults", "step"]
-TARGETS = ["shell", "script", "agent", "uses", "approval"]
-KEYWORDS = {
-    "workflow": SECTIONS,
-    "step": [*TARGETS, "map", "route", "gate", "env", "inputs", "output", "timeout", "retry", "on_error"],
-    "map": [*TARGETS, "concurrency", "timeout", "retry", "env"],
-    "gate": ["check", "max_loops"],
-    "limits": ["concurrency", "max_units", "timeout"],
-    "defaults": ["timeout", "retry", "on_error", "env"],
-}
-VALUES = {
-    "on_error": ["fail", "continue"],
-    "on": ["exit", "timeout", "spawn_error", "output_invalid"],
-}
-TYPE_NAMES = ["string", "int", "number", "bool", "null", "any", "list", "map"]
-
 
 # -- what stands where ---------------------------------------------------------------------------------
 
@@ -253,156 +233,6 @@ def definition(analysis: Analysis, offset: int) -> tuple[Path, Span | None] | No
     return None
 
 
-# -- completion ------------------------------------------------------------------------------------------
-
-_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
-_STEP = r"[A-Za-z_][A-Za-z0-9_-]*"
-_PATH = rf"(?:\.{_NAME}|\[[0-9]+\])*"
-
-
-def _scan(text: str) -> list[int]:
-    """The offsets of the `{` still open at the end of `text`, outside strings, text blocks and comments."""
-    stack: list[int] = []
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if c == "#":
-            end = text.find("\n", i)
-            i = n if end < 0 else end
-        elif text.startswith('"""', i):
-            end = text.find('"""', i + 3)
-            i = n if end < 0 else end + 3
-            continue
-        elif c == '"':
-            i += 1
-            while i < n and text[i] not in '"\n':
-                i += 2 if text[i] == "\\" else 1
-        elif c == "{":
-            stack.append(i)
-        elif c == "}" and stack:
-            stack.pop()
-        i += 1
-    return stack
-
-
-def block_at(text: str, offset: int) -> tuple[str, str]:
-    """The innermost block open at `offset`: (kind, its name or ref), e.g. ("step", "build"),
-    ("uses", "workflows/child"), ("value", "") inside an inline object; ("", "") outside any."""
-    stack = _scan(text[:offset])
-    if not stack:
-        return "", ""
-    head = text[max(0, stack[-1] - 200) : stack[-1]]
-    patterns = [
-        ("step", rf"\bstep\s+({_STEP})\s*$"),
-        ("workflow", r'\bworkflow\s+"(?:[^"\\\n]|\\.)*"\s*$'),
-        ("uses", r'\buses\s+"([^"\n]*)"\s*$'),
-        ("map", r"\bmap\s+[^{}=]*$"),
-        ("route", r"\broute\s+[^{}=]*$"),
-        ("section", r"\b(params|outputs|limits|defaults|gate|env)\s*$"),
-    ]
-    for kind, pattern in patterns:
-        match = re.search(pattern, head)
-        if match:
-            if kind == "section":
-                return match.group(1), ""
-            return kind, match.group(1) if match.groups() else ""
-    return "value", ""
-
-
-def _fields(type_: t.Type | None) -> list[tuple[str, t.Type]]:
-    if isinstance(type_, t.ObjT):
-        return [(f.name, f.type) for f in type_.fields]
-    if isinstance(type_, t.UnionT):
-        return [f for member in type_.members for f in _fields(member)]
-    return []
-
-
-def _item(label: str, kind: lsp.CompletionItemKind, detail: str | None = None) -> lsp.CompletionItem:
-    return lsp.CompletionItem(label=label, kind=kind, detail=detail)
-
-
-def completions(text: str, offset: int, analysis: Analysis | None) -> list[lsp.CompletionItem]:
-    """What may be typed at `offset`. `analysis` may be of an earlier version of the text (the
-    current one often does not parse while it is being typed)."""
-    line = text[text.rfind("\n", 0, offset) + 1 : offset]
-    model = analysis.model if analysis is not None else None
-    typed = analysis.typed if analysis is not None else None
-    block, name = block_at(text, offset)
-    if match := re.search(rf"\bsteps\.({_STEP})\.output({_PATH})\.({_NAME})?$", line):
-        if model is None or typed is None or match.group(1) not in typed.steps:
-            return []
-        segments = [ast.Segment(f, None, _NOWHERE) for f in re.findall(_NAME, match.group(2))]
-        reference = ast.Reference("steps", ast.Ident(match.group(1), _NOWHERE), segments, _NOWHERE)
-        type_ = type_of(reference, model, typed, Report(""))
-        return [_item(n, lsp.CompletionItemKind.Field, t.describe(ft)) for n, ft in _fields(type_)]
-    if re.search(rf"\bsteps\.({_STEP})\.({_NAME})?$", line):
-        return [_item("output", lsp.CompletionItemKind.Keyword)]
-    if re.search(rf"\bsteps\.({_STEP})?$", line):
-        if model is None:
-            return []
-        names = [sm.id for sm in model.steps]
-        if block == "step" and name in names:
-            names = names[: names.index(name)]  # a reference may only name an earlier step
-        elif block in ("map", "route", "uses", "gate", "env"):
-            current = _enclosing_step(text, offset)
-            if current in names:
-                names = names[: names.index(current)]
-        types_ = typed.steps if typed is not None else {}
-        return [
-            _item(n, lsp.CompletionItemKind.Function, t.describe(types_[n]) if n in types_ else None) for n in names
-        ]
-    if re.search(rf"\bparams\.({_NAME})?$", line):
-        if model is None:
-            return []
-        params = typed.params if typed is not None else {}
-        return [
-            _item(n, lsp.CompletionItemKind.Variable, t.describe(params[n]) if n in params else None)
-            for n in model.params
-        ]
-    if match := re.search(r'\buses\s+"([^"]*)$', line):
-        if analysis is None:
-            return []
-        refs = sorted(r for p in discover([analysis.root]) if (r := ref_of(p, analysis.root)) is not None)
-        return [_item(r, lsp.CompletionItemKind.File) for r in refs if r != ref_of(analysis.path, analysis.root)]
-    if match := re.search(rf"\b({_NAME})\s*=\s*\[?(?:{_NAME}\s*,\s*)*({_NAME})?$", line):
-        values = VALUES.get(match.group(1))
-        return [_item(v, lsp.CompletionItemKind.EnumMember) for v in values] if values else []
-    if re.search(rf"^\s*{_NAME}\s*\??\s*:\s*({_NAME})?$", line) and block in ("params", "outputs", "step", "value"):
-        return [_item(n, lsp.CompletionItemKind.TypeParameter) for n in TYPE_NAMES]
-    if not re.fullmatch(rf"(?:.*\s)?({_NAME})?", line) or re.search(r"[=:.\[(,]\s*$", line):
-        return []
-    if block == "uses" and analysis is not None:
-        child = _child_by_ref(analysis, name)
-        if child is None:
-            return []
-        bound = set(re.findall(rf"\b({_NAME})\s*=", text[_scan(text[:offset])[-1] : offset]))
-        return [
-            _item(n, lsp.CompletionItemKind.Property, t.describe(p) + ("" if not required else " (required)"))
-            for n, (p, required) in child.params.items()
-            if n not in bound
-        ]
-    words = KEYWORDS.get(block, [])
-    return [_item(w, lsp.CompletionItemKind.Keyword) for w in words]
-
-
-_NOWHERE = Span(1, 1, 1, 1, 0, 0)
-
-
-def _enclosing_step(text: str, offset: int) -> str | None:
-    for start in reversed(_scan(text[:offset])):
-        match = re.search(rf"\bstep\s+({_STEP})\s*$", text[max(0, start - 200) : start])
-        if match:
-            return match.group(1)
-    return None
-
-
-def _child_by_ref(analysis: Analysis, ref: str) -> Any:
-    for child, _ in analysis.children.values():
-        if child.ref == ref:
-            return child
-    return None
-
-
 # -- the outline -----------------------------------------------------------------------------------------
 
 
@@ -435,95 +265,3 @@ def symbols(analysis: Analysis, lines: Lines) -> list[lsp.DocumentSymbol]:
             )
         )
     return [symbol(workflow.title.value, lsp.SymbolKind.Module, workflow.span, workflow.title.span, "workflow", inner)]
-
-
-# -- code actions ----------------------------------------------------------------------------------------
-
-_SUGGESTION = re.compile(r"did you mean `([^`]+)`\?")
-_IGNORE = re.compile(r"#\s*akmc:\s*ignore\s*\[([^\]]*)\]")
-
-
-def code_actions(uri: str, text: str, lines: Lines, diagnostics: list[Diagnostic], start: int,
-                 end: int) -> list[lsp.CodeAction]:  # fmt: skip
-    """For each diagnostic overlapping [start, end]: apply its did-you-mean; silence it on its line."""
-    actions: list[lsp.CodeAction] = []
-    for diagnostic in diagnostics:
-        span = diagnostic.span
-        if span.end < start or span.start > end:
-            continue
-        wire = to_lsp(diagnostic, lines)
-        suggestion = _SUGGESTION.search(diagnostic.help or "")
-        if suggestion is not None:
-            fix = _replacement(text, span, suggestion.group(1))
-            if fix is not None:
-                (a, b), new = fix
-                actions.append(lsp.CodeAction(
-                    title=f"Replace `{text[a:b]}` with `{new}`", kind=lsp.CodeActionKind.QuickFix,
-                    diagnostics=[wire], is_preferred=True,
-                    edit=lsp.WorkspaceEdit(changes={uri: [lsp.TextEdit(lines.range(a, b), new)]}),
-                ))  # fmt: skip
-        edit = _silence(text, lines, diagnostic)
-        if edit is not None:
-            actions.append(lsp.CodeAction(
-                title=f"Silence {diagnostic.code} on this line (# akmc: ignore[{diagnostic.code}])",
-                kind=lsp.CodeActionKind.QuickFix, diagnostics=[wire],
-                edit=lsp.WorkspaceEdit(changes={uri: [edit]}),
-            ))  # fmt: skip
-    return actions
-
-
-def _replacement(text: str, span: Span, suggestion: str) -> tuple[tuple[int, int], str] | None:
-    """The word in the diagnostic's span that the suggestion replaces (the most similar one)."""
-    best: tuple[float, int, int] | None = None
-    for match in re.finditer(r"[A-Za-z_][A-Za-z0-9_/-]*", text[span.start : span.end]):
-        if match.group() == suggestion:
-            continue
-        ratio = difflib.SequenceMatcher(None, match.group(), suggestion).ratio()
-        if best is None or ratio > best[0]:
-            best = (ratio, span.start + match.start(), span.start + match.end())
-    return ((best[1], best[2]), suggestion) if best is not None else None
-
-
-def _silence(text: str, lines: Lines, diagnostic: Diagnostic) -> lsp.TextEdit | None:
-    """An edit adding the code to the suppression at the end of the diagnostic's line."""
-    if diagnostic.code in ("E100", "E101", "E102", "E103", "W704"):
-        return None  # a file that does not parse has no comments; a stale suppression is removed, not silenced
-    from akmc.formatter import SyntaxProblem, tokens
-
-    line_end = lines.line_end(diagnostic.span.start)
-    try:
-        if any((tok.start_pos or 0) < line_end < (tok.end_pos or 0) for tok in tokens(text)):
-            return None  # the line ends inside a text block: a comment there would be prose
-    except (SyntaxProblem, Exception):  # noqa: BLE001 - no parse, no offer
-        return None
-    line_start = text.rfind("\n", 0, diagnostic.span.start) + 1
-    existing = _IGNORE.search(text, line_start, line_end)
-    if existing is not None:
-        codes = [c.strip() for c in existing.group(1).split(",") if c.strip()]
-        if diagnostic.code in codes:
-            return None
-        new = f"# akmc: ignore[{', '.join([*codes, diagnostic.code])}]"
-        return lsp.TextEdit(lines.range(existing.start(), existing.end()), new)
-    stripped = len(text[line_start:line_end].rstrip())
-    return lsp.TextEdit(lines.range(line_start + stripped, line_end), f" # akmc: ignore[{diagnostic.code}]")
-
-
-# -- diagnostics on the wire -----------------------------------------------------------------------------
-
-_UNNECESSARY = {"W700", "W704"}
-
-
-def to_lsp(
-    diagnostic: Diagnostic, lines: Lines, related: list[lsp.DiagnosticRelatedInformation] | None = None
-) -> lsp.Diagnostic:
-    severity = lsp.DiagnosticSeverity.Error if diagnostic.severity == "error" else lsp.DiagnosticSeverity.Warning
-    message = diagnostic.message + (f"\nhelp: {diagnostic.help}" if diagnostic.help else "")
-    return lsp.Diagnostic(
-        range=lines.range(diagnostic.span.start, diagnostic.span.end),
-        message=message,
-        severity=severity,
-        code=diagnostic.code,
-        source="akmc",
-        tags=[lsp.DiagnosticTag.Unnecessary] if diagnostic.code in _UNNECESSARY else None,
-        related_information=related or None,
-    )

@@ -1,0 +1,104 @@
+"""Quick fixes (apply a did-you-mean, add `# akmc: ignore[CODE]`) and diagnostics as the protocol
+carries them."""
+
+from __future__ import annotations
+
+import difflib
+import re
+
+from lsprotocol import types as lsp
+
+from akmc.diagnostics import Diagnostic
+from akmc.lsp.positions import Lines
+from akmc.spans import Span
+
+# -- code actions ----------------------------------------------------------------------------------------
+
+_SUGGESTION = re.compile(r"did you mean `([^`]+)`\?")
+_IGNORE = re.compile(r"#\s*akmc:\s*ignore\s*\[([^\]]*)\]")
+
+
+def code_actions(uri: str, text: str, lines: Lines, diagnostics: list[Diagnostic], start: int,
+                 end: int) -> list[lsp.CodeAction]:  # fmt: skip
+    """For each diagnostic overlapping [start, end]: apply its did-you-mean; silence it on its line."""
+    actions: list[lsp.CodeAction] = []
+    for diagnostic in diagnostics:
+        span = diagnostic.span
+        if span.end < start or span.start > end:
+            continue
+        wire = to_lsp(diagnostic, lines)
+        suggestion = _SUGGESTION.search(diagnostic.help or "")
+        if suggestion is not None:
+            fix = _replacement(text, span, suggestion.group(1))
+            if fix is not None:
+                (a, b), new = fix
+                actions.append(lsp.CodeAction(
+                    title=f"Replace `{text[a:b]}` with `{new}`", kind=lsp.CodeActionKind.QuickFix,
+                    diagnostics=[wire], is_preferred=True,
+                    edit=lsp.WorkspaceEdit(changes={uri: [lsp.TextEdit(lines.range(a, b), new)]}),
+                ))  # fmt: skip
+        edit = _silence(text, lines, diagnostic)
+        if edit is not None:
+            actions.append(lsp.CodeAction(
+                title=f"Silence {diagnostic.code} on this line (# akmc: ignore[{diagnostic.code}])",
+                kind=lsp.CodeActionKind.QuickFix, diagnostics=[wire],
+                edit=lsp.WorkspaceEdit(changes={uri: [edit]}),
+            ))  # fmt: skip
+    return actions
+
+
+def _replacement(text: str, span: Span, suggestion: str) -> tuple[tuple[int, int], str] | None:
+    """The word in the diagnostic's span that the suggestion replaces (the most similar one)."""
+    best: tuple[float, int, int] | None = None
+    for match in re.finditer(r"[A-Za-z_][A-Za-z0-9_/-]*", text[span.start : span.end]):
+        if match.group() == suggestion:
+            continue
+        ratio = difflib.SequenceMatcher(None, match.group(), suggestion).ratio()
+        if best is None or ratio > best[0]:
+            best = (ratio, span.start + match.start(), span.start + match.end())
+    return ((best[1], best[2]), suggestion) if best is not None else None
+
+
+def _silence(text: str, lines: Lines, diagnostic: Diagnostic) -> lsp.TextEdit | None:
+    """An edit adding the code to the suppression at the end of the diagnostic's line."""
+    if diagnostic.code in ("E100", "E101", "E102", "E103", "W704"):
+        return None  # a file that does not parse has no comments; a stale suppression is removed, not silenced
+    from akmc.formatter import SyntaxProblem, tokens
+
+    line_end = lines.line_end(diagnostic.span.start)
+    try:
+        if any((tok.start_pos or 0) < line_end < (tok.end_pos or 0) for tok in tokens(text)):
+            return None  # the line ends inside a text block: a comment there would be prose
+    except (SyntaxProblem, Exception):  # noqa: BLE001 - no parse, no offer
+        return None
+    line_start = text.rfind("\n", 0, diagnostic.span.start) + 1
+    existing = _IGNORE.search(text, line_start, line_end)
+    if existing is not None:
+        codes = [c.strip() for c in existing.group(1).split(",") if c.strip()]
+        if diagnostic.code in codes:
+            return None
+        new = f"# akmc: ignore[{', '.join([*codes, diagnostic.code])}]"
+        return lsp.TextEdit(lines.range(existing.start(), existing.end()), new)
+    stripped = len(text[line_start:line_end].rstrip())
+    return lsp.TextEdit(lines.range(line_start + stripped, line_end), f" # akmc: ignore[{diagnostic.code}]")
+
+
+# -- diagnostics on the wire -----------------------------------------------------------------------------
+
+_UNNECESSARY = {"W700", "W704"}
+
+
+def to_lsp(
+    diagnostic: Diagnostic, lines: Lines, related: list[lsp.DiagnosticRelatedInformation] | None = None
+) -> lsp.Diagnostic:
+    severity = lsp.DiagnosticSeverity.Error if diagnostic.severity == "error" else lsp.DiagnosticSeverity.Warning
+    message = diagnostic.message + (f"\nhelp: {diagnostic.help}" if diagnostic.help else "")
+    return lsp.Diagnostic(
+        range=lines.range(diagnostic.span.start, diagnostic.span.end),
+        message=message,
+        severity=severity,
+        code=diagnostic.code,
+        source="akmc",
+        tags=[lsp.DiagnosticTag.Unnecessary] if diagnostic.code in _UNNECESSARY else None,
+        related_information=related or None,
+    )

@@ -62,13 +62,14 @@ class AkmServer(LanguageServer):
     def lines(self, uri: str) -> Lines:
         return Lines(self.texts.get(uri, ""), self.encoding)
 
-    def buffers(self) -> dict[Path, str]:
+    def open_files(self) -> dict[Path, str]:
+        """The open documents that are files, by resolved path → their uri as the client wrote it."""
         found = {}
-        for uri, text in self.texts.items():
+        for uri in self.texts:
             path = path_of(uri)
             if path is not None:
                 try:
-                    found[real_path(path)] = text
+                    found[real_path(path)] = uri
                 except OSError:
                     continue
         return found
@@ -104,7 +105,8 @@ class AkmServer(LanguageServer):
             key = real_path(path)
         except OSError:
             return
-        buffers = self.buffers()
+        open_files = self.open_files()
+        buffers = {path: self.texts[open_uri] for path, open_uri in open_files.items()}
         buffers[key] = text
         try:
             checked = check(key, buffers, self.indexes)
@@ -119,7 +121,7 @@ class AkmServer(LanguageServer):
             self.good[uri] = checked.analysis
         version = self.versions.get(uri)
         for file, diagnostics in checked.diagnostics.items():
-            target = uri if file == key else from_fs_path(str(file)) or str(file)
+            target = uri if file == key else open_files.get(file) or from_fs_path(str(file)) or str(file)
             self.publish(target, diagnostics, version if target == uri else self.versions.get(target))
 
     def publish(self, uri: str, diagnostics: list[Diagnostic], version: int | None) -> None:

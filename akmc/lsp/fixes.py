@@ -20,31 +20,65 @@ _IGNORE = re.compile(r"#\s*akmc:\s*ignore\s*\[([^\]]*)\]")
 
 def code_actions(uri: str, text: str, lines: Lines, diagnostics: list[Diagnostic], start: int,
                  end: int) -> list[lsp.CodeAction]:  # fmt: skip
-    """For each diagnostic overlapping [start, end]: apply its did-you-mean; silence it on its line."""
+    """For each diagnostic overlapping [start, end]: apply its did-you-mean; silence it on its line;
+    for a suppression that silences nothing (W704), remove what silences nothing."""
     actions: list[lsp.CodeAction] = []
     for diagnostic in diagnostics:
         span = diagnostic.span
         if span.end < start or span.start > end:
             continue
         wire = to_lsp(diagnostic, lines)
+
         suggestion = _SUGGESTION.search(diagnostic.help or "")
-        if suggestion is not None:
-            fix = _replacement(text, span, suggestion.group(1))
-            if fix is not None:
-                (a, b), new = fix
-                actions.append(lsp.CodeAction(
-                    title=f"Replace `{text[a:b]}` with `{new}`", kind=lsp.CodeActionKind.QuickFix,
-                    diagnostics=[wire], is_preferred=True,
-                    edit=lsp.WorkspaceEdit(changes={uri: [lsp.TextEdit(lines.range(a, b), new)]}),
-                ))  # fmt: skip
-        edit = _silence(text, lines, diagnostic)
-        if edit is not None:
-            actions.append(lsp.CodeAction(
-                title=f"Silence {diagnostic.code} on this line (# akmc: ignore[{diagnostic.code}])",
-                kind=lsp.CodeActionKind.QuickFix, diagnostics=[wire],
-                edit=lsp.WorkspaceEdit(changes={uri: [edit]}),
-            ))  # fmt: skip
+        fix = _replacement(text, span, suggestion.group(1)) if suggestion is not None else None
+        if fix is not None:
+            (a, b), new = fix
+            actions.append(
+                _action(uri, wire, f"Replace `{text[a:b]}` with `{new}`", lsp.TextEdit(lines.range(a, b), new), True)
+            )
+        silence = _silence(text, lines, diagnostic)
+        if silence is not None:
+            title = f"Silence {diagnostic.code} on this line (# akmc: ignore[{diagnostic.code}])"
+            actions.append(_action(uri, wire, title, silence))
+        stale = _unsilence(text, lines, diagnostic)
+        if stale is not None:
+            actions.append(_action(uri, wire, "Remove what silences nothing from this suppression", stale, True))
     return actions
+
+
+def _action(uri: str, wire: lsp.Diagnostic, title: str, edit: lsp.TextEdit, preferred: bool = False) -> lsp.CodeAction:
+    return lsp.CodeAction(title=title, kind=lsp.CodeActionKind.QuickFix, diagnostics=[wire],
+                          is_preferred=preferred or None, edit=lsp.WorkspaceEdit(changes={uri: [edit]}))  # fmt: skip
+
+
+_DIRECTIVE = re.compile(r"#\s*akmc:\s*(ignore-file|ignore)\s*\[([^\]]*)\]")
+
+
+def _unsilence(text: str, lines: Lines, diagnostic: Diagnostic) -> lsp.TextEdit | None:
+    """For W704: the suppression without the codes its message names; without the comment when
+    none is left (and without the spaces before it, when it trails code)."""
+    if diagnostic.code != "W704":
+        return None
+    directive = _DIRECTIVE.match(text, diagnostic.span.start)
+    if directive is None:
+        return None
+    named = set(re.findall(r"`([^`]+)`", diagnostic.message)) | {
+        c.strip() for m in re.finditer(r"\[([^\]]*)\]", diagnostic.message) for c in m.group(1).split(",")
+    }
+    codes = [c.strip() for c in directive.group(2).split(",") if c.strip()]
+    kept = [c for c in codes if c not in named]
+    if kept:
+        new = f"# akmc: {directive.group(1)}[{', '.join(kept)}]"
+        return lsp.TextEdit(lines.range(directive.start(), directive.end()), new)
+    line_start = text.rfind("\n", 0, directive.start()) + 1
+    before = text[line_start : directive.start()]
+    start = line_start + len(before.rstrip()) if before.strip() else directive.start()
+    end = (
+        directive.end()
+        if text[directive.end() : lines.line_end(directive.end())].strip()
+        else lines.line_end(directive.end())
+    )
+    return lsp.TextEdit(lines.range(start, end), "")
 
 
 def _replacement(text: str, span: Span, suggestion: str) -> tuple[tuple[int, int], str] | None:

@@ -45,6 +45,7 @@ def test_github_actions_workflow_runs_the_gate() -> None:
     commands = "\n".join(step.get("run", "") for step in steps)
     assert "akmc check --format github" in commands and "akmc check --format sarif" in commands
     assert "akmc compile workflows --out-dir plans --check" in commands
+    assert "akmc fmt --diff workflows" in commands
     assert any(step.get("uses", "").startswith("github/codeql-action/upload-sarif") for step in steps)
     assert workflow["permissions"]["security-events"] == "write"
 

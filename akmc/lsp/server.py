@@ -233,6 +233,14 @@ def did_close(ls: AkmServer, params: lsp.DidCloseTextDocumentParams) -> None:
     ls.publish(uri, [], None)  # a closed buffer shows nothing; its file's problems return when it opens
 
 
+@server.feature(lsp.WORKSPACE_DID_CHANGE_WATCHED_FILES)
+@guarded()
+def watched_files_changed(ls: AkmServer, params: lsp.DidChangeWatchedFilesParams) -> None:
+    """A workflow, script or prompt changed on disk (a pull, another editor): check every open one."""
+    for uri in list(ls.texts):
+        ls.schedule(uri)
+
+
 def _analysis(ls: AkmServer, uri: str) -> Analysis | None:
     """The analysis of the document's current text: a request that arrives before the debounced
     check of the latest edit checks now."""

@@ -19,6 +19,8 @@ function start() {
       { scheme: "file", language: "akm" },
       { scheme: "untitled", language: "akm" },
     ],
+    // A workflow changed on disk (a pull, another editor) can change what the open ones report.
+    synchronize: { fileEvents: vscode.workspace.createFileSystemWatcher("**/*.akm") },
   });
   return client.start();
 }

@@ -428,3 +428,14 @@ async def test_a_handler_that_crashes_answers_nothing_and_the_server_goes_on(
     assert await _definition(faulty_client, target, PARENT, "steps.call", 7)
     change(faulty_client, target, PARENT.replace("params.who", "params.whom"), 2)
     assert codes(await published(faulty_client, target, lambda d: bool(d))) == ["E205"]
+
+
+async def test_a_child_changed_on_disk_rechecks_the_open_parent(client: LanguageClient, workspace: Path) -> None:
+    child, parent = workspace / "workflows" / "child.akm", workspace / "workflows" / "parent.akm"
+    target = open_doc(client, parent)
+    assert await published(client, target, lambda d: not d) == []
+    child.write_text(CHILD.replace("report: string =", "summary: string ="))  # a pull, say
+    client.workspace_did_change_watched_files(
+        lsp.DidChangeWatchedFilesParams([lsp.FileEvent(uri(child), lsp.FileChangeType.Changed)])
+    )
+    assert codes(await published(client, target, lambda d: bool(d))) == ["E407"]

@@ -46,6 +46,7 @@ STUBS = {
 exports.workspace = {
   getConfiguration: (section) => ({ get: (key, fallback) => (global.configured ?? fallback) }),
   onDidChangeConfiguration: () => ({ dispose() {} }),
+  createFileSystemWatcher: (glob) => ({ glob, dispose() {} }),
 };
 exports.commands = { registerCommand: (name) => ({ name, dispose() {} }) };
 """,
@@ -83,6 +84,7 @@ def test_the_extension_starts_the_configured_language_server(tmp_path: Path, con
     assert result["r"] == "started" and result["subscriptions"] == 2
     assert [result["started"]["server"]["command"], *result["started"]["server"]["args"]] == command
     assert {"scheme": "file", "language": "akm"} in result["started"]["client"]["documentSelector"]
+    assert result["started"]["client"]["synchronize"]["fileEvents"]["glob"] == "**/*.akm"
 
 
 def test_the_manifest_names_files_that_exist() -> None:

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from akmc import exitcodes
 from akmc.formatter import SyntaxProblem, format_source
-from akmc.workspace import MAX_SOURCE_BYTES, SourceError, decode_source, discover, display_path, read_bytes
+from akmc.sources import MAX_SOURCE_BYTES, SourceError, decode_source
+from akmc.workspace import discover, display_path, read_bytes
 
 
 def run(paths: list[Path], *, check: bool = False, diff: bool = False) -> int:
@@ -70,10 +71,9 @@ def run(paths: list[Path], *, check: bool = False, diff: bool = False) -> int:
 
 
 def _stdin(*, check: bool, diff: bool) -> int:
-    data = sys.stdin.buffer.read(MAX_SOURCE_BYTES + 1)
-    text, problem = decode_source(data)
-    if text is None:
-        print(f"akmc: error: <stdin>: {problem}", file=sys.stderr)
+    text = decode_source(sys.stdin.buffer.read(MAX_SOURCE_BYTES + 1))
+    if not isinstance(text, str):
+        print(f"akmc: error: <stdin>: {text.text}", file=sys.stderr)
         return exitcodes.USAGE
     try:
         formatted = format_source(text).text
@@ -88,9 +88,9 @@ def _stdin(*, check: bool, diff: bool) -> int:
 
 
 def _read(path: Path, name: str) -> str:
-    text, problem = decode_source(read_bytes(path, MAX_SOURCE_BYTES, name))
-    if text is None:
-        raise SourceError(f"{name}: {problem}")
+    text = decode_source(read_bytes(path, MAX_SOURCE_BYTES, name))
+    if not isinstance(text, str):
+        raise SourceError(f"{name}: {text.text}")
     return text
 
 

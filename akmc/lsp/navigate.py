@@ -143,10 +143,10 @@ def _step_text(name: str, analysis: Analysis) -> str | None:
 
 def explanation(code: str) -> str:
     """The `akmc explain` page of a code, without its title, down to its example."""
-    from akmc.resources import data_path  # a server never imports a command
+    from akmc.resources import explanation as page  # the one reader of the pages, as `akmc explain` uses
 
     try:
-        text = data_path("docs", "diagnostics", f"{code}.md").read_text(encoding="utf-8")
+        text = page(code)
     except OSError:
         return CATALOG[code].summary if code in CATALOG else ""
     body = text.split("\n", 1)[1] if "\n" in text else text

@@ -31,7 +31,6 @@ from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedInput
 
 from akmc.diagnostics import Diagnostic, Report
-from akmc.resources import data_path
 from akmc.syntax import MAX_NESTING
 
 INDENT = "  "
@@ -73,14 +72,9 @@ class Formatted:
 @lru_cache(maxsize=1)
 def _cst_parser() -> Lark:
     """The grammar with every token kept: the printer needs the brackets and keywords too."""
-    return Lark(
-        data_path("grammar", "akm.lark").read_text(encoding="utf-8"),
-        parser="lalr",
-        lexer="contextual",
-        keep_all_tokens=True,
-        maybe_placeholders=False,
-        cache=True,
-    )
+    from akmc.frontend.tables import grammar_parser
+
+    return grammar_parser(keep_all_tokens=True, maybe_placeholders=False)
 
 
 def tokens(text: str) -> list[Token]:

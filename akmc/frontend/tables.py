@@ -66,20 +66,22 @@ class Tables(NamedTuple):
     end: int
 
 
-@lru_cache(maxsize=1)
-def lark_parser() -> Lark:
-    """Lark's parser for the grammar (its analysis is cached on disk by Lark). It defines the tables,
-    and explains a syntax error when the fast parse loop meets one."""
+def grammar_parser(**options: Any) -> Lark:
+    """Lark's LALR parser with the contextual lexer for the grammar file, with `options` (its
+    analysis is cached on disk by Lark)."""
     from lark import Lark
 
+    text = data_path("grammar", "akm.lark").read_text(encoding="utf-8")
     return Lark(
-        data_path("grammar", "akm.lark").read_text(encoding="utf-8"),
-        parser="lalr",
-        lexer="contextual",
-        propagate_positions=True,
-        maybe_placeholders=True,
-        cache=True,
-    )
+        text, parser="lalr", lexer="contextual", **options, cache=True
+    )  # in this order: Lark keys its cache by it
+
+
+@lru_cache(maxsize=1)
+def lark_parser() -> Lark:
+    """Lark's parser for the grammar. It defines the tables, and explains a syntax error when the fast
+    parse loop meets one."""
+    return grammar_parser(propagate_positions=True, maybe_placeholders=True)
 
 
 @lru_cache(maxsize=1)

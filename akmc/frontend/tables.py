@@ -120,10 +120,12 @@ def derive() -> dict[str, Any]:
     for state, row in table.states.items():
         for symbol, (action, arg) in row.items():
             actions[state][symbol] = arg if action is Shift else ~index[arg]
+    order = _canonical_order(actions, table.start_states["start"])
+    number = {old: new for new, old in enumerate(order)}
     by_lexer: dict[int, int] = {}
     patterns: list[str] = []
     keywords: list[dict[str, dict[str, str]]] = []
-    for state in range(count):
+    for state in order:
         lexer = frontend.lexer.lexers[state]
         if id(lexer) not in by_lexer:
             by_lexer[id(lexer)] = len(patterns)
@@ -132,14 +134,31 @@ def derive() -> dict[str, Any]:
             keywords.append(words)
     return {
         "grammar": grammar_hash(),
-        "start": table.start_states["start"],
-        "end": table.end_states["start"],
-        "actions": actions,
+        "start": number[table.start_states["start"]],
+        "end": number[table.end_states["start"]],
+        "actions": [{s: number[a] if a >= 0 else a for s, a in actions[state].items()} for state in order],
         "rules": [list(_rule(rule)) for rule in lark.rules],
         "patterns": patterns,
         "keywords": keywords,
-        "scanners": [by_lexer[id(frontend.lexer.lexers[state])] for state in range(count)],
+        "scanners": [by_lexer[id(frontend.lexer.lexers[state])] for state in order],
     }
+
+
+def _canonical_order(actions: list[dict[str, int]], start: int) -> list[int]:
+    """Lark numbers its LALR states in an order that changes from process to process (it walks
+    sets of items), so the states are renumbered breadth-first from the start state, following
+    shifts and gotos by symbol name: the same grammar always gives the same stored tables."""
+    order = [start]
+    seen = {start}
+    for state in order:  # grows while it is walked
+        for symbol in sorted(actions[state]):
+            target = actions[state][symbol]
+            if target >= 0 and target not in seen:
+                seen.add(target)
+                order.append(target)
+    if len(order) != len(actions):
+        raise RuntimeError("the grammar has LALR states that no parse can reach")
+    return order
 
 
 def _scanner(lexer: Any) -> tuple[str, dict[str, dict[str, str]]]:

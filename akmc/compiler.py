@@ -5,6 +5,7 @@ before their parents, so a tree that composes the same child many times (a diamo
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ from akmc.diagnostics import ERROR, Report
 from akmc.messages import Message
 from akmc.sources import Reader, SourceFile, decode_source
 from akmc.spans import keyword
-from akmc.workspace import FILE_START, SourceError, display_path, find_root, real_path, relative_to
+from akmc.workspace import FILE_START, SUFFIX, SourceError, display_path, find_root, real_path, relative_to
 
 
 @dataclass(slots=True)
@@ -200,6 +201,7 @@ class Session:
 
         report, ref = result.report, result.ref
         model = resolve(result.workflow, report)
+        _portable_ref(result)
         children, sites = self._link(result, model)
         typed = typecheck(model, report, children)
         reads = ReadSet()
@@ -270,6 +272,20 @@ class Session:
             children[sm.id] = child
             sites.append((span, child))
         return children, sites
+
+
+def _portable_ref(result: FileResult) -> None:
+    """E501 when the file's ref is not a name a plan can carry (a space, a non-ASCII letter)."""
+    import unicodedata
+
+    from akm_run.plan import REF
+
+    if REF.fullmatch(result.ref) or result.workflow is None:
+        return
+    ascii_name = unicodedata.normalize("NFKD", result.ref).encode("ascii", "ignore").decode()
+    suggestion = re.sub(r"[^A-Za-z0-9_./-]+", "-", ascii_name).strip("-") or "workflow"
+    message = messages.source_name_not_portable(path=result.ref + SUFFIX, suggestion=suggestion + SUFFIX)
+    result.report.add(message, keyword(result.workflow.span, "workflow"))
 
 
 def _summary(result: FileResult, model: Any, typed: Any) -> Child:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from akm_run.digest import tagged_sha256
+from akm_run.plan import REF
 from akmc import ast, messages
 from akmc.diagnostics import Report
 from akmc.workspace import read_regular, real_path
@@ -59,6 +60,9 @@ def freeze(root: Path, raw: str, span: ast.Span, what: str, report: Report, read
         return None
     if not raw or raw in (".",):
         report.add(messages.file_not_found(what=what, path=raw), span)
+        return None
+    if not REF.fullmatch(pure.as_posix()):  # the plan format's pattern for every path it names
+        report.add(messages.path_not_portable(what=what, path=raw), span)
         return None
     candidate = root / pure
     try:

@@ -17,6 +17,14 @@ from akmc.resolve import Model, Retry, StepModel
 from akmc.secrets import looks_like_credential
 from akmc.typecheck import Typed
 
+# What each text is called in E600: the commands, prompts and approval texts a plan carries.
+TEXTS = {
+    "shell": "the command",
+    "agent": "the prompt",
+    "approval": "the approval text",
+    "description": "the description",
+}
+
 
 class Lowering:
     """Freezes files and builds the plan; file problems and credentials are reported here."""
@@ -27,10 +35,15 @@ class Lowering:
         self.reads = reads
 
     def text(self, text: ast.Text, what: str) -> tuple[str, Frozen | None]:
-        if text.kind != "file":
-            return text.value, None
-        frozen = freeze(self.root, text.value, text.span, "file", self.report, self.reads)
-        return (frozen.text if frozen else ""), frozen
+        """The text a plan carries (a `file(...)` frozen); E600 when it holds what looks like a credential."""
+        frozen = None
+        if text.kind == "file":
+            frozen = freeze(self.root, text.value, text.span, "file", self.report, self.reads)
+        value = text.value if text.kind != "file" else frozen.text if frozen else ""
+        found = looks_like_credential(value)
+        if found:
+            self.report.add(messages.credential_in_text(what=TEXTS.get(what, what), found=found), text.span)
+        return value, frozen
 
     def target(self, target: ast.Target, child: Child | None = None) -> pf.Target:
         kind = target.kind

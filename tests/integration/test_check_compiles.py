@@ -116,11 +116,22 @@ SETTINGS = st.lists(
 ).map(" ".join)
 
 
+# Workspace files with names a plan can carry and names it cannot (a space, non-ASCII letters, both
+# spellings of an accent): check must report the latter, never pass them on to fail in compile.
+SCRIPTS = ["scripts/ok.sh", "scripts dir/run me.sh", "scripts/\u00fcn\u00efcode.sh", "scripts/tab\tname.sh"]
+PROMPTS = ["prompts/p.md", "prompts/a b.md", "pr\u00f6mpt.md", "pro\u0308mpt.md", "prompts/\u65e5\u672c.md"]
+SOURCES = ["wf.akm", "my flow.akm", "fl\u00f6w.akm", "nested dir/wf.akm"]
+
+
 @st.composite
 def _target(draw: st.DrawFn) -> str:
-    kind = draw(st.sampled_from(["shell", "approval", "uses", "uses-bound"]))
+    kind = draw(st.sampled_from(["shell", "approval", "uses", "uses-bound", "script", "prompt"]))
     if kind == "shell":
         return 'shell "x"'
+    if kind == "script":
+        return f'script "{draw(st.sampled_from(SCRIPTS))}"'
+    if kind == "prompt":
+        return f'agent file("{draw(st.sampled_from(PROMPTS))}")'
     if kind == "approval":
         return 'approval "ok?"'
     if kind == "uses":
@@ -170,15 +181,34 @@ def generated_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("generated")
     (root / "akm.toml").write_text("")
     (root / "child.akm").write_text(CHILD)
+    for name in SCRIPTS + PROMPTS:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text("#!/bin/sh\necho hi\n" if name in SCRIPTS else "Say hi\n")
     return root
 
 
 @pytest.mark.slow
 @settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(source=_workflow())
-def test_generated_workflows(generated_root: Path, source: str) -> None:
-    (generated_root / "wf.akm").write_text(source)
-    event("checked clean" if _holds(generated_root, "wf.akm") else "diagnosed")
+@given(source=_workflow(), name=st.sampled_from(SOURCES))
+def test_generated_workflows(generated_root: Path, source: str, name: str) -> None:
+    (generated_root / name).parent.mkdir(exist_ok=True)
+    (generated_root / name).write_text(source)
+    event("checked clean" if _holds(generated_root, name) else "diagnosed")
+
+
+@pytest.mark.parametrize("path", SCRIPTS + PROMPTS)
+def test_a_file_name_a_plan_cannot_carry_is_diagnosed_or_compiles(generated_root: Path, path: str) -> None:
+    """Every file name of the generator, alone: checked clean only when the plan can name it."""
+    target = f'script "{path}"' if path in SCRIPTS else f'agent file("{path}")'
+    (generated_root / "wf.akm").write_text(f'workflow "w" {{\n  step a {{ {target} }}\n}}\n')
+    assert _holds(generated_root, "wf.akm") == (path in ("scripts/ok.sh", "prompts/p.md"))
+
+
+@pytest.mark.parametrize("name", SOURCES)
+def test_a_workflow_file_name_a_plan_cannot_carry_is_diagnosed(generated_root: Path, name: str) -> None:
+    (generated_root / name).parent.mkdir(exist_ok=True)
+    (generated_root / name).write_text('workflow "w" {\n  step a { shell "x" }\n}\n')
+    assert _holds(generated_root, name) == (name == "wf.akm")
 
 
 def test_generated_workflows_are_sometimes_clean(generated_root: Path) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from helpers import Checker, source
+from helpers import REPO, Checker, source
 
 
 def test_clean_workflow(codes: Checker) -> None:
@@ -483,3 +483,116 @@ def test_an_any_output_type_compiles_to_no_schema(codes: Checker) -> None:
     result = codes.result(src)
     assert result.report.diagnostics == [] and "outputSchema" not in result.plan["steps"][0]
     verify_file(render_file(result.plan).encode())
+
+
+# -- whatever check accepts compiles: paths a plan can name ------------------------------------------
+
+
+def test_file_paths_a_plan_cannot_name_are_reported_with_a_position(codes: Checker) -> None:
+    """A plan names files by portable names (ASCII letters, digits, `_`, `.`, `-`, `/`): a path with a
+    space or a non-ASCII character would check clean and then fail to compile."""
+    files = {"scripts dir/run me.sh": "#!/bin/sh\necho hi\n", "prömpt.md": "Say hi\n", "ok/p-1.md": "Hi\n"}
+    src = source("""
+        workflow "w" {
+          step a { script "scripts dir/run me.sh" }
+          step b { agent file("prömpt.md") }
+          step c { agent file("ok/p-1.md") }
+        }
+    """)
+    found = codes.diagnostics(src, files=files)
+    assert [(d.code, d.span.line, d.span.column) for d in found] == [("E501", 2, 19), ("E501", 3, 18)]
+    assert "portable" in found[0].message
+
+
+def test_a_workflow_file_name_a_plan_cannot_name_is_reported(codes: Checker) -> None:
+    src = source("""
+        workflow "w" {
+          step a { shell "x" }
+        }
+    """)
+    assert codes(src, name="my flow.akm") == ["E501@1"]
+    assert codes(src, name="flöw.akm") == ["E501@1"]
+    assert codes(src, name="flow-1.akm") == []
+    [d] = codes.diagnostics(src, name="my flow.akm")
+    assert d.help is not None and "`my-flow.akm`" in d.help
+
+
+# -- E600: credentials in commands, prompts and approval texts ------------------------------------------
+
+TOKENS = [
+    "ghp_" + "a1B2" * 9, "github_pat_" + "x" * 30, "AKIAIOSFODNN7EXAMPLE", "xoxb-1234567890-abc",
+    "sk-" + "Ab3" * 10, "-----BEGIN OPENSSH PRIVATE KEY-----", "Zx8Kq2Lm9Pw4Rt7Yv1Bn6Hc3Jd5Gf0Sa2Qe8",
+]  # fmt: skip
+
+
+def test_credentials_in_commands_prompts_and_approvals(codes: Checker) -> None:
+    for token in TOKENS:
+        src = source(f"""
+            workflow "w" {{
+              step a {{ shell "curl -H 'Authorization: token {token}' https://api.example.com" }}
+              step b {{ agent "Use the key {token} to log in" }}
+              step c {{ approval "Publish with {token}?" }}
+              step d {{ shell "x" gate {{ check shell "test {token}" }} }}
+              params {{ xs: list[string] }}
+              step e {{ map params.xs {{ shell "echo {token}" }} }}
+              step f {{ shell \"\"\"
+                deploy \\
+                  --token {token}
+                \"\"\" }}
+              step g {{ agent file("p.md") }}
+            }}
+        """)
+        found = codes(src, files={"p.md": f"Log in with\n{token}\n"})
+        assert found == ["E600@2", "E600@3", "E600@4", "E600@5", "E600@7", "E600@8", "E600@12"], token
+
+
+def test_a_credential_in_the_description_is_reported(codes: Checker) -> None:
+    src = source(f"""
+        workflow "w" {{
+          description = "Deploys with {TOKENS[2]}"
+          step a {{ shell "x" }}
+        }}
+    """)
+    assert codes(src) == ["E600@2"]
+
+
+def test_credential_in_a_text_says_where_and_what(codes: Checker) -> None:
+    [d] = codes.diagnostics(source(f"""
+        workflow "w" {{
+          step a {{ approval "ok {TOKENS[0]}?" }}
+        }}
+    """))
+    assert d.code == "E600" and "approval" in d.message and "a GitHub token" in d.message
+    assert d.help is not None and "secret(" in d.help
+
+
+def test_harmless_commands_are_not_credentials(codes: Checker) -> None:
+    harmless = [
+        "git checkout 0123456789abcdef0123456789abcdef01234567",
+        "curl https://example.com/a/b?page=2",
+        "sha256sum -c e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+        "ask the team about sk-ills and ghp",
+        "echo $GITHUB_TOKEN",
+    ]
+    steps = "".join(f'  step s{i} {{ shell "{c}" }}\n' for i, c in enumerate(harmless))
+    assert codes('workflow "w" {\n' + steps + "}\n") == []
+
+
+def test_a_credential_in_a_text_can_be_suppressed_on_its_line(codes: Checker) -> None:
+    src = source(f"""
+        workflow "w" {{
+          step a {{ shell "echo {TOKENS[2]}" }}  # akmc: ignore[E600]
+        }}
+    """)
+    assert codes(src) == []
+
+
+def test_no_credential_in_the_shipped_sources() -> None:
+    """The examples and the golden corpus hold no false positive (golden/errors/E600* are the cases)."""
+    from akmc.compiler import Session
+
+    for folder in ("examples", "golden/corpus", "golden/compose", "golden/language-example"):
+        for path in sorted((REPO / folder).rglob("*.akm")):
+            root = next(p for p in path.parents if (p / "akm.toml").exists() or p == REPO)
+            result = Session(root).check(path)
+            assert [d for d in result.report.diagnostics if d.code == "E600"] == [], path

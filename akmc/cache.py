@@ -122,7 +122,7 @@ class Cache:
             "sha256": own,
         }
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
+            _make_directory(self.directory)
             write_atomically(self._entry_path(relative), json.dumps(entry, separators=(",", ":")), mode=0o600)
         except OSError:
             return
@@ -192,7 +192,7 @@ class UsesIndex:
             return
         whole = len(self.changes) > self.FOLD or not self.path.exists()
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            _make_directory(self.path.parent)
             if whole:
                 write_atomically(self.path, json.dumps(self.entries, separators=(",", ":")), mode=0o600)
                 self.changes_path.unlink(missing_ok=True)
@@ -209,6 +209,19 @@ def _json_object(path: Path) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return loaded if isinstance(loaded, dict) else {}
+
+
+def _make_directory(directory: Path) -> None:
+    """Create `directory` below the workspace's `.akmc-cache/`; the cache directory, when this creates
+    it, gets a `.gitignore` of `*`, so a workspace never commits it (a user's later edit is kept)."""
+    top = next(p for p in directory.parents if p.name == DIRECTORY)
+    try:
+        top.mkdir(parents=True)
+    except FileExistsError:
+        pass
+    else:
+        write_atomically(top / ".gitignore", "*\n")
+    directory.mkdir(parents=True, exist_ok=True)
 
 
 def _span_list(span: Span) -> list[int]:

@@ -49,8 +49,12 @@ def check(ctx: typer.Context) -> None:
 
 
 @app.command()
-def explain(code: Annotated[str, typer.Argument(help="A diagnostic code such as E203.")]) -> None:
-    """Print the documentation of a diagnostic code.
+def explain(
+    code: Annotated[
+        Optional[str], typer.Argument(help="A diagnostic code such as E203; none lists every code.")
+    ] = None,
+) -> None:
+    """Print the documentation of a diagnostic code, or list every code with its summary.
 
     Example: akmc explain E203
     """

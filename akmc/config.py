@@ -12,7 +12,8 @@ from akmc.diagnostics import CATALOG, did_you_mean
 
 FILE_NAME = "akm.toml"
 _KEYS = {"strict": "a boolean", "select": "a list of codes", "ignore": "a list of codes",
-         "include": "a list of glob patterns", "exclude": "a list of glob patterns"}  # fmt: skip
+         "include": "a list of glob patterns", "exclude": "a list of glob patterns",
+         "docs_url": "a URL string"}  # fmt: skip
 _TABLES = {"check"}
 _TOML_POSITION = re.compile(r"\(at line (\d+), column (\d+)\)")
 
@@ -33,6 +34,7 @@ class CheckConfig:
         self.ignore: list[str] = []
         self.include: list[str] = []  # empty: every *.akm
         self.exclude: list[str] = []
+        self.docs_url: str | None = None  # where the diagnostic pages are published, `{code}` for the code
 
     def reports(self, code: str) -> bool:
         """Whether a diagnostic with this code is reported (a code or a prefix such as `W` or `E4`)."""
@@ -87,6 +89,8 @@ def load(root: Path) -> CheckConfig:
 
 
 def _problem(key: str, value: Any) -> str | None:
+    if key == "docs_url":
+        return _url_problem(value)
     if key == "strict":
         return None if isinstance(value, bool) else f"must be {_KEYS[key]} (true or false), not {value!r}"
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -95,6 +99,30 @@ def _problem(key: str, value: Any) -> str | None:
         return code_problem(value)
     bad = [v for v in value if not v or v.startswith("/") or ".." in v.split("/")]
     return f"has a pattern that is not relative to the root: {bad[0]!r}" if bad else None
+
+
+def _url_problem(value: Any) -> str | None:
+    """Why `docs_url` is not a page address with one `{code}` placeholder, or None."""
+    from urllib.parse import urlsplit
+
+    if not isinstance(value, str):
+        return f'must be {_KEYS["docs_url"]}, such as "https://docs.example.com/akm/diagnostics/{{code}}.html"'
+    try:
+        parts = urlsplit(value)
+    except ValueError:
+        parts = None
+    if (
+        parts is None
+        or parts.scheme not in ("http", "https")
+        or not parts.hostname
+        or re.search(r"[\s\x00-\x1f]", value)
+    ):
+        return f"must be an http or https URL with a host and no spaces, not {value!r}"
+    if value.count("{code}") != 1:
+        return f"must contain `{{code}}` once, where a diagnostic code goes, not {value!r}"
+    if "{" in value.replace("{code}", "") or "}" in value.replace("{code}", ""):
+        return f"has a brace that is not `{{code}}`: `{{code}}` is its only placeholder, in {value!r}"
+    return None
 
 
 def code_problem(codes: list[str]) -> str | None:

@@ -88,9 +88,10 @@ def run(
     Each file belongs to the workspace of its nearest `akm.toml` (or `--root`): refs resolve, the
     configuration applies and the cache lives there. The command line wins over each akm.toml."""
     named = paths or [Path(".")]
+    sources, named_ok = _sources(named)
     workspaces: dict[Path, list[Path]] = {}
     roots: dict[Path, Path] = {}  # directory → workspace root, found once per directory
-    for path in discover(named):
+    for path in sources:
         directory = path.parent
         if directory not in roots:
             roots[directory] = find_root(directory, root)
@@ -99,7 +100,7 @@ def run(
         workspaces[find_root(Path("."), root)] = []
     results: list[Cached] = []
     diagnostics: list[Diagnostic] = []
-    failed = strict_findings = False
+    failed, strict_findings, docs_url = not named_ok, False, None
     for workspace, files in workspaces.items():
         try:
             config = load(workspace)
@@ -108,6 +109,7 @@ def run(
             return exitcodes.USAGE
         for name, value in (overrides or {}).items():  # the command line wins
             setattr(config, name, value)
+        docs_url = docs_url or config.docs_url
         checker = _Checker(workspace, suppressions, Cache(workspace, suppressions) if cache else None, jobs)
         chosen = _selected(workspace, files, named, config)
         failed = not checker.check(chosen) or failed
@@ -120,12 +122,45 @@ def run(
         results += mine
         diagnostics += found
     diagnostics.sort(key=Diagnostic.sort_key)
-    _emit(diagnostics, results, output_format, quiet)
+    # A path that could not be checked leaves no "No problems found" behind its error message.
+    _emit(diagnostics, results, output_format, quiet or (failed and not diagnostics), docs_url)
     if failed:
         return exitcodes.USAGE
     if strict_findings or any(d.severity == ERROR for d in diagnostics):
         return exitcodes.FINDINGS
     return exitcodes.OK
+
+
+def _sources(named: list[Path]) -> tuple[list[Path], bool]:
+    """The sources the named paths hold, and False after an error for a path that does not exist or a
+    directory without a single `.akm` file (checking nothing is never "No problems found")."""
+    found: dict[Path, None] = {}
+    ok = True
+    for path in named:
+        try:
+            path.stat()
+        except (FileNotFoundError, NotADirectoryError):
+            if path.is_symlink():
+                print(
+                    f"akmc: error: cannot read {display_path(path)}: its symlink target does not exist", file=sys.stderr
+                )
+            else:
+                print(f"akmc: error: {display_path(path)}: no such file or directory", file=sys.stderr)
+            ok = False
+            continue
+        except OSError as error:
+            print(f"akmc: error: cannot read {display_path(path)}: {error.strerror or error}", file=sys.stderr)
+            ok = False
+            continue
+        files = discover([path])
+        if not files:
+            where = "the current directory" if str(path) == "." else display_path(path)
+            print(
+                f"akmc: error: no .akm files in {where} or below it; name a workflow or its directory", file=sys.stderr
+            )
+            ok = False
+        found.update(dict.fromkeys(files))
+    return list(found), ok
 
 
 class _Checker:
@@ -326,7 +361,9 @@ def _check_all(session: Session, files: list[Path]) -> bool:
     return ok
 
 
-def _emit(diagnostics: list[Diagnostic], results: list[Cached], output_format: str, quiet: bool) -> None:
+def _emit(
+    diagnostics: list[Diagnostic], results: list[Cached], output_format: str, quiet: bool, docs_url: str | None
+) -> None:
     if output_format == "json":
         from akmc.render import json as renderer
 
@@ -338,7 +375,7 @@ def _emit(diagnostics: list[Diagnostic], results: list[Cached], output_format: s
     elif output_format == "sarif":
         from akmc.render import sarif
 
-        sys.stdout.write(sarif.render(diagnostics))
+        sys.stdout.write(sarif.render(diagnostics, docs_url))
     else:
         from akmc.render import text
 

@@ -26,7 +26,7 @@ def run(source: Path, *, output: Path | None, out_dir: Path | None, check: bool,
     rendered = render_file(plan)
     if check:
         target = output or _default_out(source, out_dir, result.ref)
-        return _compare({target: rendered})
+        return _compare({target: rendered}, _refresh(source, output, out_dir, root))
     if output is None:
         sys.stdout.write(rendered)
     else:
@@ -54,7 +54,7 @@ def _directory(directory: Path, out_dir: Path, check: bool, root: Path | None) -
     if len(wanted) != len(sources):
         return exitcodes.FINDINGS
     if check:
-        return _compare(wanted)
+        return _compare(wanted, _refresh(directory, None, out_dir, root))
     for target, rendered in wanted.items():
         _write(target, rendered)
     print(
@@ -63,7 +63,18 @@ def _directory(directory: Path, out_dir: Path, check: bool, root: Path | None) -
     return exitcodes.OK
 
 
-def _compare(wanted: dict[Path, str]) -> int:
+def _refresh(source: Path, output: Path | None, out_dir: Path | None, root: Path | None) -> str:
+    """The command that rewrites the plans `--check` compared: this one, without `--check`."""
+    import shlex
+
+    argv = ["akmc", "compile", str(source)]
+    argv += ["-o", str(output)] if output is not None else []
+    argv += ["--out-dir", str(out_dir)] if out_dir is not None else []
+    argv += ["--root", str(root)] if root is not None else []
+    return shlex.join(argv)
+
+
+def _compare(wanted: dict[Path, str], refresh: str) -> int:
     stale = []
     for target, rendered in sorted(wanted.items()):
         try:
@@ -77,7 +88,7 @@ def _compare(wanted: dict[Path, str]) -> int:
         print(line)
     if stale:
         print(
-            f"{len(stale)} plan file{'s are' if len(stale) != 1 else ' is'} not up to date; run `akmc compile` to refresh",
+            f"{len(stale)} plan file{'s are' if len(stale) != 1 else ' is'} not up to date; run `{refresh}` to refresh",
             file=sys.stderr,
         )
         return exitcodes.FINDINGS

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import quote
 
-from akmc import DOCS_URL, __version__
+from akmc import __version__
 from akmc.diagnostics import CATALOG, ERROR, Diagnostic
 from akmc.spans import Span
 
@@ -16,7 +16,7 @@ SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
 _MEANING = re.compile(r"## What it means\n\n(.*?)\n\n##", re.S)
 
 
-def _rules() -> list[dict[str, Any]]:
+def _rules(docs_url: str | None) -> list[dict[str, Any]]:
     from akmc.resources import explanation
 
     rules = []
@@ -31,10 +31,11 @@ def _rules() -> list[dict[str, Any]]:
                 "shortDescription": {"text": entry.summary},
                 "fullDescription": {"text": " ".join((meaning.group(1) if meaning else entry.summary).split())},
                 "help": {"text": text, "markdown": text},
-                "helpUri": DOCS_URL.format(code=code),
                 "defaultConfiguration": {"level": "error" if entry.severity == ERROR else "warning"},
             }
         )
+        if docs_url is not None:
+            rules[-1]["helpUri"] = docs_url.replace("{code}", code)
     return rules
 
 
@@ -51,7 +52,9 @@ def _location(file: str, span: Span) -> dict[str, Any]:
     }
 
 
-def render(diagnostics: Sequence[Diagnostic]) -> str:
+def render(diagnostics: Sequence[Diagnostic], docs_url: str | None = None) -> str:
+    """The log; rules link to `docs_url` (`[check] docs_url`, with `{code}`) only when one is configured:
+    every rule carries its whole page as `help`, so a viewer needs no link and gets no made-up one."""
     codes = sorted(CATALOG)
     results = []
     for d in diagnostics:
@@ -67,19 +70,15 @@ def render(diagnostics: Sequence[Diagnostic]) -> str:
                 {"id": i, "message": {"text": r.message}, **_location(r.file, r.span)} for i, r in enumerate(d.related)
             ]
         results.append(result)
+    driver: dict[str, Any] = {"name": "akmc", "version": __version__, "rules": _rules(docs_url)}
+    if docs_url is not None:
+        driver["informationUri"] = docs_url[: docs_url.index("{code}")].rpartition("/")[0] + "/"
     log = {
         "$schema": SCHEMA_URI,
         "version": "2.1.0",
         "runs": [
             {
-                "tool": {
-                    "driver": {
-                        "name": "akmc",
-                        "version": __version__,
-                        "informationUri": DOCS_URL.split("{")[0],
-                        "rules": _rules(),
-                    }
-                },
+                "tool": {"driver": driver},
                 "columnKind": "unicodeCodePoints",
                 "results": results,
             }

@@ -40,6 +40,19 @@ def test_a_warm_check_does_not_parse(tree: Path) -> None:
     assert "akmc.syntax" not in _imports(tree, "workflows/build.akm")  # parents confirmed from the cache too
 
 
+def test_the_cache_directory_keeps_itself_out_of_git(tree: Path) -> None:
+    """Created by a check, it holds a `.gitignore` of `*`: a workspace without one never commits it."""
+    subprocess.run(["git", "init", "-q"], cwd=tree, check=True)
+    assert _check(tree).returncode == 0
+    assert (tree / ".akmc-cache" / ".gitignore").read_text() == "*\n"
+    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=tree, capture_output=True,
+                            text=True, check=True).stdout  # fmt: skip
+    assert status and ".akmc-cache" not in status
+    (tree / ".akmc-cache" / ".gitignore").unlink()  # a user's choice once the directory exists
+    assert _check(tree).returncode == 0
+    assert not (tree / ".akmc-cache" / ".gitignore").exists()
+
+
 def test_editing_a_child_invalidates_its_parents(tree: Path) -> None:
     assert json.loads(_check(tree).stdout) == []
     build = tree / "workflows" / "build.akm"

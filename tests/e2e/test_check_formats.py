@@ -63,7 +63,8 @@ def test_sarif_log_validates_and_carries_every_rule(broken: Path) -> None:
     for rule in driver["rules"]:
         assert rule["shortDescription"]["text"] == CATALOG[rule["id"]].summary
         assert rule["fullDescription"]["text"] and rule["help"]["markdown"].startswith(f"# {rule['id']}: ")
-        assert rule["helpUri"].endswith(f"/{rule['id']}.md")
+        assert "helpUri" not in rule  # no placeholder URL: only a configured docs_url gives one
+    assert "informationUri" not in driver and "example.invalid" not in result.stdout
     [warning, error] = log["runs"][0]["results"]
     assert error["ruleId"] == "E203" and error["level"] == "error"
     assert driver["rules"][error["ruleIndex"]]["id"] == "E203"
@@ -71,6 +72,38 @@ def test_sarif_log_validates_and_carries_every_rule(broken: Path) -> None:
     assert location["artifactLocation"]["uri"] == "workflows/w.akm"
     assert location["region"] == {"startLine": 7, "startColumn": 21, "endLine": 7, "endColumn": 22}
     assert warning["level"] == "warning"
+
+
+def test_sarif_links_rules_to_the_configured_docs_url(broken: Path) -> None:
+    (broken / "akm.toml").write_text('[check]\ndocs_url = "https://docs.example.com/akm/diagnostics/{code}.html"\n')
+    result = run_cli("check", "--format", "sarif", cwd=broken)
+    log = json.loads(result.stdout)
+    jsonschema.Draft7Validator(SARIF_SCHEMA, format_checker=jsonschema.FormatChecker()).validate(log)
+    driver = log["runs"][0]["tool"]["driver"]
+    assert driver["informationUri"] == "https://docs.example.com/akm/diagnostics/"
+    assert [r["helpUri"] for r in driver["rules"]] == [
+        f"https://docs.example.com/akm/diagnostics/{code}.html" for code in sorted(CATALOG)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ('"docs.example.com/{code}"', "must be an http or https URL"),
+        ('"ftp://docs.example.com/{code}"', "must be an http or https URL"),
+        ('"https:///{code}"', "must be an http or https URL"),
+        ('"https://docs.example.com/E203.md"', "must contain `{code}`"),
+        ('"https://docs.example.com/{code}/{code}"', "must contain `{code}` once"),
+        ('"https://docs.example.com/a b/{code}"', "must be an http or https URL"),
+        ('"https://docs.example.com/{name}/{code}"', "`{code}` is its only placeholder"),
+        ("3", "must be a URL string"),
+    ],
+)
+def test_an_invalid_docs_url_is_a_config_error(broken: Path, value: str, problem: str) -> None:
+    (broken / "akm.toml").write_text(f"[check]\nstrict = false\ndocs_url = {value}\n")
+    result = run_cli("check", "--format", "sarif", cwd=broken)
+    assert result.returncode == 2 and result.stdout == ""
+    assert "akm.toml:3:1: error: [check] docs_url " in result.stderr and problem in result.stderr, result.stderr
 
 
 def test_sarif_with_related_locations_validates(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

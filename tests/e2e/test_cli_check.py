@@ -65,7 +65,27 @@ def test_usage_error_exits_two(workspace: Path) -> None:
 def test_missing_path_exits_two_without_traceback(workspace: Path) -> None:
     result = run_cli("check", "nope.akm", cwd=workspace)
     assert result.returncode == 2
-    assert "cannot read nope.akm" in result.stderr and "Traceback" not in result.stderr
+    assert "akmc: error: nope.akm: no such file or directory" in result.stderr and "Traceback" not in result.stderr
+    assert "No problems found" not in result.stdout + result.stderr
+
+
+def test_a_missing_path_beside_a_clean_one_still_fails_and_claims_nothing(workspace: Path) -> None:
+    (workspace / "ok.akm").write_text('workflow "w" {\n  step a { shell "x" }\n}\n')
+    result = run_cli("check", "ok.akm", "missing/dir", cwd=workspace)
+    assert result.returncode == 2
+    assert "akmc: error: missing/dir: no such file or directory" in result.stderr
+    assert "No problems found" not in result.stdout + result.stderr
+
+
+def test_a_directory_without_sources_exits_two(workspace: Path) -> None:
+    (workspace / "empty" / "deeper").mkdir(parents=True)
+    (workspace / "empty" / "notes.txt").write_text("not a workflow")
+    for args in (["empty"], []):
+        cwd = workspace if args else workspace / "empty"
+        result = run_cli("check", *args, cwd=cwd)
+        assert result.returncode == 2, args
+        assert "no .akm files" in result.stderr, result.stderr
+        assert "No problems found" not in result.stdout + result.stderr
 
 
 def test_directory_named_like_a_source_is_skipped_when_walking(workspace: Path) -> None:
@@ -115,6 +135,18 @@ def test_explain_prints_the_page() -> None:
     assert result.stdout.startswith("# E203: reference to an unknown step")
 
 
+def test_explain_without_a_code_lists_every_code_with_its_summary() -> None:
+    from akmc.diagnostics import CATALOG
+
+    result = run_cli("explain")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert [line.split()[0] for line in lines if line[:1] in ("E", "W")] == sorted(CATALOG)
+    for code, entry in CATALOG.items():
+        assert any(line.startswith(code) and line.endswith(entry.summary) for line in lines), code
+    assert "akmc explain CODE" in result.stdout
+
+
 def test_explain_unknown_code() -> None:
     result = run_cli("explain", "E999")
     assert result.returncode == 2 and "unknown diagnostic code" in result.stderr
@@ -162,6 +194,7 @@ def test_a_fifo_named_on_the_command_line_is_an_error_not_a_hang(tmp_path: Path)
     result = run_cli("check", "pipe.akm", cwd=tmp_path)  # run_cli's timeout fails the test on a hang
     assert result.returncode == 2 and "cannot read pipe.akm: not a regular file" in result.stderr
     assert "internal error" not in result.stderr
+    (tmp_path / "wf.akm").write_text('workflow "w" {\n  step a { shell "x" }\n}\n')
     checked = run_cli("check", ".", cwd=tmp_path)  # discovery skips it
     assert checked.returncode == 0, checked.stderr
 

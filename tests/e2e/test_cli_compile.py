@@ -43,8 +43,24 @@ def test_compile_check_reports_stale_and_missing(tmp_path: Path) -> None:
         "stale:   plans/workflows/everything.plan.json",
         "missing: plans/workflows/minimal.plan.json",
     ]
+    assert "run `akmc compile workflows --out-dir plans` to refresh" in result.stderr
     assert run_cli("compile", "workflows", "--out-dir", "plans", cwd=ws).returncode == 0
     assert run_cli("compile", "workflows", "--out-dir", "plans", "--check", cwd=ws).returncode == 0
+
+
+def test_compile_check_prints_the_exact_command_that_refreshes(tmp_path: Path) -> None:
+    """The command printed is the one to run, paths and options as given (quoted for a shell)."""
+    shutil.copytree(CORPUS, tmp_path / "ws")
+    ws = tmp_path / "ws"
+    (ws / "my plans").mkdir()
+    result = run_cli("compile", "./workflows/", "--out-dir", "my plans", "--check", "--root", ".", cwd=ws)
+    assert result.returncode == 1
+    assert "run `akmc compile workflows --out-dir 'my plans' --root .` to refresh" in result.stderr
+    one = run_cli("compile", "workflows/minimal.akm", "-o", "min.plan.json", "--check", cwd=ws)
+    assert one.returncode == 1
+    assert "run `akmc compile workflows/minimal.akm -o min.plan.json` to refresh" in one.stderr
+    assert run_cli("compile", "workflows/minimal.akm", "-o", "min.plan.json", cwd=ws).returncode == 0
+    assert run_cli("compile", "workflows/minimal.akm", "-o", "min.plan.json", "--check", cwd=ws).returncode == 0
 
 
 def test_compile_errors_exit_one_with_diagnostics_on_stderr(workspace: Path) -> None:

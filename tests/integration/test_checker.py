@@ -557,11 +557,13 @@ def test_a_credential_in_the_description_is_reported(codes: Checker) -> None:
 
 
 def test_credential_in_a_text_says_where_and_what(codes: Checker) -> None:
-    [d] = codes.diagnostics(source(f"""
+    [d] = codes.diagnostics(
+        source(f"""
         workflow "w" {{
           step a {{ approval "ok {TOKENS[0]}?" }}
         }}
-    """))
+    """)
+    )
     assert d.code == "E600" and "approval" in d.message and "a GitHub token" in d.message
     assert d.help is not None and "secret(" in d.help
 

@@ -197,11 +197,13 @@ class Session:
         from akmc.files import ReadSet
         from akmc.lower import lower
         from akmc.resolve import resolve
+        from akmc.secrets import check_values
         from akmc.typecheck import typecheck
 
         report, ref = result.report, result.ref
         model = resolve(result.workflow, report)
         _portable_ref(result)
+        check_values(model, report)
         children, sites = self._link(result, model)
         typed = typecheck(model, report, children)
         reads = ReadSet()

@@ -1,10 +1,19 @@
-"""Credential detection for env literals (E600): known token shapes plus a high-entropy rule."""
+"""Credential detection (E600): known token shapes plus a high-entropy rule, for every literal a plan
+carries (lowering searches env literals and texts; `check_values` param defaults and `uses` bindings)."""
 
 from __future__ import annotations
 
 import math
 import re
 from collections import Counter
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from akmc import ast, messages
+
+if TYPE_CHECKING:
+    from akmc.diagnostics import Report
+    from akmc.resolve import Model
 
 # (description, pattern) — searched anywhere in the literal.
 KNOWN = [
@@ -38,3 +47,35 @@ def looks_like_credential(value: str) -> str | None:
         if classes == 3 and entropy(token) >= ENTROPY_BITS:
             return "a high-entropy string"
     return None
+
+
+def check_values(model: Model, report: Report) -> None:
+    """E600 for a string in a param default or a `uses` binding literal: both are copied into the plan."""
+    for name, param in model.params.items():
+        if param.default is not None:
+            _values(param.default, f"the default of param `{name}`", report)
+    for sm in model.steps:
+        if sm.target is not None and sm.target.kind == "uses":
+            for binding in sm.target.bindings or []:
+                if not isinstance(binding.value, ast.Reference):
+                    _values(binding.value, f"binding `{binding.name.text}`", report)
+
+
+def _values(value: ast.Value, what: str, report: Report) -> None:
+    for literal in _strings(value):
+        found = looks_like_credential(str(literal.value))
+        if found:
+            report.add(messages.credential_in_text(what=what, found=found), literal.span)
+
+
+def _strings(value: ast.Value) -> Iterator[ast.Literal]:
+    """The string literals in a value, however deeply nested in lists and objects, in source order."""
+    stack: list[ast.Value] = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Literal) and isinstance(node.value, str):
+            yield node
+        elif isinstance(node, ast.ListValue):
+            stack.extend(reversed(node.items))
+        elif isinstance(node, ast.ObjectValue):
+            stack.extend(v for _, v in reversed(node.entries))

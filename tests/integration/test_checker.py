@@ -556,6 +556,30 @@ def test_a_credential_in_the_description_is_reported(codes: Checker) -> None:
     assert codes(src) == ["E600@2"]
 
 
+def test_credentials_in_param_defaults_and_binding_literals(codes: Checker) -> None:
+    """Both are copied into the plan; a reference binding holds no literal."""
+    child = source("""
+        workflow "child" {
+          params { token: string  opts: any }
+          step a { shell "x" inputs = [params.token, params.opts] }
+        }
+    """)
+    src = source(f"""
+        workflow "w" {{
+          params {{
+            key: string = "{TOKENS[4]}"
+            keys: list[{{ v: string }}] = [{{ v = "ok" }}, {{ v = "{TOKENS[0]}" }}]
+            fine: string = "x"
+          }}
+          step a {{ uses "child" {{ token = "{TOKENS[2]}"  opts = {{ deep = ["{TOKENS[5]}"] }} }} }}
+          step b {{ uses "child" {{ token = params.fine  opts = "harmless" }} }}
+        }}
+    """)
+    found = [d for d in codes.diagnostics(src, files={"child.akm": child}) if d.code != "W700"]
+    assert [f"{d.code}@{d.span.line}" for d in found] == ["E600@3", "E600@4", "E600@7", "E600@7"]
+    assert "the default of param `key`" in found[0].message and "binding `token`" in found[2].message
+
+
 def test_credential_in_a_text_says_where_and_what(codes: Checker) -> None:
     [d] = codes.diagnostics(
         source(f"""

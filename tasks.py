@@ -125,6 +125,17 @@ def demo() -> int:
     return 0
 
 
+# pytest runs the suite on PARALLEL's worker processes (pytest-xdist): most tests wait on
+# subprocesses and sleeps, so more workers than cores pays (docs/performance.md has the figures).
+# Arguments given to `test` come after these, so `test -n0` runs serially; `-p no:xdist` drops them.
+PARALLEL = ("-n", "4", "--dist", "loadgroup")
+
+
+def pytest_args(extra: list[str]) -> list[str]:
+    serial = any(arg.replace(" ", "").endswith("no:xdist") for arg in extra)
+    return [*(() if serial else PARALLEL), *extra]
+
+
 def test() -> int:
     setup()
     system_tools()
@@ -132,7 +143,7 @@ def test() -> int:
     run(BIN / "ruff", "check", ".")
     run(BIN / "ruff", "format", "--check", ".")
     run(BIN / "mypy")
-    return run(BIN / "python", "-m", "pytest", *sys.argv[2:], check=False)
+    return run(BIN / "python", "-m", "pytest", *pytest_args(sys.argv[2:]), check=False)
 
 
 def main() -> int:

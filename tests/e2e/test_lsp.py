@@ -18,7 +18,8 @@ from pytest_lsp import ClientServerConfig, LanguageClient
 from akmc.compiler import Session
 from akmc.formatter import format_source
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")  # one server for the module: its start-up is the slow part
+# One server for the module, its start-up being the slow part; one pytest-xdist worker runs the module.
+pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.xdist_group("lsp")]
 
 CHILD = """workflow "child" {
   params {

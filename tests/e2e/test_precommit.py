@@ -15,7 +15,8 @@ import pytest
 
 from helpers import REPO
 
-pytestmark = pytest.mark.slow
+# One worker runs the module under pytest-xdist: its fixtures install the hook environment once.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("pre-commit")]
 
 CHILD = textwrap.dedent("""\
     workflow "child" {

@@ -78,3 +78,11 @@ def test_every_missing_tool_comes_in_one_install(calls: list[tuple[str, ...]], m
     monkeypatch.setattr(tasks.os, "geteuid", lambda: 0)
     tasks.system_tools()
     assert calls[-1] == ("apt-get", "install", "-y", "-q", "--no-install-recommends", "graphviz", "openssh-client")
+
+
+def test_the_suite_runs_in_parallel_and_the_caller_can_run_it_serially() -> None:
+    tasks = _tasks()
+    assert tasks.pytest_args([]) == list(tasks.PARALLEL) and "-n" in tasks.PARALLEL
+    assert tasks.pytest_args(["-n0", "-x"]) == [*tasks.PARALLEL, "-n0", "-x"]  # the last -n wins
+    assert tasks.pytest_args(["-p", "no:xdist", "-k", "syntax"]) == ["-p", "no:xdist", "-k", "syntax"]
+    assert tasks.pytest_args(["-pno:xdist"]) == ["-pno:xdist"]

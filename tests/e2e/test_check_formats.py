@@ -108,7 +108,7 @@ def test_an_invalid_docs_url_is_a_config_error(broken: Path, value: str, problem
 
 def test_sarif_with_related_locations_validates(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(REPO / "golden" / "compose" / "E408")
-    result = run_cli("check", "--format", "sarif", "workflows", cwd=REPO / "golden" / "compose" / "E408")
+    result = run_cli("check", "--format", "sarif", "--no-cache", "workflows", cwd=REPO / "golden" / "compose" / "E408")
     log = json.loads(result.stdout)
     jsonschema.Draft7Validator(SARIF_SCHEMA, format_checker=jsonschema.FormatChecker()).validate(log)
     [e408] = [r for r in log["runs"][0]["results"] if r["ruleId"] == "E408"]

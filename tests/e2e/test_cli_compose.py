@@ -43,7 +43,7 @@ def test_a_uses_inside_a_prompt_does_not_make_a_parent(tmp_path: Path) -> None:
 
 
 def test_child_errors_are_reported_once(tmp_path: Path) -> None:
-    result = run_cli("check", ".", cwd=COMPOSE / "E408")
+    result = run_cli("check", "--no-cache", ".", cwd=COMPOSE / "E408")
     assert result.returncode == 1
     assert result.stdout.count("error[E203]") == 1 and result.stdout.count("error[E408]") == 1
 
@@ -75,5 +75,5 @@ def test_multi_file_example_is_the_compose_fixture_and_its_output(code: str) -> 
         assert (case / name).read_text() == body, name
     shown = OUTPUT.search(page)
     assert shown is not None
-    result = run_cli("check", "-q", "workflows", cwd=case)
+    result = run_cli("check", "-q", "--no-cache", "workflows", cwd=case)
     assert result.stdout == shown.group(1)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import re
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +16,13 @@ from akmc import ast, messages
 from akmc.compose import Child
 from akmc.diagnostics import ERROR, Report
 from akmc.messages import Message
+from akmc.records import build, field, record
 from akmc.sources import Reader, SourceFile, decode_source
 from akmc.spans import keyword
 from akmc.workspace import FILE_START, SUFFIX, SourceError, display_path, find_root, real_path, relative_to
 
 
-@dataclass(slots=True)
+@record
 class FileResult:
     """Everything one file's check produced; `plan` is set only when there are no errors."""
 
@@ -30,13 +30,13 @@ class FileResult:
     text: str | None
     report: Report
     workflow: ast.Workflow | None = None
-    data: bytes = field(default=b"", repr=False)
+    data: bytes = b""
     plan: dict[str, Any] | None = None
     unreadable: str | None = None  # why the file could not be read at all
     edges: dict[str, tuple[Path | None, Message | None]] = field(default_factory=dict)  # uses ref → file, or why not
     child: Child | None = None  # what a composing workflow sees; set once compiled
     compiled: bool = False
-    comments: list[tuple[str, ast.Span]] = field(default_factory=list, repr=False)
+    comments: list[tuple[str, ast.Span]] = field(default_factory=list)
     silenced: int = 0  # diagnostics removed by `# akmc: ignore` comments
     # What the result depends on, for the result cache: root-relative path → sha256 (None: absent).
     # None when the result depends on more than files (a did-you-mean over the workspace, a cycle).
@@ -57,6 +57,9 @@ class FileResult:
     @property
     def root(self) -> Path:
         return self.source.root
+
+
+build()
 
 
 def check_file(path: Path, display: str, root: Path | None = None) -> FileResult:

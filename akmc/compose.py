@@ -7,7 +7,6 @@ child compiled for one parent is the same plan every other parent embeds and `ak
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,11 +15,12 @@ from akmc import ast, messages
 from akmc import types as t
 from akmc.diagnostics import Diagnostic, Related, Report, did_you_mean
 from akmc.messages import Message
+from akmc.records import build, field, record
 from akmc.sources import ref_file
 from akmc.workspace import SUFFIX, discover, real_path, ref_of
 
 
-@dataclass(slots=True)
+@record
 class Child:
     """What a composing workflow sees of one compiled child."""
 
@@ -50,6 +50,9 @@ class Child:
     @property
     def exports(self) -> list[str]:
         return list(self.outputs) if self.outputs else ["runId", "status"]
+
+
+build()
 
 
 def locate(root: Path, ref: str, is_file: Callable[[Path], bool] = Path.is_file) -> tuple[Path | None, Message | None]:

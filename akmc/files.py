@@ -2,26 +2,26 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from akm_run.digest import tagged_sha256
 from akm_run.plan import REF
 from akmc import ast, messages
 from akmc.diagnostics import Report
+from akmc.records import build, field, record
 from akmc.workspace import read_regular, real_path
 
 MAX_SCRIPT_BYTES = 256 * 1024
 
 
-@dataclass(slots=True)
+@record
 class Frozen:
     path: str
     text: str
     sha256: str
 
 
-@dataclass(slots=True)
+@record
 class ReadSet:
     """Every workspace file a compile read, by root-relative path → `sha256:…`, or None for an
     `.akm` source: its meaning is in the plan, so formatting and comments never change a plan."""
@@ -47,6 +47,9 @@ class ReadSet:
 
     def entries(self) -> list[dict[str, str]]:
         return [{"path": p} if (h := self.files[p]) is None else {"path": p, "sha256": h} for p in sorted(self.files)]
+
+
+build()
 
 
 def freeze(root: Path, raw: str, span: ast.Span, what: str, report: Report, reads: ReadSet) -> Frozen | None:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from typing import Any
 
 from akm_run.planformat import MAX_OUTPUTS, MAX_PARAMS, MAX_STEPS, NAME
 from akmc import ast, messages
 from akmc.diagnostics import Report, did_you_mean, position
+from akmc.records import build, field, record
 from akmc.settings import DEFAULT_CONCURRENCY, HOME, HONOURED, WHY_NOT, check_settings
 from akmc.settings import Retry as Retry  # lowering reads a step's policy from the model
 from akmc.spans import keyword
@@ -16,7 +16,7 @@ from akmc.spans import keyword
 SECRET_NAME = NAME
 
 
-@dataclass(slots=True)
+@record
 class StepModel:
     """One step after structural checks; `kind` is None when the step is unusable."""
 
@@ -57,7 +57,7 @@ class StepModel:
         return setting in HONOURED[kind] or (setting == "concurrency" and self.kind == "map")
 
 
-@dataclass(slots=True)
+@record
 class Model:
     workflow: ast.Workflow
     description: ast.Text | None = None
@@ -168,7 +168,7 @@ def _env(env: ast.Env, into: dict[str, ast.EnvEntry], report: Report) -> None:
 # -- steps -----------------------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
+@record
 class _Items:
     """A step's items sorted by kind, before they are checked against each other."""
 
@@ -177,6 +177,9 @@ class _Items:
     outputs: list[ast.OutputType] = field(default_factory=list)
     env: ast.Env | None = None
     gate: ast.Gate | None = None
+
+
+build()
 
 
 def _step(model: Model, step: ast.Step, index: int, report: Report) -> StepModel:

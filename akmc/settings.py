@@ -3,12 +3,12 @@ stand, which step kinds honour it, and its value checked and normalised (E207, E
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from akm_run.planformat import MAX_CONCURRENCY, MAX_LOOPS, MAX_RETRY, MAX_TIMEOUT_MS, RETRY_REASONS
 from akmc import ast, messages
 from akmc.diagnostics import Report, did_you_mean, position
+from akmc.records import build, record
 
 DEFAULT_CONCURRENCY = 4
 
@@ -49,11 +49,14 @@ WHY_NOT = {
 }
 
 
-@dataclass(slots=True)
+@record
 class Retry:
     max: int
     on: list[str]
     backoff_ms: int | None
+
+
+build()
 
 
 def check_settings(settings: list[ast.Setting], place: str, report: Report) -> dict[str, Any]:

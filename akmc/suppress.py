@@ -7,21 +7,24 @@ it) that silences nothing is reported as W704, so stale ignores do not pile up."
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
 from akmc import ast, messages
 from akmc.diagnostics import CATALOG, Diagnostic, Report
+from akmc.records import build, field, record
 
 _DIRECTIVE = re.compile(r"#\s*akmc:\s*(ignore-file|ignore)\s*\[([^\]]*)\]")
 
 
-@dataclass(slots=True)
+@record
 class Suppression:
     whole_file: bool
     line: int
     span: ast.Span
     codes: list[str]
     used: set[str] = field(default_factory=set)
+
+
+build()
 
 
 def directives(comments: list[tuple[str, ast.Span]]) -> list[Suppression]:

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 
 from akmc import ast, messages
 from akmc import types as t
 from akmc.compose import Child
 from akmc.diagnostics import Report, did_you_mean
+from akmc.records import build, field, record
 from akmc.resolve import Model, StepModel
 from akmc.spans import keyword
 
 
-@dataclass(slots=True)
+@record
 class Typed:
     """The types the checker settled on, for lowering and for composing parents."""
 
@@ -23,6 +23,9 @@ class Typed:
     outputs: dict[str, t.Type] = field(default_factory=dict)  # declared output types, else source types
     output_declared: dict[str, t.Type] = field(default_factory=dict)
     children: Mapping[str, Child] = field(default_factory=dict)  # `uses` step id → its compiled child
+
+
+build()
 
 
 def typecheck(model: Model, report: Report, children: Mapping[str, Child] | None = None) -> Typed:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any, Union
 
 from akm_run.patterns import unsafe
 from akmc import ast, messages
 from akmc.diagnostics import Report, did_you_mean, position
+from akmc.records import build, record
 
 PRIMITIVES = {"string": "string", "int": "integer", "number": "number", "bool": "boolean", "null": "null"}
 REFINEMENTS = {
@@ -20,36 +20,36 @@ REFINEMENTS = {
 TYPE_NAMES = [*PRIMITIVES, "any", "list", "map", "true", "false"]
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class Prim:
     name: str  # string | int | number | bool | null
     refinements: tuple[tuple[str, Any], ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class AnyT:
     pass
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class ListT:
     item: Type
     refinements: tuple[tuple[str, Any], ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class MapT:
     value: Type
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class Field:
     name: str
     type: Type
     required: bool
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class ObjT:
     fields: tuple[Field, ...]
 
@@ -57,14 +57,17 @@ class ObjT:
         return next((f for f in self.fields if f.name == name), None)
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class Lit:
     value: str | int | float | bool | None
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class UnionT:
     members: tuple[Type, ...]
+
+
+build()
 
 
 Type = Union[Prim, AnyT, ListT, MapT, ObjT, Lit, UnionT]

@@ -178,12 +178,18 @@ class UsesIndex:
             stat = entry.stat()
         except OSError:
             return []
-        stamp = [stat.st_mtime_ns, stat.st_size]
         known = self.entries.get(entry.path)
-        if isinstance(known, list) and len(known) == 3 and known[:2] == stamp and isinstance(known[2], list):
-            return [str(r) for r in known[2]]
+        if (
+            type(known) is list
+            and len(known) == 3
+            and known[0] == stat.st_mtime_ns
+            and known[1] == stat.st_size
+            and type(known[2]) is list
+            and all(type(r) is str for r in known[2])
+        ):
+            return known[2]
         found = uses_refs(Path(entry.path))
-        self.entries[entry.path] = self.changes[entry.path] = [*stamp, found]
+        self.entries[entry.path] = self.changes[entry.path] = [stat.st_mtime_ns, stat.st_size, found]
         self.changed = True
         return found
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
 import re
 import stat
@@ -142,16 +143,33 @@ def read_bytes(path: Path, limit: int, name: str | None = None) -> bytes:
 # -- who composes whom ------------------------------------------------------------------
 
 
-USES_PATTERN = re.compile(rb'\buses\s+"([^"\\\n]*)"')
+# `uses` and a string, with whitespace and `#` comments between them as the grammar allows: every
+# edge a parse finds is among these (and a prompt's words may add some that are not).
+USES_PATTERN = re.compile(rb'\buses(?:\s|#[^\n]*)*"((?:[^"\\\n]|\\.)*)"')
+
+
+def refs_in(data: bytes) -> list[str]:
+    """The refs a workflow's text names after `uses` (a textual scan: may include a prompt's words)."""
+    found = []
+    for match in USES_PATTERN.finditer(data):
+        raw = match.group(1).decode("utf-8", "replace")
+        if "\\" in raw:  # an escape, spelled as the grammar's strings spell it (JSON's)
+            try:
+                raw = str(json.loads(f'"{raw}"'))
+            except ValueError:
+                continue  # not a string the grammar accepts: no edge
+        found.append(raw)
+    return found
 
 
 def uses_refs(path: Path) -> list[str]:
-    """The refs a workflow's text names after `uses` (a textual scan: may include a prompt's words)."""
+    """The refs a workflow file names after `uses` (`refs_in`); nothing for a file that cannot be
+    read as a regular file (a FIFO is never opened for a blocking read)."""
     try:
-        data = path.read_bytes()
+        data = read_regular(path, MAX_SOURCE_BYTES)
     except OSError:
         return []
-    return [m.group(1).decode("utf-8", "replace") for m in USES_PATTERN.finditer(data)]
+    return refs_in(data)
 
 
 def composer_candidates(
@@ -169,14 +187,14 @@ def composer_candidates(
     wanted = {r for p in paths if (r := ref_of(p, resolved_root)) is not None}
     if not wanted:
         return []
-    composers: dict[str, set[Path]] = {}
+    composers: dict[str, list[str]] = {}  # ref → the paths naming it (a Path only for the few found)
     for entry in everything:
         for ref in refs(entry) if refs is not None else uses_refs(Path(entry.path)):
-            composers.setdefault(ref, set()).add(Path(entry.path))
+            composers.setdefault(ref, []).append(entry.path)
     found: dict[Path, None] = {}
     queue = list(wanted)
     while queue:
-        for parent in sorted(composers.get(queue.pop(), ())):
+        for parent in sorted({Path(p) for p in composers.get(queue.pop(), ())}):
             relative = relative_to(Path(os.path.abspath(parent)), resolved_root)
             if parent not in found and relative is not None:
                 found[parent] = None

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import gc
 import os
 import sys
@@ -14,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from akmc import exitcodes
 from akmc.cache import Cache, Cached, UsesIndex
 from akmc.config import CheckConfig, ConfigError, code_problem, load
-from akmc.diagnostics import ERROR, Diagnostic
+from akmc.render.stream import Output
 from akmc.workspace import SourceError, composer_candidates, discover, display_path, find_root, parents
 
 if TYPE_CHECKING:  # the compiler loads only when something must be compiled: a warm check never does
@@ -86,7 +85,8 @@ def run(
     """Check `paths` and their children and parents; print; return the exit code.
 
     Each file belongs to the workspace of its nearest `akm.toml` (or `--root`): refs resolve, the
-    configuration applies and the cache lives there. The command line wins over each akm.toml."""
+    configuration applies and the cache lives there. The command line wins over each akm.toml.
+    Results are printed in sorted file order as soon as every file sorted before them is done."""
     named = paths or [Path(".")]
     sources, named_ok = _sources(named)
     workspaces: dict[Path, list[Path]] = {}
@@ -98,9 +98,8 @@ def run(
         workspaces.setdefault(roots[directory], []).append(path)
     if not workspaces:
         workspaces[find_root(Path("."), root)] = []
-    results: list[Cached] = []
-    diagnostics: list[Diagnostic] = []
-    failed, strict_findings, docs_url = not named_ok, False, None
+    checkers: list[tuple[_Checker, list[Path]]] = []
+    docs_url = None
     for workspace, files in workspaces.items():
         try:
             config = load(workspace)
@@ -110,23 +109,29 @@ def run(
         for name, value in (overrides or {}).items():  # the command line wins
             setattr(config, name, value)
         docs_url = docs_url or config.docs_url
-        checker = _Checker(workspace, suppressions, Cache(workspace, suppressions) if cache else None, jobs)
-        chosen = _selected(workspace, files, named, config)
-        failed = not checker.check(chosen) or failed
-        # A child edit can break the workflows that compose it: check those parents too.
-        parents = [p for p in checker.dependents(chosen) if _wanted(workspace, p, config)]
-        failed = not checker.check(parents) or failed
-        mine = [r for r in checker.results.values() if _wanted(workspace, r.source.path, config)]
-        found = [d for r in mine for d in r.diagnostics if config.reports(d.code)]
-        strict_findings = strict_findings or (config.strict and bool(found))
-        results += mine
-        diagnostics += found
-    diagnostics.sort(key=Diagnostic.sort_key)
-    # A path that could not be checked leaves no "No problems found" behind its error message.
-    _emit(diagnostics, results, output_format, quiet or (failed and not diagnostics), docs_url)
+        checker = _Checker(workspace, suppressions, Cache(workspace, suppressions) if cache else None, jobs, config)
+        checkers.append((checker, _selected(workspace, files, named, config)))
+    out = Output(output_format, docs_url)
+    failed = not named_ok
+    try:
+        # Every workspace's files, cached results and shares are known before the first share is
+        # checked, so that the output's order is settled (files from all workspaces interleave).
+        for checker, chosen in checkers:
+            checker.plan(chosen, out)
+        out.start()
+        for checker, _ in checkers:
+            failed = not checker.run(out) or failed
+        # A path that could not be checked leaves no "No problems found" behind its error message.
+        out.finish(quiet or (failed and not out.diagnostics))
+    except KeyboardInterrupt:
+        print("akmc: interrupted", file=sys.stderr)  # what was printed ends with a whole line
+        return exitcodes.INTERRUPTED
+    except BrokenPipeError:
+        out.abandon()  # the reader went away (`akmc check | head`): stop quietly
+        return exitcodes.BROKEN_PIPE
     if failed:
         return exitcodes.USAGE
-    if strict_findings or any(d.severity == ERROR for d in diagnostics):
+    if out.strict_findings or out.errors:
         return exitcodes.FINDINGS
     return exitcodes.OK
 
@@ -164,18 +169,61 @@ def _sources(named: list[Path]) -> tuple[list[Path], bool]:
 
 
 class _Checker:
-    """Checks files through the result cache, compiling the misses (in parallel when there are many)."""
+    """Checks one workspace's files through the result cache, compiling the misses in shares cut in
+    sorted file order (in worker processes when there are many), and hands each result to the output."""
 
-    def __init__(self, root: Path, suppressions: bool, cache: Cache | None, jobs: int | None) -> None:
-        self.root, self.suppressions, self.cache = root, suppressions, cache
+    def __init__(
+        self, root: Path, suppressions: bool, cache: Cache | None, jobs: int | None, config: CheckConfig
+    ) -> None:
+        self.root, self.suppressions, self.cache, self.config = root, suppressions, cache, config
         self.jobs = jobs if jobs is not None else min(os.cpu_count() or 1, 8)
-        self.results: dict[str, Cached] = {}
+        self.seen: set[str] = set()  # every file whose result was handed over (or kept out)
+        self.shares: list[tuple[int, list[Path]]] = []  # (its number in the output, its files)
 
     @cached_property
     def session(self) -> Session:
         from akmc.compiler import Session
 
         return Session(self.root, suppressions=self.suppressions)
+
+    def plan(self, chosen: list[Path], out: Output) -> None:
+        """Hand over what the cache answers for `chosen` and the parents that compose them; cut the
+        rest into shares in sorted file order, each registered with the files it may produce."""
+        # A child edit can break the workflows that compose it: check those parents too.
+        parents = [p for p in self.dependents(chosen) if _wanted(self.root, p, self.config)]
+        misses = [p for p in dict.fromkeys([*chosen, *parents]) if not self._restore(p, out)]
+        if not misses:
+            return
+        displays = {_key(p): display_path(p) for p in misses}
+        misses.sort(key=lambda p: displays[_key(p)])
+        count = 1 if len(misses) < PARALLEL_THRESHOLD else max(self.jobs, -(-len(misses) // SHARE_FILES))
+        size = -(-len(misses) // count)
+        for share in (misses[i : i + size] for i in range(0, len(misses), size)):
+            self.shares.append((out.share(self._reach(share)), share))
+
+    def _reach(self, files: list[Path]) -> set[str]:
+        """How diagnostics name `files` and every file their text says they compose, transitively:
+        the results a session checking `files` may produce."""
+        from akmc.sources import ref_file
+        from akmc.workspace import uses_refs
+
+        root = self.root.resolve()
+        found: set[str] = set()
+        visited: set[str] = set()
+        pending = list(files)
+        while pending:
+            path = pending.pop()
+            key = _key(path)
+            if key in visited:
+                continue
+            visited.add(key)
+            if key not in self.seen:
+                found.add(display_path(path))
+            for ref in uses_refs(path):
+                child = ref_file(root, ref)
+                if os.path.isfile(child):
+                    pending.append(child)
+        return found
 
     def dependents(self, files: list[Path]) -> list[Path]:
         """The workflows that compose `files`, directly or transitively: candidates from a textual
@@ -187,30 +235,37 @@ class _Checker:
         return parents(files, candidates, self._uses) if candidates else []
 
     def _uses(self, path: Path) -> list[Path]:
-        found = self.results.get(_key(path)) or self._restore_one(path)
+        found = self._restore_one(path)
         if found is not None:
             return [self.root / u for u in found.uses]
         return self.session.uses_of(path, self.root)
 
-    def check(self, files: list[Path]) -> bool:
-        misses = [p for p in files if _key(p) not in self.results and not self._restore(p)]
-        if not misses:
+    def run(self, out: Output) -> bool:
+        """Check every share; False when a file could not be read or checked."""
+        if not self.shares:
             return True
-        if len(misses) >= PARALLEL_THRESHOLD:
-            return self._in_shares(misses)
-        ok = _check_all(self.session, misses)
-        for result in self.session.results:
-            if _key(result.path) not in self.results:
-                self._add(_record(result))
-        return ok
+        if len(self.shares) == 1:  # few files: in this process, with the session that found the parents
+            number, files = self.shares[0]
+            ok = _check_all(self.session, files)
+            for result in self.session.results:
+                self._deliver(_record(result), out)
+            out.done(number)
+            return ok
+        return self._in_shares(out)
 
-    def _add(self, record: Cached) -> None:
-        """Keep a fresh record for the report; its cache entry is written now, so that what stays in
-        memory until output is the record without its dependencies' hashes."""
+    def _deliver(self, record: Cached, out: Output) -> None:
+        """Hand one result to the output (the first for each file); a fresh one's cache entry is
+        written now, so that nothing keeps its dependencies' hashes."""
+        key = _key(record.source.path)
+        if key in self.seen:
+            return
+        self.seen.add(key)
         relative = record.source.relative
         if self.cache is not None and relative is not None and record.deps is not None:
             self.cache.store(relative, record.deps, record.diagnostics, record.uses)
-        self.results[_key(record.source.path)] = record._replace(deps=None)
+        if _wanted(self.root, record.source.path, self.config):
+            found = [d for d in record.diagnostics if self.config.reports(d.code)]
+            out.add(record.source.display, record.lines, found, self.config.strict)
 
     def _restore_one(self, path: Path) -> Cached | None:
         if self.cache is None:
@@ -218,8 +273,10 @@ class _Checker:
         relative = self.cache.relative(path)
         return self.cache.load(relative) if relative is not None else None
 
-    def _restore(self, path: Path) -> bool:
-        """Take a file and every child it composes from the cache, or nothing."""
+    def _restore(self, path: Path, out: Output) -> bool:
+        """Hand over a file and every child it composes from the cache, or nothing."""
+        if _key(path) in self.seen:
+            return True
         found = self._restore_one(path)
         if found is None or self.cache is None:
             return False
@@ -228,35 +285,98 @@ class _Checker:
             return False
         for record in [found, *children]:
             assert record is not None
-            self.results.setdefault(_key(record.source.path), record)
+            self._deliver(record, out)
         return True
 
-    def _in_shares(self, misses: list[Path]) -> bool:
-        """Check many files in shares of about SHARE_FILES, each in a session of its own (in worker
-        processes when there is more than one job), so memory holds one share's syntax trees and
-        plans at a time per process, not the whole tree's."""
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
+    def _in_shares(self, out: Output) -> bool:
+        """Check the shares, each in a session of its own (in worker processes when there is more
+        than one job), so memory holds one share's syntax trees and plans at a time per process.
+        Results are taken share by share in sorted order; a share is given only the files no
+        earlier share has produced yet (a child it compiled for its parent)."""
         from akmc import syntax
 
         syntax.prepare()  # built once here, inherited by every forked worker
-        count = max(self.jobs, -(-len(misses) // SHARE_FILES))
-        jobs = [(self.root, self.suppressions, share) for share in _shares(self.root, misses, count)]
-        ok = True
-        with contextlib.ExitStack() as stack:
-            if self.jobs > 1:
-                context = multiprocessing.get_context("fork")
-                pool = stack.enter_context(ProcessPoolExecutor(max_workers=self.jobs, mp_context=context))
-                done = pool.map(_work, jobs)
-            else:
-                done = map(_work, jobs)
-            for share_ok, records in done:
-                ok = ok and share_ok
-                for record in records:
-                    if _key(record.source.path) not in self.results:
-                        self._add(record)
+        if self.jobs <= 1:
+            ok = True
+            for number, files in self.shares:
+                ok = self._take(number, _work(self._job(files)), out) and ok
+            return ok
+        return self._in_workers(list(self.shares), out)
+
+    def _job(self, files: list[Path]) -> tuple[Path, bool, list[Path]]:
+        return self.root, self.suppressions, [p for p in files if _key(p) not in self.seen]
+
+    def _take(self, number: int, done: tuple[bool, list[Cached]], out: Output) -> bool:
+        ok, records = done
+        for record in records:
+            self._deliver(record, out)
+        out.done(number)
         return ok
+
+    def _in_workers(self, shares: list[tuple[int, list[Path]]], out: Output) -> bool:
+        from collections import deque
+        from concurrent.futures import Future
+        from concurrent.futures.process import BrokenProcessPool
+
+        ok = True
+        queue = deque(shares)
+        running: deque[tuple[int, list[Path], Future[tuple[bool, list[Cached]]]]] = deque()
+        with _Pool(self.jobs) as pool:
+            while queue or running:
+                while queue and len(running) <= self.jobs:  # a share ahead per worker, no more
+                    number, files = queue.popleft()
+                    running.append((number, files, pool.submit(_work, self._job(files))))
+                number, files, future = running.popleft()
+                try:
+                    done = future.result()
+                except BrokenProcessPool:  # a worker died (killed, out of memory): which share is unknown
+                    queue.extendleft(reversed([(number, files), *((n, f) for n, f, _ in running)]))
+                    break
+                ok = self._take(number, done, out) and ok
+        for number, files in queue:  # after a worker died: one share at a time, each in a new process
+            with _Pool(1) as pool:
+                try:
+                    done = pool.submit(_work, self._job(files)).result()
+                except BrokenProcessPool:
+                    first = display_path(files[0]) if files else "?"
+                    print(f"akmc: error: a worker process died while checking {len(files)} file(s) from {first} "
+                          "on; their results are missing", file=sys.stderr)  # fmt: skip
+                    out.done(number)
+                    ok = False
+                    continue
+            ok = self._take(number, done, out) and ok
+        return ok
+
+
+class _Pool:
+    """Forked worker processes (they inherit the parser) that an interrupt or an error stops at once,
+    instead of waiting for the shares they are checking."""
+
+    def __init__(self, workers: int) -> None:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        context = multiprocessing.get_context("fork")
+        self.pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_quiet_worker)
+
+    def __enter__(self) -> Any:
+        return self.pool
+
+    def __exit__(self, kind: object, error: object, trace: object) -> None:
+        if error is None:
+            self.pool.shutdown(wait=True)
+            return
+        # No public way to stop a running worker before Python 3.14 (`terminate_workers`).
+        for process in list(getattr(self.pool, "_processes", {}).values()):
+            process.terminate()
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _quiet_worker() -> None:
+    """A worker leaves SIGINT to the main process, which stops it: no traceback from each worker."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 PARALLEL_THRESHOLD = 24  # below this, starting worker processes costs more than it saves
@@ -266,35 +386,6 @@ SHARE_FILES = 200  # files per session when checking many: bounds the memory of 
 def _key(path: Path) -> str:
     """One file, however it was named (lexically: cheap, and the cache names files the same way)."""
     return os.path.abspath(path)
-
-
-def _shares(root: Path, files: list[Path], count: int) -> list[list[Path]]:
-    """Split files into `count` shares keeping each composition tree in one share (a session compiles
-    a file's children anyway; splitting a tree would compile them twice), largest trees first."""
-    from akmc.sources import ref_file
-    from akmc.workspace import uses_refs
-
-    index = {_key(p): i for i, p in enumerate(files)}
-    parent = list(range(len(files)))
-
-    def find(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    for i, path in enumerate(files):
-        for ref in uses_refs(path):
-            j = index.get(_key(ref_file(root, ref)))
-            if j is not None:
-                parent[find(i)] = find(j)
-    groups: dict[int, list[Path]] = {}
-    for i, path in enumerate(files):
-        groups.setdefault(find(i), []).append(path)
-    shares: list[list[Path]] = [[] for _ in range(count)]
-    for group in sorted(groups.values(), key=len, reverse=True):
-        min(shares, key=len).extend(group)
-    return [share for share in shares if share]
 
 
 def _work(job: tuple[Path, bool, list[Path]]) -> tuple[bool, list[Cached]]:
@@ -359,25 +450,3 @@ def _check_all(session: Session, files: list[Path]) -> bool:
             )
             ok = False
     return ok
-
-
-def _emit(
-    diagnostics: list[Diagnostic], results: list[Cached], output_format: str, quiet: bool, docs_url: str | None
-) -> None:
-    if output_format == "json":
-        from akmc.render import json as renderer
-
-        sys.stdout.write(renderer.render(diagnostics))
-    elif output_format == "github":
-        from akmc.render import github
-
-        sys.stdout.write(github.render(diagnostics))
-    elif output_format == "sarif":
-        from akmc.render import sarif
-
-        sys.stdout.write(sarif.render(diagnostics, docs_url))
-    else:
-        from akmc.render import text
-
-        sources = {r.source.display: r.lines for r in results}
-        sys.stdout.write(text.render(diagnostics, sources, len(results), quiet=quiet))

@@ -21,13 +21,13 @@ from akmc.resolve import Model, resolve
 from akmc.sources import Reader
 from akmc.typecheck import Typed, typecheck
 from akmc.workspace import (
-    USES_PATTERN,
     SourceError,
     composer_candidates,
     display_path,
     find_root,
     parents,
     real_path,
+    refs_in,
 )
 
 
@@ -94,8 +94,7 @@ def _composers(root: Path, path: Path, session: Session, buffers: Mapping[Path, 
         text = buffers.get(Path(entry.path))  # entries lie under the resolved root: no resolving per file
         if text is None:
             return index.refs(entry)
-        data = text.encode("utf-8", "surrogatepass")
-        return [m.group(1).decode("utf-8", "replace") for m in USES_PATTERN.finditer(data)]
+        return refs_in(text.encode("utf-8", "surrogatepass"))
 
     candidates = composer_candidates(root, [path], refs)
     if not candidates:

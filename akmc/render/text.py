@@ -55,10 +55,13 @@ def render_one(diagnostic: Diagnostic, source: str | Lines | None) -> str:
 
 def summary(diagnostics: Sequence[Diagnostic], checked: int) -> str:
     errors = sum(1 for d in diagnostics if d.severity == ERROR)
-    warnings = len(diagnostics) - errors
-    files = len({d.file for d in diagnostics})
+    return summary_line(errors, len(diagnostics) - errors, len({d.file for d in diagnostics}), checked)
+
+
+def summary_line(errors: int, warnings: int, files: int, checked: int) -> str:
+    """The last line: counts of errors, warnings and the files they are in, and of files checked."""
     checked_text = f"{checked} file{'s' if checked != 1 else ''} checked"
-    if not diagnostics:
+    if not errors and not warnings:
         return f"No problems found ({checked_text})."
     parts = []
     if errors:

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from akmc.commands import check
+from akmc.config import CheckConfig
+from akmc.render.stream import Output
 from helpers import many_workflows
 
 
@@ -30,14 +32,21 @@ def test_small_shares_answer_as_one_session(
     assert one_session[0] == 1 and "E2" in one_session[1] and "(40 files checked)" in one_session[1]
 
 
-def test_shares_keep_each_composition_tree_whole(tmp_path: Path) -> None:
+def test_shares_are_cut_in_sorted_file_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     many_workflows(tmp_path)
-    files = sorted((tmp_path / "workflows").glob("*.akm"))
-    shares = check._shares(tmp_path, files, 8)
-    where = {path.name: i for i, share in enumerate(shares) for path in share}
-    for i in range(0, 39, 7):
-        assert where[f"w{i}.akm"] == where[f"w{i + 1}.akm"]  # a parent and the child it composes
-    assert sorted(p for share in shares for p in share) == files
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(check, "SHARE_FILES", 6)
+    files = sorted(Path("workflows").glob("*.akm"))
+    checker = check._Checker(tmp_path, True, None, 2, CheckConfig())
+    out = Output("text", None)
+    checker.plan(files, out)
+    shares = [share for _, share in checker.shares]
+    assert len(shares) == 7
+    names = [p.as_posix() for share in shares for p in share]
+    assert names == sorted(p.as_posix() for p in files)  # consecutive runs of the sorted files
+    # each share expects its files and the children they compose: w35 (fifth share) composes w36
+    assert out.owners["workflows/w36.akm"] == {4, 5}
+    assert out.owners["workflows/w35.akm"] == {4}
 
 
 @pytest.mark.parametrize("output_format", check.FORMATS)

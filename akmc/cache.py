@@ -88,6 +88,11 @@ class Cache:
             self._loaded[relative] = self._load(relative)
         return self._loaded[relative]
 
+    def forget(self, relative: str) -> None:
+        """The file's result was handed on: keep no record of it (a later `load` reads it again)."""
+        self._loaded.pop(relative, None)
+        self._bytes.pop(relative, None)
+
     def _load(self, relative: str) -> Cached | None:
         try:
             entry = json.loads(self._entry_path(relative).read_text(encoding="utf-8"))

@@ -179,6 +179,8 @@ class _Checker:
         self.jobs = jobs if jobs is not None else min(os.cpu_count() or 1, 8)
         self.seen: set[str] = set()  # every file whose result was handed over (or kept out)
         self.shares: list[tuple[int, list[Path]]] = []  # (its number in the output, its files)
+        self.files: list[Path] = []  # the files named and their parents, in sorted order
+        self.restoring: int | None = None  # the output's number for the pass over the cache
 
     @cached_property
     def session(self) -> Session:
@@ -187,19 +189,37 @@ class _Checker:
         return Session(self.root, suppressions=self.suppressions)
 
     def plan(self, chosen: list[Path], out: Output) -> None:
-        """Hand over what the cache answers for `chosen` and the parents that compose them; cut the
-        rest into shares in sorted file order, each registered with the files it may produce."""
+        """Find the parents that compose `chosen` and register with the output every file the
+        check may report: those and the children their text names, transitively."""
         # A child edit can break the workflows that compose it: check those parents too.
         parents = [p for p in self.dependents(chosen) if _wanted(self.root, p, self.config)]
-        misses = [p for p in dict.fromkeys([*chosen, *parents]) if not self._restore(p, out)]
-        if not misses:
-            return
-        displays = {_key(p): display_path(p) for p in misses}
-        misses.sort(key=lambda p: displays[_key(p)])
-        count = 1 if len(misses) < PARALLEL_THRESHOLD else max(self.jobs, -(-len(misses) // SHARE_FILES))
-        size = -(-len(misses) // count)
-        for share in (misses[i : i + size] for i in range(0, len(misses), size)):
-            self.shares.append((out.share(self._reach(share)), share))
+        files = list(dict.fromkeys([*chosen, *parents]))
+        displays = {_key(p): display_path(p) for p in files}
+        self.files = sorted(files, key=lambda p: displays[_key(p)])
+        self.restoring = out.share(self._reach(self.files)) if self.files else None
+
+    def run(self, out: Output) -> bool:
+        """Hand over what the cache answers, in sorted file order (so the output streams), then
+        check the rest in shares cut in sorted file order; False when a file could not be read
+        or checked."""
+        misses = [p for p in self.files if not self._restore(p, out)]
+        if misses:
+            count = 1 if len(misses) < PARALLEL_THRESHOLD else max(self.jobs, -(-len(misses) // SHARE_FILES))
+            size = -(-len(misses) // count)
+            for share in (misses[i : i + size] for i in range(0, len(misses), size)):
+                self.shares.append((out.share(self._reach(share)), share))
+        if self.restoring is not None:
+            out.done(self.restoring)  # the shares now own what is still to come
+        if not self.shares:
+            return True
+        if len(self.shares) == 1:  # few files: in this process, with the session that found the parents
+            number, files = self.shares[0]
+            ok = _check_all(self.session, files)
+            for result in self.session.results:
+                self._deliver(_record(result), out)
+            out.done(number)
+            return ok
+        return self._in_shares(out)
 
     def _reach(self, files: list[Path]) -> set[str]:
         """How diagnostics name `files` and every file their text says they compose, transitively:
@@ -240,19 +260,6 @@ class _Checker:
             return [self.root / u for u in found.uses]
         return self.session.uses_of(path, self.root)
 
-    def run(self, out: Output) -> bool:
-        """Check every share; False when a file could not be read or checked."""
-        if not self.shares:
-            return True
-        if len(self.shares) == 1:  # few files: in this process, with the session that found the parents
-            number, files = self.shares[0]
-            ok = _check_all(self.session, files)
-            for result in self.session.results:
-                self._deliver(_record(result), out)
-            out.done(number)
-            return ok
-        return self._in_shares(out)
-
     def _deliver(self, record: Cached, out: Output) -> None:
         """Hand one result to the output (the first for each file); a fresh one's cache entry is
         written now, so that nothing keeps its dependencies' hashes."""
@@ -261,8 +268,10 @@ class _Checker:
             return
         self.seen.add(key)
         relative = record.source.relative
-        if self.cache is not None and relative is not None and record.deps is not None:
-            self.cache.store(relative, record.deps, record.diagnostics, record.uses)
+        if self.cache is not None and relative is not None:
+            if record.deps is not None:
+                self.cache.store(relative, record.deps, record.diagnostics, record.uses)
+            self.cache.forget(relative)
         if _wanted(self.root, record.source.path, self.config):
             found = [d for d in record.diagnostics if self.config.reports(d.code)]
             out.add(record.source.display, record.lines, found, self.config.strict)
@@ -280,7 +289,8 @@ class _Checker:
         found = self._restore_one(path)
         if found is None or self.cache is None:
             return False
-        children = [self.cache.load(c) for c in found.children]
+        root = self.cache.root
+        children = [self.cache.load(c) for c in found.children if _key(root / c) not in self.seen]
         if any(c is None for c in children):
             return False
         for record in [found, *children]:

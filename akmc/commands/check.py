@@ -169,8 +169,9 @@ def _sources(named: list[Path]) -> tuple[list[Path], bool]:
 
 
 class _Checker:
-    """Checks one workspace's files through the result cache, compiling the misses in shares cut in
-    sorted file order (in worker processes when there are many), and hands each result to the output."""
+    """Checks one workspace's files through the result cache, compiling the misses in shares taken
+    in sorted file order (in worker processes when there are many), and hands each result to the
+    output."""
 
     def __init__(
         self, root: Path, suppressions: bool, cache: Cache | None, jobs: int | None, config: CheckConfig
@@ -205,8 +206,7 @@ class _Checker:
         misses = [p for p in self.files if not self._restore(p, out)]
         if misses:
             count = 1 if len(misses) < PARALLEL_THRESHOLD else max(self.jobs, -(-len(misses) // SHARE_FILES))
-            size = -(-len(misses) // count)
-            for share in (misses[i : i + size] for i in range(0, len(misses), size)):
+            for share in _shares(self.root, misses, count):
                 self.shares.append((out.share(self._reach(share)), share))
         if self.restoring is not None:
             out.done(self.restoring)  # the shares now own what is still to come
@@ -396,6 +396,41 @@ SHARE_FILES = 200  # files per session when checking many: bounds the memory of 
 def _key(path: Path) -> str:
     """One file, however it was named (lexically: cheap, and the cache names files the same way)."""
     return os.path.abspath(path)
+
+
+def _shares(root: Path, files: list[Path], count: int) -> list[list[Path]]:
+    """Cut `files` (sorted) into about `count` shares in sorted order, keeping each composition tree
+    in one share (a session compiles a file's children anyway; splitting a tree would compile them
+    twice): trees are taken in the order of their first file, and a share is closed once it holds
+    its part of the files. The output can then be written as shares finish, in order; a tree's files
+    that sort later wait, as results, for their turn."""
+    from akmc.sources import ref_file
+    from akmc.workspace import uses_refs
+
+    index = {_key(p): i for i, p in enumerate(files)}
+    parent = list(range(len(files)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for i, path in enumerate(files):
+        for ref in uses_refs(path):
+            j = index.get(_key(ref_file(root, ref)))
+            if j is not None:
+                parent[find(i)] = find(j)
+    groups: dict[int, list[Path]] = {}  # by first file, in sorted order: `files` is sorted
+    for i, path in enumerate(files):
+        groups.setdefault(find(i), []).append(path)
+    size = -(-len(files) // count)
+    shares: list[list[Path]] = [[]]
+    for group in groups.values():
+        if len(shares[-1]) >= size:
+            shares.append([])
+        shares[-1].extend(group)
+    return shares
 
 
 def _work(job: tuple[Path, bool, list[Path]]) -> tuple[bool, list[Cached]]:

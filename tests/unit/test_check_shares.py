@@ -32,8 +32,11 @@ def test_small_shares_answer_as_one_session(
     assert one_session[0] == 1 and "E2" in one_session[1] and "(40 files checked)" in one_session[1]
 
 
-def test_shares_are_cut_in_sorted_file_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_shares_follow_the_sorted_files_and_keep_each_composition_tree_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     many_workflows(tmp_path)
+    (tmp_path / "workflows" / "w2.akm").write_text('workflow "w2" {\n  step c {\n    uses "workflows/w39"\n  }\n}\n')
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(check, "SHARE_FILES", 6)
     files = sorted(Path("workflows").glob("*.akm"))
@@ -43,14 +46,16 @@ def test_shares_are_cut_in_sorted_file_order(tmp_path: Path, monkeypatch: pytest
     out.start()
     monkeypatch.setattr(checker, "_in_shares", lambda out: True)  # cut the shares, check nothing
     checker.run(out)
-    shares = [share for _, share in checker.shares]
-    assert len(shares) == 7
-    names = [p.as_posix() for share in shares for p in share]
-    assert names == sorted(p.as_posix() for p in files)  # consecutive runs of the sorted files
-    # each share expects its files and the children they compose: w35 (fifth share) composes w36;
-    # the pass over the cache (number 0) expected every file
-    assert out.owners["workflows/w36.akm"] == {0, 5, 6}
-    assert out.owners["workflows/w35.akm"] == {0, 5}
+    shares = [[p.name for p in share] for _, share in checker.shares]
+    assert sorted(p for share in shares for p in share) == sorted(p.name for p in files)
+    where = {name: i for i, share in enumerate(shares) for name in share}
+    for parent, child in [("w0", "w1"), ("w7", "w8"), ("w35", "w36"), ("w2", "w39")]:
+        assert where[f"{parent}.akm"] == where[f"{child}.akm"]  # a tree in one share
+    firsts = [share[0] for share in shares]
+    assert firsts == sorted(firsts, key=lambda n: f"workflows/{n}")  # taken in sorted order
+    assert shares[2][:2] == ["w2.akm", "w39.akm"]  # w39 sorts last but comes with its parent
+    # the pass over the cache (output share 0) and w2's share may produce w39
+    assert out.owners["workflows/w39.akm"] == {0, 3}
 
 
 @pytest.mark.parametrize("output_format", check.FORMATS)

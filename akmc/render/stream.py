@@ -5,7 +5,9 @@ its result and the results of every file sorted before it are in. The order is s
 first share is checked: the files named (and the parents found for them), the results the cache
 answers, and each share's files with the children their text names (`akmc.workspace.uses_refs`,
 which finds every `uses` a parse can find). A file a share may still produce is waited for until
-that share is done; one no share can produce is passed over.
+that share is done; one no share can produce is passed over. A result no share was expected to
+produce (a file edited while the check runs, to compose another) stops the writing until the end,
+where everything left is written in order.
 
 The text and github formats are lines: they are written file by file, and what stays in memory is
 the results that arrived before their turn. The json and sarif formats are one document each (a
@@ -40,6 +42,7 @@ class Output:
         self.kept: list[Diagnostic] = []  # json and sarif: the whole document's diagnostics
         self.checked = self.errors = self.warnings = self.files = 0
         self.strict_findings = False
+        self.unplanned = False  # a result arrived that no share was expected to produce
 
     @property
     def diagnostics(self) -> int:
@@ -75,10 +78,13 @@ class Output:
         if self.order is None:
             return
         if file not in self.owners:
-            if file > self.last:  # a file no plan named (a child the text scan missed): still in order
+            # A file no plan expected (it changed since it was read to compose another): more may
+            # come, anywhere in the order, so nothing more is written until every share is done.
+            self.unplanned = True
+            if file > self.last:
                 bisect.insort(self.order, file, lo=self.next)
                 self.owners[file] = set()
-            else:  # cannot happen while the text scan finds every `uses`; never lose it
+            else:  # what sorts after it is written already: write it now rather than lose it
                 self._write(file, *self.held.pop(file))
                 return
         self._flush()
@@ -88,9 +94,9 @@ class Output:
         self.finished.add(share)
         self._flush()
 
-    def _flush(self) -> None:
+    def _flush(self, last: bool = False) -> None:
         order = self.order
-        if order is None:
+        if order is None or (self.unplanned and not last):
             return
         while self.next < len(order):
             file = order[self.next]
@@ -119,7 +125,7 @@ class Output:
         if self.order is None:
             self.start()
         self.finished.update(range(self.shares))
-        self._flush()
+        self._flush(last=True)
         if self.format == "json":
             from akmc.render import json as renderer
 

@@ -87,30 +87,41 @@ def _die_in(marker: Path, once: bool) -> Any:
     return _dying
 
 
-def test_a_worker_that_dies_once_loses_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+def _in_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], jobs: int,
+    **patches: Any,
+) -> tuple[int, str, str, str]:  # fmt: skip
+    """(exit code, stdout, stderr, the reference report) of a check in shares of 7 files, with
+    `patches` applied to the check module."""
     _workspace(tmp_path, 60)
     monkeypatch.chdir(tmp_path)
     expected = _reference(tmp_path)
     monkeypatch.setattr(check, "SHARE_FILES", 7)
-    monkeypatch.setattr(check, "_work", _die_in(tmp_path / "died", once=True))
-    assert check.run([Path("workflows")], cache=False, jobs=2) == 1
+    for name, value in patches.items():
+        monkeypatch.setattr(check, name, value)
+    code = check.run([Path("workflows")], cache=False, jobs=jobs)
     out, err = capsys.readouterr()
+    return code, out, err, expected
+
+
+def test_a_worker_that_dies_once_loses_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dying = _die_in(tmp_path / "died", once=True)
+    assert _in_process(tmp_path, monkeypatch, capsys, 2, _work=dying) == (
+        1,
+        _reference(tmp_path),
+        "",
+        _reference(tmp_path),
+    )
     assert (tmp_path / "died").exists()
-    assert out == expected
-    assert err == ""
 
 
 def test_a_share_that_kills_its_worker_is_an_error_and_the_rest_is_reported(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _workspace(tmp_path, 60)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(check, "SHARE_FILES", 7)
-    monkeypatch.setattr(check, "_work", _die_in(tmp_path / "died", once=False))
-    assert check.run([Path("workflows")], cache=False, jobs=2) == 2
-    out, err = capsys.readouterr()
+    code, out, err, _ = _in_process(tmp_path, monkeypatch, capsys, 2, _work=_die_in(tmp_path / "died", once=False))
+    assert code == 2
     assert "akmc: error: a worker process died while checking" in err and "their results are missing" in err
     assert "Traceback" not in err
     reported = {line.split(":")[0] for line in out.splitlines() if line.startswith("workflows/")}
@@ -118,17 +129,17 @@ def test_a_share_that_kills_its_worker_is_an_error_and_the_rest_is_reported(
     assert out.endswith("\n") and "files checked)." in out.splitlines()[-1]
 
 
+class _Blind(check._Checker):
+    def _reach(self, files: list[Path]) -> set[str]:
+        return set()  # expects nothing: every result arrives unannounced
+
+
 def test_a_child_the_text_scan_misses_is_still_reported(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # As if a file changed between planning and checking to compose one nobody expected.
-    _workspace(tmp_path, 60)
-    monkeypatch.chdir(tmp_path)
-    expected = _reference(tmp_path)
-    monkeypatch.setattr(check._Checker, "_reach", lambda self, files: {str(p) for p in files})
-    monkeypatch.setattr(check, "SHARE_FILES", 7)
-    assert check.run([Path("workflows")], cache=False, jobs=1) == 1
-    assert capsys.readouterr().out == expected
+    # As if files changed between planning and checking to compose ones nobody expected.
+    code, out, _, expected = _in_process(tmp_path, monkeypatch, capsys, 1, _Checker=_Blind)
+    assert (code, out) == (1, expected)
 
 
 def test_sigint_stops_after_a_whole_line_with_exit_130(tmp_path: Path) -> None:

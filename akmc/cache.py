@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -177,24 +178,29 @@ class UsesIndex:
         self.changed = False
 
     def refs(self, entry: os.DirEntry[str]) -> list[str]:
+        return self.refs_at(entry.path, entry.stat)
+
+    def refs_at(self, path: str, stat: Callable[[], os.stat_result] | None = None) -> list[str]:
+        """The `uses` refs of the workflow at `path` (absolute): from the index while the file's
+        size and modification time are those it recorded, else read again and recorded."""
         from akmc.workspace import uses_refs
 
         try:
-            stat = entry.stat()
+            found_stat = stat() if stat is not None else os.stat(path)
         except OSError:
             return []
-        known = self.entries.get(entry.path)
+        known = self.entries.get(path)
         if (
             type(known) is list
             and len(known) == 3
-            and known[0] == stat.st_mtime_ns
-            and known[1] == stat.st_size
+            and known[0] == found_stat.st_mtime_ns
+            and known[1] == found_stat.st_size
             and type(known[2]) is list
             and all(type(r) is str for r in known[2])
         ):
             return known[2]
-        found = uses_refs(Path(entry.path))
-        self.entries[entry.path] = self.changes[entry.path] = [stat.st_mtime_ns, stat.st_size, found]
+        found = uses_refs(Path(path))
+        self.entries[path] = self.changes[path] = [found_stat.st_mtime_ns, found_stat.st_size, found]
         self.changed = True
         return found
 

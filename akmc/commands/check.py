@@ -182,6 +182,8 @@ class _Checker:
         self.shares: list[tuple[int, list[Path]]] = []  # (its number in the output, its files)
         self.files: list[Path] = []  # the files named and their parents, in sorted order
         self.restoring: int | None = None  # the output's number for the pass over the cache
+        self.index = UsesIndex(root) if cache is not None else None  # every workflow's `uses` refs
+        self._displays: dict[str, str] = {}
 
     @cached_property
     def session(self) -> Session:
@@ -195,8 +197,7 @@ class _Checker:
         # A child edit can break the workflows that compose it: check those parents too.
         parents = [p for p in self.dependents(chosen) if _wanted(self.root, p, self.config)]
         files = list(dict.fromkeys([*chosen, *parents]))
-        displays = {_key(p): display_path(p) for p in files}
-        self.files = sorted(files, key=lambda p: displays[_key(p)])
+        self.files = sorted(files, key=self._display)
         self.restoring = out.share(self._reach(self.files)) if self.files else None
 
     def run(self, out: Output) -> bool:
@@ -208,6 +209,8 @@ class _Checker:
             count = 1 if len(misses) < PARALLEL_THRESHOLD else max(self.jobs, -(-len(misses) // SHARE_FILES))
             for share in _shares(self.root, misses, count):
                 self.shares.append((out.share(self._reach(share)), share))
+        if self.index is not None:
+            self.index.save()
         if self.restoring is not None:
             out.done(self.restoring)  # the shares now own what is still to come
         if not self.shares:
@@ -221,9 +224,18 @@ class _Checker:
             return ok
         return self._in_shares(out)
 
+    def _display(self, path: Path) -> str:
+        """How diagnostics name `path` (`display_path`), computed once per file."""
+        key = os.fspath(path)
+        found = self._displays.get(key)
+        if found is None:
+            found = self._displays[key] = display_path(path)
+        return found
+
     def _reach(self, files: list[Path]) -> set[str]:
         """How diagnostics name `files` and every file their text says they compose, transitively:
-        the results a session checking `files` may produce."""
+        the results a session checking `files` may produce. The text's refs come from the `uses`
+        index where the cache keeps one (no unchanged file is read)."""
         from akmc.sources import ref_file
         from akmc.workspace import uses_refs
 
@@ -238,8 +250,8 @@ class _Checker:
                 continue
             visited.add(key)
             if key not in self.seen:
-                found.add(display_path(path))
-            for ref in uses_refs(path):
+                found.add(self._display(path))
+            for ref in self.index.refs_at(key) if self.index is not None else uses_refs(path):
                 child = ref_file(root, ref)
                 if os.path.isfile(child):
                     pending.append(child)
@@ -248,10 +260,8 @@ class _Checker:
     def dependents(self, files: list[Path]) -> list[Path]:
         """The workflows that compose `files`, directly or transitively: candidates from a textual
         scan, confirmed by their real edges — from the cache where it has them, else by parsing."""
-        index = UsesIndex(self.root) if self.cache is not None else None
+        index = self.index
         candidates = composer_candidates(self.root, files, index.refs if index is not None else None)
-        if index is not None:
-            index.save()
         return parents(files, candidates, self._uses) if candidates else []
 
     def _uses(self, path: Path) -> list[Path]:

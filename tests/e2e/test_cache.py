@@ -82,7 +82,8 @@ def test_scripts_and_absent_files_are_dependencies(tmp_path: Path) -> None:
 
 def test_corrupt_and_foreign_entries_are_ignored(tree: Path) -> None:
     expected = _check(tree).stdout
-    entries = sorted((tree / ".akmc-cache" / "v1").glob("*.json"))
+    # one entry per workflow, beside the `uses` index a whole check writes too
+    entries = sorted(p for p in (tree / ".akmc-cache" / "v1").glob("*.json") if not p.name.startswith("uses-index"))
     assert len(entries) == 3
     entries[0].write_text("{not json")
     foreign = json.loads(entries[1].read_text())

@@ -211,6 +211,7 @@ class _Checker:
                 self.shares.append((out.share(self._reach(share)), share))
         if self.index is not None:
             self.index.save()
+        self.index, self._displays = None, {}  # planning is over: neither grows with the files any more
         if self.restoring is not None:
             out.done(self.restoring)  # the shares now own what is still to come
         if not self.shares:

@@ -10,7 +10,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from akmc import exitcodes
+from akmc import exitcodes, shares
 from akmc.cache import Cache, Cached, UsesIndex
 from akmc.config import CheckConfig, ConfigError, code_problem, load
 from akmc.render.stream import Output
@@ -89,28 +89,10 @@ def run(
     Results are printed in sorted file order as soon as every file sorted before them is done."""
     named = paths or [Path(".")]
     sources, named_ok = _sources(named)
-    workspaces: dict[Path, list[Path]] = {}
-    roots: dict[Path, Path] = {}  # directory → workspace root, found once per directory
-    for path in sources:
-        directory = path.parent
-        if directory not in roots:
-            roots[directory] = find_root(directory, root)
-        workspaces.setdefault(roots[directory], []).append(path)
-    if not workspaces:
-        workspaces[find_root(Path("."), root)] = []
-    checkers: list[tuple[_Checker, list[Path]]] = []
-    docs_url = None
-    for workspace, files in workspaces.items():
-        try:
-            config = load(workspace)
-        except ConfigError as error:
-            print(f"akmc: {error}", file=sys.stderr)
-            return exitcodes.USAGE
-        for name, value in (overrides or {}).items():  # the command line wins
-            setattr(config, name, value)
-        docs_url = docs_url or config.docs_url
-        checker = _Checker(workspace, suppressions, Cache(workspace, suppressions) if cache else None, jobs, config)
-        checkers.append((checker, _selected(workspace, files, named, config)))
+    found = _checkers(sources, named, root, overrides or {}, suppressions, cache, jobs)
+    if found is None:
+        return exitcodes.USAGE
+    checkers, docs_url = found
     out = Output(output_format, docs_url)
     failed = not named_ok
     try:
@@ -134,6 +116,37 @@ def run(
     if out.strict_findings or out.errors:
         return exitcodes.FINDINGS
     return exitcodes.OK
+
+
+def _checkers(
+    sources: list[Path], named: list[Path], root: Path | None, overrides: dict[str, Any], suppressions: bool,
+    cache: bool, jobs: int | None,
+) -> tuple[list[tuple[_Checker, list[Path]]], str | None] | None:  # fmt: skip
+    """A checker per workspace with the files it checks, and the docs URL for SARIF; None after an
+    invalid akm.toml was reported."""
+    workspaces: dict[Path, list[Path]] = {}
+    roots: dict[Path, Path] = {}  # directory → workspace root, found once per directory
+    for path in sources:
+        directory = path.parent
+        if directory not in roots:
+            roots[directory] = find_root(directory, root)
+        workspaces.setdefault(roots[directory], []).append(path)
+    if not workspaces:
+        workspaces[find_root(Path("."), root)] = []
+    checkers: list[tuple[_Checker, list[Path]]] = []
+    docs_url = None
+    for workspace, files in workspaces.items():
+        try:
+            config = load(workspace)
+        except ConfigError as error:
+            print(f"akmc: {error}", file=sys.stderr)
+            return None
+        for name, value in (overrides or {}).items():  # the command line wins
+            setattr(config, name, value)
+        docs_url = docs_url or config.docs_url
+        checker = _Checker(workspace, suppressions, Cache(workspace, suppressions) if cache else None, jobs, config)
+        checkers.append((checker, _selected(workspace, files, named, config)))
+    return checkers, docs_url
 
 
 def _sources(named: list[Path]) -> tuple[list[Path], bool]:
@@ -207,7 +220,7 @@ class _Checker:
         misses = [p for p in self.files if not self._restore(p, out)]
         if misses:
             count = 1 if len(misses) < PARALLEL_THRESHOLD else max(self.jobs, -(-len(misses) // SHARE_FILES))
-            for share in _shares(self.root, misses, count):
+            for share in shares.cut(self.root, misses, count):
                 self.shares.append((out.share(self._reach(share)), share))
         if self.index is not None:
             self.index.save()
@@ -334,15 +347,15 @@ class _Checker:
         out.done(number)
         return ok
 
-    def _in_workers(self, shares: list[tuple[int, list[Path]]], out: Output) -> bool:
+    def _in_workers(self, pending: list[tuple[int, list[Path]]], out: Output) -> bool:
         from collections import deque
         from concurrent.futures import Future
         from concurrent.futures.process import BrokenProcessPool
 
         ok = True
-        queue = deque(shares)
+        queue = deque(pending)
         running: deque[tuple[int, list[Path], Future[tuple[bool, list[Cached]]]]] = deque()
-        with _Pool(self.jobs) as pool:
+        with shares.Pool(self.jobs) as pool:
             while queue or running:
                 while queue and len(running) <= self.jobs:  # a share ahead per worker, no more
                     number, files = queue.popleft()
@@ -355,7 +368,7 @@ class _Checker:
                     break
                 ok = self._take(number, done, out) and ok
         for number, files in queue:  # after a worker died: one share at a time, each in a new process
-            with _Pool(1) as pool:
+            with shares.Pool(1) as pool:
                 try:
                     done = pool.submit(_work, self._job(files)).result()
                 except BrokenProcessPool:
@@ -369,37 +382,6 @@ class _Checker:
         return ok
 
 
-class _Pool:
-    """Forked worker processes (they inherit the parser) that an interrupt or an error stops at once,
-    instead of waiting for the shares they are checking."""
-
-    def __init__(self, workers: int) -> None:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
-        context = multiprocessing.get_context("fork")
-        self.pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_quiet_worker)
-
-    def __enter__(self) -> Any:
-        return self.pool
-
-    def __exit__(self, kind: object, error: object, trace: object) -> None:
-        if error is None:
-            self.pool.shutdown(wait=True)
-            return
-        # No public way to stop a running worker before Python 3.14 (`terminate_workers`).
-        for process in list(getattr(self.pool, "_processes", {}).values()):
-            process.terminate()
-        self.pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _quiet_worker() -> None:
-    """A worker leaves SIGINT to the main process, which stops it: no traceback from each worker."""
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
 PARALLEL_THRESHOLD = 24  # below this, starting worker processes costs more than it saves
 SHARE_FILES = 200  # files per session when checking many: bounds the memory of each process
 
@@ -407,41 +389,6 @@ SHARE_FILES = 200  # files per session when checking many: bounds the memory of 
 def _key(path: Path) -> str:
     """One file, however it was named (lexically: cheap, and the cache names files the same way)."""
     return os.path.abspath(path)
-
-
-def _shares(root: Path, files: list[Path], count: int) -> list[list[Path]]:
-    """Cut `files` (sorted) into about `count` shares in sorted order, keeping each composition tree
-    in one share (a session compiles a file's children anyway; splitting a tree would compile them
-    twice): trees are taken in the order of their first file, and a share is closed once it holds
-    its part of the files. The output can then be written as shares finish, in order; a tree's files
-    that sort later wait, as results, for their turn."""
-    from akmc.sources import ref_file
-    from akmc.workspace import uses_refs
-
-    index = {_key(p): i for i, p in enumerate(files)}
-    parent = list(range(len(files)))
-
-    def find(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    for i, path in enumerate(files):
-        for ref in uses_refs(path):
-            j = index.get(_key(ref_file(root, ref)))
-            if j is not None:
-                parent[find(i)] = find(j)
-    groups: dict[int, list[Path]] = {}  # by first file, in sorted order: `files` is sorted
-    for i, path in enumerate(files):
-        groups.setdefault(find(i), []).append(path)
-    size = -(-len(files) // count)
-    shares: list[list[Path]] = [[]]
-    for group in groups.values():
-        if len(shares[-1]) >= size:
-            shares.append([])
-        shares[-1].extend(group)
-    return shares
 
 
 def _work(job: tuple[Path, bool, list[Path]]) -> tuple[bool, list[Cached]]:

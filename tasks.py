@@ -5,13 +5,15 @@
     python3 tasks.py test   # set up, then lint, type-check and run the whole test suite
 
 Only Python 3.11+ with pip and venv is needed; everything else is installed
-into .venv from the project's own pyproject files, except OpenSSH's ssh-keygen
-(signed plans), which `test` installs with apt-get (openssh-client) when missing,
-and the VS Code grammar's test tool, which `test` installs with npm where Node is.
+into .venv from the project's own pyproject files, except the system tools the
+tests run (Graphviz, OpenSSH's ssh-keygen, a PostgreSQL server), which `test`
+installs with apt-get when missing, and the VS Code grammar's test tool, which
+`test` installs with npm where Node is.
 """
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import os
 import shutil
@@ -42,9 +44,9 @@ def setup() -> None:
         venv.create(VENV, with_pip=True)
     pip = (BIN / "python", "-m", "pip", "install", "--quiet")
     run(*pip, "-e", ".[test,lsp]")
-    # akmc depends on the bundled runtime by direct reference (a plain copy);
-    # make it editable too so runtime changes need no reinstall.
-    run(*pip, "--no-deps", "-e", "./runtime")
+    # akmc depends on the bundled runtime by direct reference (a plain copy); make it editable too
+    # so runtime changes need no reinstall, with its `postgres` extra, which the shared-store tests use.
+    run(*pip, "-e", "./runtime[postgres]")
     STAMP.write_text(wanted)
 
 
@@ -74,14 +76,21 @@ DEMO: tuple[tuple[str, ...], ...] = (
 
 # Tools the project runs that pip cannot install, by the Debian package that brings each: Graphviz
 # `dot` renders `akmc graph --format dot` in a test; ssh-keygen (OpenSSH 8.2+) makes and checks plan
-# signatures. The tests fail rather than skip without them.
-SYSTEM_TOOLS = {"dot": "graphviz", "ssh-keygen": "openssh-client"}
+# signatures; initdb and pg_ctl start the private PostgreSQL server of the shared-store tests. The
+# tests fail rather than skip without them.
+SYSTEM_TOOLS = {"dot": "graphviz", "ssh-keygen": "openssh-client", "initdb": "postgresql", "pg_ctl": "postgresql"}
+# Debian keeps PostgreSQL's server programs off PATH, one directory per major version.
+POSTGRES_BIN = "/usr/lib/postgresql/*/bin"
+
+
+def found(tool: str) -> bool:
+    return shutil.which(tool) is not None or any(os.access(Path(d, tool), os.X_OK) for d in glob.glob(POSTGRES_BIN))
 
 
 def system_tools() -> None:
     """Install the missing system tools with apt-get where this machine may be changed (root, as in
     CI); otherwise name what is missing and how to install it."""
-    missing = sorted(package for tool, package in SYSTEM_TOOLS.items() if shutil.which(tool) is None)
+    missing = sorted({package for tool, package in SYSTEM_TOOLS.items() if not found(tool)})
     if not missing:
         return
     if os.name == "posix" and os.geteuid() == 0 and shutil.which("apt-get"):

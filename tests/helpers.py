@@ -1,17 +1,28 @@
-"""Shared test helpers: repository paths, the real commands as subprocesses, and workspaces that
-check, compile, run and sign. Tests import this module; `conftest.py` only wraps these in fixtures."""
+"""Shared test helpers: repository paths, the real commands as subprocesses, workspaces that
+check, compile, run and sign, and a private PostgreSQL server with DBOS worker processes on it.
+Tests import this module; `conftest.py` only wraps these in fixtures."""
 
 from __future__ import annotations
 
+import glob
 import json
 import os
+import pwd
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
+import time
+import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from dbos import DBOSClient, WorkflowHandle
+
     from akm_run.store import Store
     from akmc.compiler import FileResult
     from akmc.diagnostics import Diagnostic
@@ -183,3 +194,160 @@ class Keys:
     def fingerprint(self, name: str) -> str:
         listed = subprocess.run(["ssh-keygen", "-l", "-f", self.key(name)], capture_output=True, text=True, check=True)
         return listed.stdout.split()[1]
+
+
+# Debian keeps the server's programs off PATH, one directory per major version.
+DEBIAN_BIN = "/usr/lib/postgresql/*/bin"
+MISSING = (
+    "PostgreSQL's initdb and pg_ctl were not found (on PATH or in {where}); `python3 tasks.py test` installs "
+    "Debian's `postgresql` when it runs as root, elsewhere: apt-get install postgresql"
+)
+
+
+def server_bin() -> Path:
+    """The directory holding initdb and pg_ctl: PATH first, else Debian's newest installed version."""
+    on_path = [shutil.which("initdb"), shutil.which("pg_ctl")]
+    if all(on_path) and Path(str(on_path[0])).parent == Path(str(on_path[1])).parent:
+        return Path(str(on_path[0])).parent
+    versions = sorted(
+        (Path(d) for d in glob.glob(DEBIAN_BIN) if (Path(d) / "initdb").is_file() and (Path(d) / "pg_ctl").is_file()),
+        key=lambda d: int(d.parent.name) if d.parent.name.isdigit() else 0,
+    )
+    if not versions:
+        raise FileNotFoundError(MISSING.format(where=DEBIAN_BIN))
+    return versions[-1]
+
+
+class PostgresServer:
+    """One server for the test session; `database()` makes a fresh, empty database on it and
+    returns its URL (a Unix socket, trust authentication, superuser `postgres`)."""
+
+    def __init__(self) -> None:
+        self.bin = server_bin()
+        # Not under pytest's tmp_path: its parent is private to the current user, and the server
+        # runs as another one when the suite runs as root (initdb refuses to run as root).
+        self.root = Path(tempfile.mkdtemp(prefix="akm-pg-"))
+        self.data = self.root / "data"
+        self.log = self.root / "server.log"
+        self.user: dict[str, Any] = {}
+        if os.geteuid() == 0:
+            nobody = pwd.getpwnam("nobody")
+            os.chown(self.root, nobody.pw_uid, nobody.pw_gid)
+            self.user = {"user": nobody.pw_uid, "group": nobody.pw_gid, "extra_groups": []}
+
+    def _run(self, program: str, *argv: str) -> None:
+        result = subprocess.run(
+            [str(self.bin / program), *argv],
+            capture_output=True,
+            text=True,
+            cwd=self.root,
+            env={**os.environ, "LC_ALL": "C", "TZ": "UTC"},
+            timeout=120,
+            **self.user,
+        )
+        if result.returncode != 0:
+            log = self.log.read_text(errors="replace") if self.log.exists() else ""
+            raise RuntimeError(f"{program} failed ({result.returncode}): {result.stdout}{result.stderr}{log}")
+
+    def start(self) -> None:
+        self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "--encoding=UTF8", "--no-sync")
+        options = f"-k {self.root} -c listen_addresses= -c fsync=off -c max_connections=200"
+        self._run("pg_ctl", "start", "-w", "-t", "60", "-D", str(self.data), "-l", str(self.log), "-o", options)
+
+    def stop(self) -> None:
+        try:
+            self._run("pg_ctl", "stop", "-D", str(self.data), "-m", "immediate", "-w")
+        finally:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    def url(self, database: str = "postgres") -> str:
+        return f"postgresql://postgres@/{database}?host={self.root}"
+
+    def database(self) -> str:
+        """A new empty database; its URL."""
+        import psycopg
+
+        name = f"t_{uuid.uuid4().hex[:16]}"
+        with psycopg.connect(self.url(), autocommit=True) as connection:
+            connection.execute(f'CREATE DATABASE "{name}"')
+        return self.url(name)
+
+
+# The DBOS application of the shared store's experiments (tests/integration/test_dbos_properties.py).
+DBOS_PROBE = REPO / "tests" / "integration" / "dbosprobe.py"
+PATIENCE_S = 90  # a bound on waiting for a condition, never a measure of speed
+
+
+def eventually(condition: Callable[[], Any], what: str) -> Any:
+    """The first truthy value of `condition()`, polled; fails after PATIENCE_S."""
+    deadline = time.monotonic() + PATIENCE_S
+    while time.monotonic() < deadline:
+        if found := condition():
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"gave up waiting for {what}")
+
+
+class Pool:
+    """DBOS worker processes of DBOS_PROBE, each with its own executor id, and a DBOS client on one
+    database; the workers' steps append to `log` in `directory`, which `lines()` reads."""
+
+    def __init__(self, url: str, directory: Path) -> None:
+        self.url = url
+        self.directory = directory
+        self.processes: list[subprocess.Popen[str]] = []
+        self._client: DBOSClient | None = None
+
+    def spawn(self, *argv: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+        process = subprocess.Popen([sys.executable, str(DBOS_PROBE), *argv], env=env, text=True,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+        self.processes.append(process)
+        return process
+
+    def worker(
+        self, executor_id: str, takeover_after_s: float = 30.0, env: dict[str, str] | None = None
+    ) -> subprocess.Popen[str]:
+        """A worker process, once it is ready (launched, queues registered, beating)."""
+        argv = ("worker", executor_id, self.url, str(self.directory), str(takeover_after_s))
+        process = self.spawn(*argv, env=env)
+        eventually(lambda: self.lines(f"ready {executor_id} ") or process.poll() is not None, f"worker {executor_id}")
+        assert process.poll() is None, process.communicate()
+        return process
+
+    @property
+    def client(self) -> DBOSClient:
+        if self._client is None:
+            from dbos import DBOSClient
+
+            self._client = DBOSClient(system_database_url=self.url)
+        return self._client
+
+    def enqueue(
+        self, workflow: str, *args: Any, workflow_id: str | None = None, queue: str = "runs"
+    ) -> WorkflowHandle[Any]:
+        """Enqueue a probe workflow by name (its first argument, the directory, is added)."""
+        from dbos import EnqueueOptions
+
+        options = EnqueueOptions(queue_name=queue, workflow_name=workflow)
+        if workflow_id is not None:
+            options["workflow_id"] = workflow_id
+        return self.client.enqueue(options, str(self.directory), *args)
+
+    def lines(self, prefix: str = "") -> list[str]:
+        log = self.directory / "log"
+        text = log.read_text() if log.exists() else ""
+        return [line for line in text.splitlines() if line.startswith(prefix)]
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.destroy()
+        for process in self.processes:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in self.processes:
+            try:
+                process.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.communicate()

@@ -1,9 +1,10 @@
-"""tasks.py's set-up of system tools: Graphviz is installed where it may be, once, and never silently missing."""
+"""tasks.py's set-up of system tools: Graphviz, ssh-keygen and PostgreSQL are installed where they may be, once, and never silently missing."""
 
 from __future__ import annotations
 
 import importlib.util
 import subprocess
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -86,3 +87,36 @@ def test_the_suite_runs_in_parallel_and_the_caller_can_run_it_serially() -> None
     assert tasks.pytest_args(["-n0", "-x"]) == [*tasks.PARALLEL, "-n0", "-x"]  # the last -n wins
     assert tasks.pytest_args(["-p", "no:xdist", "-k", "syntax"]) == ["-p", "no:xdist", "-k", "syntax"]
     assert tasks.pytest_args(["-pno:xdist"]) == ["-pno:xdist"]
+
+
+def without_postgres_on_path(tasks: ModuleType, monkeypatch: pytest.MonkeyPatch, debian_dirs: list[str]) -> None:
+    server = ("initdb", "pg_ctl")
+    monkeypatch.setattr(tasks.shutil, "which", lambda name: None if name in server else f"/usr/bin/{name}")
+    monkeypatch.setattr(tasks.glob, "glob", lambda pattern: debian_dirs if pattern == tasks.POSTGRES_BIN else [])
+    monkeypatch.setattr(tasks.os, "geteuid", lambda: 0)
+
+
+def test_postgresql_is_installed_once_when_its_server_programs_are_missing(
+    calls: list[tuple[str, ...]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tasks = _tasks()
+    without_postgres_on_path(tasks, monkeypatch, [])
+    tasks.system_tools()
+    assert calls[-1] == ("apt-get", "install", "-y", "-q", "--no-install-recommends", "postgresql")
+
+
+def test_debians_versioned_directory_counts_as_installed(
+    calls: list[tuple[str, ...]], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    tasks = _tasks()
+    for program in ("initdb", "pg_ctl"):
+        (tmp_path / program).write_text("#!/bin/sh\n")
+        (tmp_path / program).chmod(0o755)
+    without_postgres_on_path(tasks, monkeypatch, [str(tmp_path)])
+    tasks.system_tools()
+    assert calls == []
+
+
+def test_the_test_environment_has_the_postgres_extra() -> None:
+    source = (REPO / "tasks.py").read_text()
+    assert '"./runtime[postgres]"' in source[source.index("def setup() -> None:") : source.index("def demo")]

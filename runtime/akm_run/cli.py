@@ -10,6 +10,7 @@ from pathlib import Path
 
 from akm_run import __version__, exitcodes
 from akm_run.console import state_dir
+from akm_run.database_url import DatabaseError, select
 
 EXAMPLES = {
     "run": "akm-run run plans/workflows/release.plan.json --param version=1.4.0",
@@ -32,6 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
     def command(name: str, summary: str) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=summary, description=summary, epilog=f"Example: {EXAMPLES[name]}")
         sub.add_argument("--state-dir", type=Path, help="state directory (default: $AKM_STATE_DIR, else ./.akm-run)")
+        sub.add_argument("--database", metavar="URL", help="a shared PostgreSQL store, postgresql://… (default: "
+                         "$AKM_RUN_DATABASE, else the state directory); needs akm-run[postgres]")  # fmt: skip
         return sub
 
     run = command("run", "Verify a plan file and run it, or drive an existing run by id.")
@@ -143,6 +146,9 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(completion_script(args.shell))
         return exitcodes.COMPLETED
     try:
+        if (refused := store_refusal(args)) is not None:
+            print(f"akm-run: error: {refused}", file=sys.stderr)
+            return exitcodes.USAGE
         code: int = commands.COMMANDS[args.command](args)
     except BrokenPipeError:
         return exitcodes.FAILED
@@ -154,3 +160,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"akm-run: internal error: {type(error).__name__}: {error}", file=sys.stderr)
         return exitcodes.INTERNAL
     return code
+
+
+def store_refusal(args: argparse.Namespace) -> str | None:
+    """Why the store the arguments select cannot serve this command (None: the SQLite state directory)."""
+    if not hasattr(args, "database"):
+        return None
+    try:
+        database = select(args.database)
+    except DatabaseError as error:
+        return str(error)
+    if database is None or args.command == "verify":  # verify reads no store
+        return None
+    if args.state_dir is not None:
+        return f"--state-dir and --database {database} name two different stores: give one"
+    return f"the PostgreSQL store ({database}) is not available in akm-run {__version__} yet (docs/scale-out.md)"

@@ -1,0 +1,107 @@
+"""Which store a command uses: the embedded SQLite state directory, or a shared PostgreSQL database
+(`--database URL`, else $AKM_RUN_DATABASE) served by the `postgres` extra (docs/scale-out.md).
+
+Choosing imports neither DBOS nor psycopg unless a postgresql:// URL is given (libpq then parses
+it): the plain runtime runs without them."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+ENV = "AKM_RUN_DATABASE"
+EXTRA = "akm-run[postgres]"
+SCHEMES = ("postgresql", "postgres")
+# What the extra brings, by import name: DBOS Transact and the PostgreSQL driver it runs on.
+EXTRA_MODULES = ("dbos", "psycopg")
+
+
+class DatabaseError(ValueError):
+    """A database URL that cannot select a store: a usage error (exit 2)."""
+
+
+@dataclass(frozen=True)
+class SharedStore:
+    """A shared PostgreSQL store, by its libpq URL."""
+
+    url: str
+
+    def __str__(self) -> str:
+        return redacted(self.url)
+
+    def __repr__(self) -> str:  # a repr lands in logs and tracebacks: never with the password
+        return f"SharedStore({redacted(self.url)!r})"
+
+
+def redacted(url: str) -> str:
+    """The URL as it may be printed: a password replaced by `***`, anything unprintable escaped."""
+    try:
+        parts = urlsplit(url)
+        if parts.password is not None:
+            host = parts.netloc.rpartition("@")[2]
+            url = parts._replace(netloc=f"{parts.username or ''}:***@{host}").geturl()
+    except ValueError:  # a malformed netloc: hide everything between the scheme and its last @
+        scheme, separator, rest = url.partition("://")
+        url = f"{scheme}{separator}***@{rest.rpartition('@')[2]}" if "@" in rest else url
+    return printable(url)
+
+
+def printable(text: str) -> str:
+    """Text as it may be printed on one line: anything unprintable escaped."""
+    return text if text.isprintable() else repr(text)[1:-1]
+
+
+def missing_modules() -> list[str]:
+    """The extra's modules that cannot be imported here, looked up without importing them."""
+
+    def importable(name: str) -> bool:
+        try:
+            return importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):
+            return False
+
+    return [name for name in EXTRA_MODULES if not importable(name)]
+
+
+def _utf8(text: str) -> bool:
+    """False for text holding bytes that were not UTF-8 (an environment variable, an argument)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def select(option: str | None, environ: Mapping[str, str] = os.environ) -> SharedStore | None:
+    """The store a command uses: None for the SQLite state directory (no URL, or an empty one), a
+    `SharedStore` for a `postgresql://` URL. Raises DatabaseError for any other scheme, for a URL
+    libpq cannot parse, and for a PostgreSQL URL without the extra installed."""
+    text = option if option is not None else environ.get(ENV, "")
+    if not text:
+        return None
+    scheme, separator, _ = text.partition("://")
+    if not separator or scheme.lower() not in SCHEMES:
+        raise DatabaseError(
+            f"unsupported database URL {redacted(text)}: use postgresql://USER@HOST/DATABASE "
+            f"(or no --database and no ${ENV} for the SQLite state directory)"
+        )
+    if not text.isascii() and not _utf8(text):
+        raise DatabaseError(f"database URL {redacted(text)} is not valid UTF-8")
+    if missing := missing_modules():
+        raise DatabaseError(
+            f"the PostgreSQL store needs the `postgres` extra ({', '.join(missing)} not installed): "
+            f"pip install '{EXTRA}'"
+        )
+    from psycopg import Error
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        conninfo_to_dict(text)
+    except Error as error:
+        # libpq quotes the whole URL, password included, in its message.
+        reason = printable(str(error).strip().replace(text, redacted(text)))
+        raise DatabaseError(f"malformed database URL {redacted(text)}: {reason}") from None
+    return SharedStore(text)

@@ -1,0 +1,162 @@
+"""The worker pool on PostgreSQL: how akm-run configures DBOS Transact, and how a live worker takes
+over the workflows of one that stopped (docs/scale-out.md). Needs the `postgres` extra.
+
+DBOS recovers, by itself, only the workflows of its own executor id when that executor starts
+again; noticing that another host died is left to its commercial Conductor service. The pool does
+it with a heartbeat per executor in the same database: every worker beats, and any worker that sees
+a beat older than the takeover time hands that executor's workflows back to their queues with
+DBOS's own recovery call, which is idempotent (only one executor can dequeue a workflow)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import psycopg
+from dbos import DBOS, DBOSConfig
+
+APP_NAME = "akm-run"
+# DBOS recovers only workflows of the application version that started them, and derives a version
+# from the workflow functions' source unless one is given. akm-run pins it, so that upgrading the
+# runtime does not strand the workflows in flight; it changes only when the workflow functions
+# change incompatibly (their steps, in order), and docs/scale-out.md says how to upgrade then.
+APP_VERSION = "akm-run-workflows-1"
+TAKEOVER_AFTER_S = 30.0  # default: a worker silent this long is taken over
+QUEUE_POLL_S = 1.0  # DBOS's default: how often a worker looks for work on each queue
+SCHEMA = "akm_run"
+RUNS_QUEUE = "akm-runs"  # the drives of runs
+
+_SETUP = (
+    f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}",
+    f"""CREATE TABLE IF NOT EXISTS {SCHEMA}.executors (
+        executor_id text PRIMARY KEY,
+        beat timestamptz NOT NULL
+    )""",
+)
+# One clock, the database's: hosts' clocks never decide who is dead.
+_BEAT = f"""INSERT INTO {SCHEMA}.executors (executor_id, beat) VALUES (%s, now())
+    ON CONFLICT (executor_id) DO UPDATE SET beat = now()"""
+_SILENT = f"""SELECT executor_id FROM {SCHEMA}.executors
+    WHERE beat < now() - make_interval(secs => %s) AND executor_id <> %s ORDER BY executor_id"""
+_FORGET = f"""DELETE FROM {SCHEMA}.executors WHERE executor_id = %s AND beat < now() - make_interval(secs => %s)"""
+
+
+def dbos_config(database_url: str, executor_id: str, **overrides: Any) -> DBOSConfig:
+    """DBOS's configuration for one akm-run process: the shared database, a pinned application
+    version, this process's executor id, and quiet logs (stdout is the product)."""
+    config: DBOSConfig = {
+        "name": APP_NAME,
+        "system_database_url": database_url,
+        "application_version": APP_VERSION,
+        "executor_id": executor_id,
+        "log_level": "WARNING",
+    }
+    config.update(overrides)  # type: ignore[typeddict-item]
+    return config
+
+
+class Liveness:
+    """The executors' heartbeats, and the takeover of silent ones. `beat()` at least every third of
+    the takeover time; `take_over()`, in a process where DBOS is launched, as often as a worker
+    likes (any number of workers may)."""
+
+    def __init__(self, database_url: str, executor_id: str, takeover_after_s: float = TAKEOVER_AFTER_S) -> None:
+        self.url = database_url
+        self.executor_id = executor_id
+        self.takeover_after_s = takeover_after_s
+        with psycopg.connect(self.url, autocommit=True) as connection:
+            for statement in _SETUP:
+                connection.execute(statement)
+
+    def beat(self) -> None:
+        with psycopg.connect(self.url, autocommit=True) as connection:
+            connection.execute(_BEAT, (self.executor_id,))
+
+    def silent(self) -> list[str]:
+        """The other executors whose last beat is older than the takeover time."""
+        with psycopg.connect(self.url, autocommit=True) as connection:
+            rows = connection.execute(_SILENT, (self.takeover_after_s, self.executor_id)).fetchall()
+        return [row[0] for row in rows]
+
+    def take_over(self) -> Sequence[str]:
+        """Hand every silent executor's pending workflows back to their queues (where any live
+        worker, this one included, dequeues them), then forget the executor unless it beat again
+        meanwhile. Recovery comes first: a worker that dies between the two leaves the executor
+        listed, and the next worker repeats the (idempotent) recovery."""
+        taken = self.silent()
+        for executor in taken:
+            DBOS._recover_pending_workflows([executor])
+            with psycopg.connect(self.url, autocommit=True) as connection:
+                connection.execute(_FORGET, (executor, self.takeover_after_s))
+        return taken
+
+
+def units_queue(map_concurrency: int) -> str:
+    """The queue of the units of maps with this concurrency: one per distinct value, because DBOS's
+    per-partition limit (the partition being one map) is a property of the queue."""
+    return f"akm-units-c{map_concurrency}"
+
+
+class Worker:
+    """One worker process's part in the pool: DBOS launched under its executor id, the runs queue
+    declared, heartbeats and takeover on a thread of their own, and a stop that lets the work in
+    flight finish for a while. Workflow functions are registered (imported) before `start()`."""
+
+    def __init__(
+        self,
+        database_url: str,
+        executor_id: str,
+        *,
+        concurrency: int = 4,
+        takeover_after_s: float = TAKEOVER_AFTER_S,
+        queue_poll_s: float = QUEUE_POLL_S,
+        on_takeover: Callable[[str], None] | None = None,
+        **dbos_overrides: Any,
+    ) -> None:
+        self.url = database_url
+        self.executor_id = executor_id
+        self.concurrency = concurrency
+        self.takeover_after_s = takeover_after_s
+        self.queue_poll_s = queue_poll_s
+        self.on_takeover = on_takeover
+        self.dbos_overrides = dbos_overrides
+        self._stop = threading.Event()
+        self._beating: threading.Thread | None = None
+
+    def start(self) -> None:
+        DBOS(config=dbos_config(self.url, self.executor_id, **self.dbos_overrides))
+        DBOS.launch()
+        DBOS.register_queue(RUNS_QUEUE, polling_interval_sec=self.queue_poll_s, on_conflict="always_update")
+        liveness = Liveness(self.url, self.executor_id, self.takeover_after_s)
+        liveness.beat()
+        self._beating = threading.Thread(target=self._beat, args=(liveness,), name="akm-liveness", daemon=True)
+        self._beating.start()
+
+    def _beat(self, liveness: Liveness) -> None:
+        while not self._stop.wait(self.takeover_after_s / 3):
+            liveness.beat()
+            for executor in liveness.take_over():
+                if self.on_takeover is not None:
+                    self.on_takeover(executor)
+
+    def declare_units_queue(self, map_concurrency: int) -> str:
+        """Declare (idempotently) the units queue for maps of this concurrency; its name."""
+        name = units_queue(map_concurrency)
+        DBOS.register_queue(
+            name,
+            partition_concurrency=map_concurrency,
+            worker_concurrency=self.concurrency,
+            polling_interval_sec=self.queue_poll_s,
+            on_conflict="always_update",
+        )
+        return name
+
+    def stop(self, grace_s: float) -> None:
+        """Stop beating and give the workflows in flight up to `grace_s` to finish; those that do
+        not stay PENDING under this executor id, for this worker's next start or for a takeover.
+        Threads still inside a workflow are not stopped: the process exits with os._exit."""
+        self._stop.set()
+        if self._beating is not None:
+            self._beating.join()
+        DBOS.destroy(workflow_completion_timeout_sec=int(grace_s))

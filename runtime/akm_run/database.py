@@ -10,7 +10,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Protocol, Self
 
 from akm_run.migrations import MIGRATIONS
 
@@ -22,9 +22,22 @@ class StateReadOnly(Exception):
     """The state directory cannot be written (read-only location, permissions)."""
 
 
+class Rows(Protocol):
+    """What a statement returns, as the store reads it (a sqlite3 or a psycopg cursor)."""
+
+    @property
+    def rowcount(self) -> int: ...
+    def fetchone(self) -> Any: ...
+    def fetchall(self) -> list[Any]: ...
+    def __iter__(self) -> Iterator[Any]: ...
+
+
 class Database:
     """One state directory's database. Safe to share between the threads of one driver:
     statements are serialised by a lock, and each transaction is short."""
+
+    # What a statement raises when it breaks a UNIQUE constraint.
+    IntegrityError: tuple[type[Exception], ...] = (sqlite3.IntegrityError,)
 
     def __init__(self, state_dir: Path, *, readonly: bool = False) -> None:
         self.state_dir = state_dir
@@ -83,21 +96,29 @@ class Database:
                 finally:
                     self._depth -= 1
                 return
-            if durable:
-                self._db.execute("PRAGMA synchronous = FULL")
-            self._db.execute("BEGIN IMMEDIATE")
+            self._begin(durable)
             self._depth = 1
             try:
                 yield
             except BaseException:
-                self._db.execute("ROLLBACK")
+                self._end("ROLLBACK", durable)
                 raise
             else:
-                self._db.execute("COMMIT")
+                self._end("COMMIT", durable)
             finally:
                 self._depth = 0
-                if durable:
-                    self._db.execute("PRAGMA synchronous = NORMAL")
+
+    def _begin(self, durable: bool) -> None:
+        if durable:
+            self._db.execute("PRAGMA synchronous = FULL")
+        self._db.execute("BEGIN IMMEDIATE")
+
+    def _end(self, statement: str, durable: bool) -> None:
+        try:
+            self._db.execute(statement)
+        finally:
+            if durable:
+                self._db.execute("PRAGMA synchronous = NORMAL")
 
     def _migrate(self) -> None:
         with self.transaction():
@@ -120,7 +141,7 @@ class Database:
             row = self._db.execute("SELECT MAX(version) FROM migrations").fetchone()
         return int(row[0] or 0)
 
-    def _execute(self, sql: str, args: tuple[Any, ...] = ()) -> sqlite3.Cursor:
+    def _execute(self, sql: str, args: tuple[Any, ...] = ()) -> Rows:
         with self._lock:
             return self._db.execute(sql, args)
 

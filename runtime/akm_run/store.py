@@ -7,8 +7,8 @@ is append-only; every event kind names the transition it records (migrations.EVE
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
+from contextlib import AbstractContextManager
 from typing import Any
 
 from akm_run.database import BUSY_TIMEOUT_MS, DB_NAME, Database, StateReadOnly, writable
@@ -34,7 +34,7 @@ ATTEMPT_COLUMNS = (
 class Store(Database):
     """The run journal of one state directory (akm_run.journal.Journal, on SQLite)."""
 
-    def lock(self, run_id: str) -> RunLock:
+    def lock(self, run_id: str) -> AbstractContextManager[Any]:
         """The run's driver lock: a lock file in the state directory (raises LockHeld on entry)."""
         return RunLock(self.state_dir, run_id)
 
@@ -71,7 +71,7 @@ class Store(Database):
             return self._publish(
                 run_id, plan, plan_hash, params, parent_run_id, parent_unit_id, invocation_key, started, signature
             )
-        except sqlite3.IntegrityError:
+        except self.IntegrityError:
             if invocation_key is None:
                 raise
             row = self._execute("SELECT id FROM runs WHERE invocation_key = ?", (invocation_key,)).fetchone()
@@ -134,7 +134,7 @@ class Store(Database):
         return RunRow(*row) if row is not None else None
 
     def runs(self, *, children: bool = False, status: str | None = None) -> list[RunRow]:
-        sql = f"SELECT {RUN_COLUMNS} FROM runs WHERE (? OR parent_run_id IS NULL) AND (? IS NULL OR status = ?)"
+        sql = f"SELECT {RUN_COLUMNS} FROM runs WHERE (? OR parent_run_id IS NULL) AND (CAST(? AS TEXT) IS NULL OR status = ?)"
         rows = self._execute(sql + " ORDER BY created_at, id", (children, status, status)).fetchall()
         return [RunRow(*r) for r in rows]
 
@@ -212,7 +212,7 @@ class Store(Database):
     def count_dispatch(self, run_id: str, limit: int | None) -> bool:
         """Count one more dispatched unit against `limits.maxUnits`; False when the budget is spent."""
         cursor = self._execute(
-            "UPDATE runs SET units_dispatched = units_dispatched + 1 WHERE id = ? AND (? IS NULL OR units_dispatched < ?)",
+            "UPDATE runs SET units_dispatched = units_dispatched + 1 WHERE id = ? AND (CAST(? AS INTEGER) IS NULL OR units_dispatched < ?)",
             (run_id, limit, limit),
         )
         return cursor.rowcount == 1

@@ -1,4 +1,5 @@
-"""The state store's contract, against the real SQLite store in a temp directory; and the run lock."""
+"""The state store's contract, against every store: SQLite in a temp directory and PostgreSQL in a fresh database
+(the private test server); and the run lock."""
 
 from __future__ import annotations
 
@@ -10,12 +11,15 @@ import sqlite3
 import subprocess
 import sys
 import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 from syrupy.assertion import SnapshotAssertion
 
 from akm_run.locks import LockHeld, RunLock
+from akm_run.pgstore import SCHEMA, PostgresStore
 from akm_run.signing import Signer
 from akm_run.store import EVENT_KINDS, MIGRATIONS, AttemptFailure, Store
 from akm_run.trust import Signature
@@ -24,9 +28,38 @@ from akm_run.units import redact
 PLAN = {"irVersion": 1, "ref": "workflows/w", "title": "w", "steps": [{"stepId": "a", "index": 0}], "limits": {}}
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[], Store]]:
+    """Opens the store under test, once more on each call (a connection of its own, as another
+    process would have): SQLite in a temp directory, or PostgreSQL in a fresh database."""
+    opened: list[Store] = []
+
+    def open_one() -> Store:
+        if request.param == "sqlite":
+            opened.append(Store(tmp_path / "state"))
+        else:
+            opened.append(PostgresStore(request.getfixturevalue("database_url")))
+        return opened[-1]
+
+    yield open_one
+    for each in opened:
+        each.close()
+
+
 @pytest.fixture
-def store(tmp_path: Path) -> Store:
-    return Store(tmp_path / "state")
+def store(open_store: Callable[[], Store]) -> Store:
+    return open_store()
+
+
+def outside(store: Store, sql: str) -> None:
+    """Run a statement on a connection of its own, past the store's methods."""
+    if isinstance(store, PostgresStore):
+        with psycopg.connect(store.url) as connection:
+            connection.execute(f"SET search_path TO {SCHEMA}")
+            connection.execute(sql)
+    else:
+        with sqlite3.connect(store.path) as db:
+            db.execute(sql)
 
 
 def test_migrations_are_append_only(snapshot: SnapshotAssertion) -> None:
@@ -65,13 +98,15 @@ def test_publish_under_an_invocation_key_is_idempotent(store: Store) -> None:
     assert first == second == "c1" and [r.id for r in store.child_runs("parent")] == ["c1"]
 
 
-def test_racing_publishers_converge_on_one_row(tmp_path: Path) -> None:
-    Store(tmp_path).publish_run("parent", PLAN, "sha256:x", {})
+def test_racing_publishers_converge_on_one_row(open_store: Callable[[], Store]) -> None:
+    first = open_store()
+    first.publish_run("parent", PLAN, "sha256:x", {})
     results: list[str] = []
+    owners = [open_store() for _ in range(8)]  # separate connections, as separate processes would have
     barrier = threading.Barrier(8)
 
     def publish(n: int) -> None:
-        own = Store(tmp_path)  # separate connections, as separate processes would have
+        own = owners[n]
         barrier.wait()
         results.append(own.publish_run(f"c{n}", PLAN, "sha256:x", {}, parent_run_id="parent", invocation_key="k"))
 
@@ -80,7 +115,7 @@ def test_racing_publishers_converge_on_one_row(tmp_path: Path) -> None:
         thread.start()
     for thread in threads:
         thread.join()
-    assert len(set(results)) == 1 and len(Store(tmp_path).child_runs("parent")) == 1
+    assert len(set(results)) == 1 and len(first.child_runs("parent")) == 1
 
 
 def test_a_signed_run_keeps_its_signature_exactly(store: Store) -> None:
@@ -102,10 +137,10 @@ def test_a_failed_transaction_leaves_nothing(store: Store) -> None:
 
 def test_events_are_append_only(store: Store) -> None:
     store.publish_run("r1", PLAN, "sha256:x", {})
-    with sqlite3.connect(store.path) as db, pytest.raises(sqlite3.DatabaseError, match="append-only"):
-        db.execute("UPDATE events SET kind = 'x'")
-    with sqlite3.connect(store.path) as db, pytest.raises(sqlite3.DatabaseError, match="append-only"):
-        db.execute("DELETE FROM events")
+    with pytest.raises((sqlite3.DatabaseError, psycopg.Error), match="append-only"):
+        outside(store, "UPDATE events SET kind = 'x'")
+    with pytest.raises((sqlite3.DatabaseError, psycopg.Error), match="append-only"):
+        outside(store, "DELETE FROM events")
 
 
 def test_attempts_journal_and_units_settle(store: Store) -> None:

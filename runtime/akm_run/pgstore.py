@@ -1,0 +1,148 @@
+"""The run journal on PostgreSQL: `Store`'s named transitions, unchanged, over psycopg, in a schema of
+their own (docs/scale-out.md). Needs the `postgres` extra.
+
+Only the database layer differs from SQLite: `%s` parameters, `BEGIN`/`COMMIT` on an autocommit
+connection, a non-durable transaction as `synchronous_commit = off` (as SQLite's `synchronous =
+NORMAL`), the migrations in PostgreSQL's dialect, and the run lock a session advisory lock that the
+server releases when its holder's connection dies."""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+
+from akm_run.database import Rows
+from akm_run.locks import LockHeld
+from akm_run.migrations import MIGRATIONS
+from akm_run.store import Store
+
+SCHEMA = "akm_run"
+# Advisory locks of runs: (LOCK_SPACE, hashtext(run id)), apart from anything else on the server.
+LOCK_SPACE = 0x616B6D  # "akm"
+
+# SQLite's words for what PostgreSQL names otherwise; whatever else a migration says, both read alike.
+_WORDS = (
+    (re.compile(r"\bINTEGER PRIMARY KEY AUTOINCREMENT\b"), "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"),
+    (re.compile(r"\bREAL\b"), "DOUBLE PRECISION"),  # PostgreSQL's REAL is 4 bytes: times would lose seconds
+    (re.compile(r"\bBLOB\b"), "BYTEA"),
+)
+# SQLite's append-only guard, `BEGIN SELECT RAISE(ABORT, …); END`, as a PostgreSQL trigger function.
+_GUARD = re.compile(
+    r"CREATE TRIGGER (\w+) BEFORE (UPDATE|DELETE) ON (\w+)\s+BEGIN SELECT RAISE\(ABORT, '([^']*)'\); END;"
+)
+
+
+def _guard(match: re.Match[str]) -> str:
+    name, event, table, message = match.groups()
+    return (
+        f"CREATE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION '{message}'; END $$;\n"
+        f"CREATE TRIGGER {name} BEFORE {event} ON {table} FOR EACH STATEMENT EXECUTE FUNCTION {name}();"
+    )
+
+
+def postgres_dialect(migration: str) -> str:
+    """One of akm_run.migrations.MIGRATIONS as PostgreSQL runs it (tests/unit/test_pgstore.py
+    compares the two schemas column by column)."""
+    for word, replacement in _WORDS:
+        migration = word.sub(replacement, migration)
+    return _GUARD.sub(_guard, migration)
+
+
+@functools.lru_cache(maxsize=512)
+def _dialect(sql: str) -> str:
+    """Store's SQL with psycopg's parameters (Store's statements hold no `?` or `%` in literals)."""
+    return sql.replace("%", "%%").replace("?", "%s")
+
+
+def _connect(url: str) -> psycopg.Connection[Any]:
+    """An autocommit connection in the journal's schema, named for `pg_stat_activity`."""
+    name = f"akm-run {socket.gethostname()} {os.getpid()}"[:63]
+    connection = psycopg.connect(url, autocommit=True, application_name=name)
+    connection.execute(f"SET search_path TO {SCHEMA}")
+    return connection
+
+
+class PostgresStore(Store):
+    """The run journal in a PostgreSQL database (akm_run.journal.Journal), shared by every host."""
+
+    IntegrityError = (psycopg.errors.IntegrityError,)
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._lock = threading.RLock()
+        self._depth = 0
+        self._pg = _connect(url)
+        self._migrate()
+
+    def close(self) -> None:
+        self._pg.close()
+
+    def _begin(self, durable: bool) -> None:
+        self._pg.execute("BEGIN")
+        if not durable:  # reaches the server before the call returns, as on SQLite; fsynced later
+            self._pg.execute("SET LOCAL synchronous_commit TO OFF")
+
+    def _end(self, statement: str, durable: bool) -> None:
+        self._pg.execute(statement)
+
+    def _execute(self, sql: str, args: tuple[Any, ...] = ()) -> Rows:
+        with self._lock:
+            return self._pg.execute(_dialect(sql), args)
+
+    def _migrate(self) -> None:
+        with self.transaction():
+            # One migrating process at a time, whichever host it runs on.
+            self._pg.execute("SELECT pg_advisory_xact_lock(%s, 0)", (LOCK_SPACE,))
+            self._pg.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
+            self._pg.execute(
+                "CREATE TABLE IF NOT EXISTS migrations (version INTEGER PRIMARY KEY, applied_at DOUBLE PRECISION)"
+            )
+            applied = {row[0] for row in self._pg.execute("SELECT version FROM migrations")}
+            for version, script in enumerate(MIGRATIONS, start=1):
+                if version not in applied:
+                    # Several statements, sent as one unparameterised query.
+                    self._pg.execute(postgres_dialect(script).encode())
+                    self._pg.execute("INSERT INTO migrations VALUES (%s, %s)", (version, time.time()))
+            newest = max(applied, default=0)
+            if newest > len(MIGRATIONS):
+                raise RuntimeError(
+                    f"the database was written by a newer akm-run (schema version {newest}); upgrade akm-run"
+                )
+
+    def schema_version(self) -> int:
+        with self._lock:
+            row = self._pg.execute("SELECT MAX(version) FROM migrations").fetchone()
+        return int(row[0] or 0) if row else 0
+
+    @contextmanager
+    def lock(self, run_id: str) -> Iterator[None]:
+        """The run's driver lock: an advisory lock on a connection of its own, which the server
+        releases when that connection ends, however its process ended. Raises LockHeld."""
+        with _connect(self.url) as connection:
+            taken = connection.execute("SELECT pg_try_advisory_lock(%s, hashtext(%s))", (LOCK_SPACE, run_id)).fetchone()
+            if not (taken and taken[0]):
+                raise LockHeld(run_id, _holder(connection, run_id))
+            yield
+
+
+def _holder(connection: psycopg.Connection[Any], run_id: str) -> dict[str, Any]:
+    """Who holds a run's lock, as LockHeld names it: the holder's host and pid, and since when."""
+    row = connection.execute(
+        "SELECT a.application_name, extract(epoch FROM a.backend_start) FROM pg_locks l "
+        "JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted "
+        "AND l.classid = %s AND l.objid = hashtext(%s)::oid AND l.objsubid = 2",
+        (LOCK_SPACE, run_id),
+    ).fetchone()
+    if row is None:
+        return {}
+    _, host, pid = [*str(row[0]).split(" "), "", "", ""][:3]
+    return {"host": host, "pid": int(pid) if pid.isdigit() else None, "started": float(row[1])}

@@ -1,0 +1,122 @@
+"""The PostgreSQL journal's own parts, against the private test server: its schema is the SQLite
+store's, migrating is safe from several hosts at once, and the run lock excludes across connections
+and dies with its holder. The journal's transitions are test_store.py's contract, run on both stores."""
+
+from __future__ import annotations
+
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from akm_run.locks import LockHeld
+from akm_run.migrations import MIGRATIONS
+from akm_run.pgstore import SCHEMA, PostgresStore, postgres_dialect
+from akm_run.store import Store
+from helpers import eventually
+
+
+def sqlite_columns(tmp_path: Path) -> dict[str, list[tuple[str, bool]]]:
+    Store(tmp_path).close()
+    with sqlite3.connect(tmp_path / "state.db") as db:
+        tables = [row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        return {
+            table: [(row[1], bool(row[3]) or bool(row[5])) for row in db.execute(f"PRAGMA table_info({table})")]
+            for table in tables
+            if table != "sqlite_sequence"
+        }
+
+
+def postgres_columns(url: str) -> dict[str, list[tuple[str, bool]]]:
+    PostgresStore(url).close()
+    with psycopg.connect(url) as connection:
+        rows = connection.execute(
+            "SELECT table_name, column_name, is_nullable = 'NO' FROM information_schema.columns "
+            "WHERE table_schema = %s ORDER BY table_name, ordinal_position",
+            (SCHEMA,),
+        ).fetchall()
+    columns: dict[str, list[tuple[str, bool]]] = {}
+    for table, column, required in rows:
+        columns.setdefault(table, []).append((column, required))
+    return columns
+
+
+def test_the_schema_is_the_sqlite_stores_table_by_table_and_column_by_column(tmp_path: Path, database_url: str) -> None:
+    assert postgres_columns(database_url) == sqlite_columns(tmp_path)
+
+
+def test_the_events_guard_becomes_a_trigger_function() -> None:
+    first = postgres_dialect(MIGRATIONS[0])
+    assert "RAISE(ABORT" not in first and first.count("RAISE EXCEPTION 'events are append-only'") == 2
+    assert "AUTOINCREMENT" not in first and " REAL " not in first
+
+
+def test_hosts_migrating_at_once_apply_each_migration_once(database_url: str) -> None:
+    barrier, stores, errors = threading.Barrier(4), [], []
+
+    def open_one() -> None:
+        barrier.wait()
+        try:
+            stores.append(PostgresStore(database_url))
+        except Exception as error:  # noqa: BLE001 - collected for the assertion
+            errors.append(error)
+
+    threads = [threading.Thread(target=open_one) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == [] and {s.schema_version() for s in stores} == {len(MIGRATIONS)}
+
+
+def test_a_newer_schema_is_refused(database_url: str) -> None:
+    PostgresStore(database_url).close()
+    with psycopg.connect(database_url) as connection:
+        connection.execute(f"INSERT INTO {SCHEMA}.migrations VALUES (%s, 0)", (len(MIGRATIONS) + 1,))
+    with pytest.raises(RuntimeError, match="newer akm-run"):
+        PostgresStore(database_url)
+
+
+def test_the_run_lock_excludes_other_connections_and_names_its_holder(database_url: str) -> None:
+    one, two = PostgresStore(database_url), PostgresStore(database_url)
+    with one.lock("r1"):
+        with pytest.raises(LockHeld) as held:
+            two.lock("r1").__enter__()
+        assert held.value.holder["pid"] is not None and held.value.holder["host"]
+        with two.lock("r2"):  # another run's lock is another lock
+            pass
+    with two.lock("r1"):  # released on exit
+        pass
+
+
+HOLD = """
+import sys, time
+from akm_run.pgstore import PostgresStore
+with PostgresStore(sys.argv[1]).lock("r1"):
+    print("held", flush=True)
+    time.sleep(3600)
+"""
+
+
+def test_the_server_releases_the_lock_of_a_killed_holder(database_url: str) -> None:
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, database_url], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+    store = PostgresStore(database_url)
+    with pytest.raises(LockHeld):
+        store.lock("r1").__enter__()
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+
+    def free() -> bool:
+        try:
+            with store.lock("r1"):
+                return True
+        except LockHeld:
+            return False
+
+    assert eventually(free, "the server to release the killed holder's lock")

@@ -351,3 +351,61 @@ class Pool:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.communicate()
+
+
+class Workers:
+    """`akm-run worker` processes on one database, each with its own executor id, started in a
+    workspace (cwd and --workdir) with a short takeover time and fast queue polling; each one's
+    stderr goes to `<directory>/<id>.log`. `akm(...)` runs any verb against the same database."""
+
+    TAKEOVER = "2s"
+
+    def __init__(self, url: str, workspace: Path) -> None:
+        self.url = url
+        self.workspace = workspace
+        self.processes: dict[str, subprocess.Popen[str]] = {}
+
+    def env(self, **extra: str) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AKM_")}
+        return {**env, "PYTHONUNBUFFERED": "1", **extra}
+
+    def start(self, executor_id: str, *options: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+        """A worker, once it serves (its own process group, as a service manager starts one)."""
+        log = (self.workspace / f"{executor_id}.log").open("w")
+        argv = ["worker", "--database", self.url, "--executor-id", executor_id, "--workdir", str(self.workspace),
+                "--takeover-after", self.TAKEOVER, "--poll", "100ms", "--grace", "1s", *options]  # fmt: skip
+        process = subprocess.Popen([sys.executable, "-m", "akm_run", *argv], cwd=self.workspace, text=True,
+                                   stdout=subprocess.DEVNULL, stderr=log, env=self.env(**(env or {})),
+                                   start_new_session=True)  # fmt: skip
+        self.processes[executor_id] = process
+        eventually(lambda: "serving" in self.log(executor_id) or process.poll() is not None, f"worker {executor_id}")
+        assert process.poll() is None, self.log(executor_id)
+        return process
+
+    def log(self, executor_id: str) -> str:
+        return (self.workspace / f"{executor_id}.log").read_text()
+
+    def kill(self, executor_id: str) -> None:
+        """SIGKILL a worker and every process it started (a host that dies)."""
+        process = self.processes.pop(executor_id)
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        process.wait()
+
+    def akm(self, *args: str | Path, timeout: float = PATIENCE_S) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "akm_run", *map(str, args), "--database", self.url],
+                              cwd=self.workspace, capture_output=True, text=True, env=self.env(),
+                              timeout=timeout)  # fmt: skip
+
+    def stop(self) -> None:
+        for process in self.processes.values():
+            process.send_signal(signal.SIGTERM)
+        for executor_id, process in self.processes.items():
+            try:
+                assert process.wait(timeout=60) == 0, self.log(executor_id)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        self.processes.clear()

@@ -21,6 +21,7 @@ EXAMPLES = {
     "approve": "akm-run approve 20261130T101500-3fa9c2d1 signoff --by alice --note 'notes checked'",
     "abandon": "akm-run abandon 20261130T101500-3fa9c2d1",
     "verify": "akm-run verify plans/workflows/release.plan.json --allowed-signers /etc/akm/allowed_signers",
+    "worker": "akm-run worker --database postgresql://akm@db.internal/akm --concurrency 8",
     "completion": "akm-run completion bash > /etc/bash_completion.d/akm-run",
 }
 
@@ -33,8 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     def command(name: str, summary: str) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=summary, description=summary, epilog=f"Example: {EXAMPLES[name]}")
         sub.add_argument("--state-dir", type=Path, help="state directory (default: $AKM_STATE_DIR, else ./.akm-run)")
-        sub.add_argument("--database", metavar="URL", help="a shared PostgreSQL store, postgresql://… (default: "
-                         "$AKM_RUN_DATABASE, else the state directory); needs akm-run[postgres]")  # fmt: skip
+        sub.add_argument("--database", metavar="URL", help=DATABASE_HELP)
         return sub
 
     run = command("run", "Verify a plan file and run it, or drive an existing run by id.")
@@ -48,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-concurrency", type=int, default=16, help="cap on units in flight (default 16)")
     run.add_argument("--timeout", help="abort this drive after a duration such as 30m (resumable)")
     run.add_argument("--format", choices=("text", "json"), default="text")
+    run.add_argument("--detach", action="store_true", help=DETACH_HELP)
     status = command("status", "Show a run: its steps, notes and child runs (default: the latest run).")
     status.add_argument("run_id", metavar="RUN", nargs="?")
     status.add_argument("--format", choices=("text", "json"), default="text")
@@ -76,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("plan", type=Path)
     verify.add_argument("--expect-hash", help="refuse unless the plan hash is exactly this")
     signed(verify)
+    worker_options(command("worker", "Serve a shared store's worker pool: drive runs and run their units."))
     for sub in (resume, approve):
         sub.add_argument("--allowed-signers", type=Path, metavar="FILE", help=SIGNERS_HELP)
     completion = commands.add_parser(
@@ -86,6 +88,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def worker_options(worker: argparse.ArgumentParser) -> None:
+    """`akm-run worker`'s own options (docs/scale-out.md)."""
+    worker.add_argument("--concurrency", type=int, default=4, metavar="N",
+                        help="units in flight per worker: one value for the whole pool (default 4)")  # fmt: skip
+    worker.add_argument("--executor-id", metavar="ID", help="this worker's name in the pool (default: the host name)")
+    worker.add_argument("--takeover-after", default="30s", metavar="DUR",
+                        help="take over a worker silent this long (default 30s)")  # fmt: skip
+    worker.add_argument("--workdir", type=Path, help="where units run when a run's own workdir is not on this "
+                        "host (default: .)")  # fmt: skip
+    worker.add_argument("--poll", default="1s", metavar="DUR", help="how often to look for work (default 1s)")
+    worker.add_argument("--grace", default="30s", metavar="DUR",
+                        help="on SIGTERM, how long the work in flight may take to finish (default 30s)")  # fmt: skip
+
+
+DATABASE_HELP = "a shared PostgreSQL store, postgresql://… (default: $AKM_RUN_DATABASE, else the state directory); " \
+    "needs akm-run[postgres]"  # fmt: skip
+DETACH_HELP = "with --database: submit the run to the worker pool and print its id instead of following it"
 SIGNERS_HELP = "require a valid signature by a signer this file (git's allowed_signers format) allows " \
     "(default: $AKM_RUN_ALLOWED_SIGNERS; unset: signatures are not required)"  # fmt: skip
 
@@ -157,9 +176,24 @@ def main(argv: list[str] | None = None) -> int:
         print(f"akm-run: error: {where} cannot be used: {error}", file=sys.stderr)
         return exitcodes.USAGE
     except Exception as error:  # noqa: BLE001 - no traceback reaches a user
+        if (unreachable := shared_store_error(args, error)) is not None:
+            print(f"akm-run: error: {unreachable}", file=sys.stderr)
+            return exitcodes.USAGE
         print(f"akm-run: internal error: {type(error).__name__}: {error}", file=sys.stderr)
         return exitcodes.INTERNAL
     return code
+
+
+def shared_store_error(args: argparse.Namespace, error: Exception) -> str | None:
+    """What to say when the shared store cannot be used (server down, refused login, no such
+    database): its driver's error, never a password; None for any other error."""
+    if type(error).__module__.split(".")[0] not in ("psycopg", "sqlalchemy", "dbos"):
+        return None
+    database = select(getattr(args, "database", None))
+    if database is None:
+        return None
+    text = " ".join(str(error).split()).replace(database.url, str(database))
+    return f"the database {database} cannot be used: {text[:500]}"
 
 
 def store_refusal(args: argparse.Namespace) -> str | None:
@@ -170,8 +204,12 @@ def store_refusal(args: argparse.Namespace) -> str | None:
         database = select(args.database)
     except DatabaseError as error:
         return str(error)
+    if database is None and args.command == "worker":
+        return "a worker serves a shared store: give --database postgresql://… (or set $AKM_RUN_DATABASE)"
+    if database is None and getattr(args, "detach", False):
+        return "--detach submits to a worker pool: give --database postgresql://… (or set $AKM_RUN_DATABASE)"
     if database is None or args.command == "verify":  # verify reads no store
         return None
     if args.state_dir is not None:
         return f"--state-dir and --database {database} name two different stores: give one"
-    return f"the PostgreSQL store ({database}) is not available in akm-run {__version__} yet (docs/scale-out.md)"
+    return None

@@ -6,6 +6,7 @@ import argparse
 import getpass
 import os
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,16 +14,19 @@ from typing import Any
 from akm_run import children, exitcodes, operations, progress, report
 from akm_run import planformat as pf
 from akm_run.console import emit, on_signals, state_dir
+from akm_run.core import DriveResult
+from akm_run.database_url import ENV, SharedStore, redacted, select, shown
+from akm_run.drive_errors import drive_failure
 from akm_run.durations import parse_option as parse_duration
 from akm_run.engine import Engine, Options, stored_plan
 from akm_run.hints import Hints
 from akm_run.identity import new_run_id
-from akm_run.locks import LockHeld, RunLock
+from akm_run.locks import LockHeld
 from akm_run.params import ParamsError, collect
 from akm_run.plan import PlanError, plan_hash
 from akm_run.signing import SignatureRefused, SigningUnavailable
 from akm_run.store import RunRow, StepRow, Store, writable
-from akm_run.trust import Admitted, admit, allowed_signers, recheck
+from akm_run.trust import Admitted, admission, admit, allowed_signers, recheck
 
 EXIT_OF = {"completed": exitcodes.COMPLETED, "failed": exitcodes.FAILED, "blocked": exitcodes.BLOCKED,
            "aborted": exitcodes.INTERRUPTED}  # fmt: skip
@@ -33,13 +37,44 @@ def _fail(message: str, code: int) -> int:
     return code
 
 
-def _existing(store_dir: Path, run_id: str, *, reading: bool = False) -> tuple[Store | None, RunRow | None]:
-    """The store and a run in it (None, None when there is no state database); `reading` opens a
-    read-only state directory too."""
-    if not (store_dir / "state.db").exists():
-        return None, None
-    store = Store.for_reading(store_dir) if reading else Store(store_dir)
-    return store, store.run(run_id)
+def _shared(args: argparse.Namespace) -> SharedStore | None:
+    """The shared PostgreSQL store the command names (cli.store_refusal has vetted it), else None."""
+    return select(getattr(args, "database", None))
+
+
+def _open(args: argparse.Namespace, *, reading: bool = False) -> Store | None:
+    """The command's store: the shared one, else the state directory's (None when it has no state
+    database yet); `reading` opens a read-only state directory too."""
+    if (shared := _shared(args)) is not None:
+        from akm_run.pgstore import PostgresStore
+
+        return PostgresStore(shared.url)
+    directory = state_dir(args)
+    if not (directory / "state.db").exists():
+        return None
+    return Store.for_reading(directory) if reading else Store(directory)
+
+
+def _existing(args: argparse.Namespace, run_id: str, *, reading: bool = False) -> tuple[Store | None, RunRow | None]:
+    """The store and a run in it (None, None when there is no state database)."""
+    store = _open(args, reading=reading)
+    return (None, None) if store is None else (store, store.run(run_id))
+
+
+def _where(args: argparse.Namespace) -> str:
+    """The store, as messages name it."""
+    shared = _shared(args)
+    return f"state dir {state_dir(args)}" if shared is None else f"database {redacted(shared.url)}"
+
+
+def hints_for(args: argparse.Namespace) -> Hints:
+    """The printed commands name the store unless it is the one a bare command finds: a database
+    given with --database (never with its password), else a state directory other than the default."""
+    shared = _shared(args)
+    if shared is None:
+        return Hints.of(state_dir(args))
+    named = args.database is not None and args.database != os.environ.get(ENV)
+    return Hints(database=shown(shared.url) if named else None)
 
 
 def _unwritable(directory: Path) -> int | None:
@@ -55,6 +90,7 @@ def _unwritable(directory: Path) -> int | None:
 
 def run(args: argparse.Namespace) -> int:
     directory = state_dir(args)
+    shared = _shared(args)
     try:
         timeout_ms = parse_duration(args.timeout) if args.timeout else None
     except ValueError as error:
@@ -77,21 +113,21 @@ def run(args: argparse.Namespace) -> int:
             params = collect(plan.get("params", {}), args.param, args.params_file)
         except ParamsError as error:
             return _fail(f"bad params: {error}", exitcodes.USAGE)
-        if (refused := _unwritable(directory)) is not None:
+        if shared is None and (refused := _unwritable(directory)) is not None:
             return refused
         workdir = (args.workdir or Path(".")).absolute()
         agent_cmd = args.agent_cmd or os.environ.get("AKM_AGENT_CMD") or None
-        store = Store(directory)
+        store = _open(args) or Store(directory)
         run_id = store.publish_run(new_run_id(), plan, plan_hash(plan), params, signature=admitted.signature,
                                    workdir=str(workdir), agent_cmd=agent_cmd)  # fmt: skip
     else:
-        if (directory / "state.db").exists() and (refused := _unwritable(directory)) is not None:
+        if shared is None and (directory / "state.db").exists() and (refused := _unwritable(directory)) is not None:
             return refused
-        store_or_none, row = _existing(directory, args.target)
+        store_or_none, row = _existing(args, args.target)
         if store_or_none is None or row is None:
             if _names_a_file(args):
                 return _fail(f"plan file {path} does not exist", exitcodes.USAGE)
-            return _fail(f"no plan file and no run named {args.target!r} (state dir {directory})", exitcodes.USAGE)
+            return _fail(f"no plan file and no run named {args.target!r} ({_where(args)})", exitcodes.USAGE)
         if args.param or args.params_file or args.signature:
             return _fail("params and the signature are fixed when a run is published; "
                          "drive an existing run without them", exitcodes.USAGE)  # fmt: skip
@@ -99,18 +135,17 @@ def run(args: argparse.Namespace) -> int:
         if args.expect_hash and row.plan_hash != args.expect_hash:
             return _fail(f"refused run {run_id}: its plan hash is {row.plan_hash}, not {args.expect_hash}",
                          exitcodes.REFUSED)  # fmt: skip
+        if shared is not None:  # checked here, and by the worker at the start of the drive
+            return _recheck(store, row, signers) or pooled_run(args, shared, store, run_id, timeout_ms)
         workdir, agent_cmd = remembered(row, args.workdir, args.agent_cmd)
         if not workdir.is_dir():
             return _fail(f"the run's workdir {workdir} is not a directory; pass --workdir", exitcodes.USAGE)
+    if shared is not None:
+        return pooled_run(args, shared, store, run_id, timeout_ms)
     options = Options(directory, workdir, agent_cmd, args.max_concurrency, timeout_ms,
                       progress=progress.for_this_process(), hints=Hints.of(directory))  # fmt: skip
     if not publishing:  # checked under the run's lock, on the row the drive then reads
-
-        def admit_stored(row: RunRow) -> None:
-            if row.id == run_id:  # the child runs it drives are covered by this run's check
-                recheck(store, row, signers)
-
-        options.admit = admit_stored
+        options.admit = admission(store, run_id, signers)
     return drive(store, run_id, options, args.format)
 
 
@@ -158,36 +193,53 @@ def drive(store: Store, run_id: str, options: Options, fmt: str) -> int:
     on_signals(stop)
     try:
         result = engine.drive(run_id)
-    except LockHeld as held:
-        return _fail(f"{held}; wait for it to finish, or stop pid {held.pid}", exitcodes.LOCKED)
-    except PlanError as error:
-        return _fail(f"refused run {run_id}: its stored plan does not verify: {error}", exitcodes.REFUSED)
-    except SignatureRefused as error:
-        return _fail(f"refused run {run_id}: {error}", exitcodes.REFUSED)
-    except SigningUnavailable as error:
-        return _fail(f"cannot check the signature of run {run_id}: {error}", exitcodes.USAGE)
     except Exception as error:  # noqa: BLE001 - the attempt is finished; the run stays active and resumable
-        return _internal(error, run_id, options)
+        code, message = drive_failure(error, run_id, options.hints, options.state_dir / "state.db")
+        return _fail(message, code)
     finally:
         options.progress.close()
-    row = store.run(run_id)
+    return show_result(store, result, options.hints, fmt)
+
+
+def show_result(store: Store, result: DriveResult, hints: Hints, fmt: str) -> int:
+    """Print how a drive ended and return the run's exit code."""
+    row = store.run(result.run_id)
     assert row is not None
-    emit(report.result_document(result, row), report.result_text(result, row, options.hints), fmt)
+    emit(report.result_document(result, row), report.result_text(result, row, hints), fmt)
     if result.error is not None and result.error["code"] == "WORKFLOW_OUTPUT_INVALID":
         return exitcodes.FAILED
     return EXIT_OF.get(result.status, exitcodes.FAILED)
 
 
-def _internal(error: Exception, run_id: str, options: Options) -> int:
-    """A drive that hit an internal error: say what happened (a state directory removed under the
-    driver is named as such) and exit 70; the attempt was finished and the run stays resumable."""
-    database = options.state_dir / "state.db"
-    if not database.exists():
-        print(f"akm-run: error: the state database {database} was removed while run {run_id} was being driven "
-              f"({type(error).__name__}: {error}); nothing more can be recorded", file=sys.stderr)  # fmt: skip
-        return exitcodes.INTERNAL
-    return _fail(f"internal error while driving run {run_id}: {type(error).__name__}: {error}; the run stays "
-                 f"active and resumable: `{options.hints('run', run_id)}`", exitcodes.INTERNAL)  # fmt: skip
+def pooled_run(args: argparse.Namespace, shared: SharedStore, store: Store, run_id: str, timeout_ms: int | None) -> int:
+    """`run` on the shared store: submit the run's next drive to the worker pool and follow it to its
+    end (or, with --detach, print the run id); the same documents and exit codes as a local drive."""
+    from akm_run import drives
+    from akm_run.pgstore import PostgresStore
+
+    assert isinstance(store, PostgresStore)
+    hints = hints_for(args)
+    workdir = str(args.workdir.absolute()) if args.workdir is not None else None
+    submitted = drives.DriveArgs(run_id, workdir, args.agent_cmd, args.max_concurrency, timeout_ms, hints)
+    shows = progress.for_this_process()
+    stop = threading.Event()
+    on_signals(lambda signum, frame: stop.set())
+    try:
+        if args.detach:
+            drives.submit_once(shared.url, submitted)
+            print(run_id)
+            return exitcodes.COMPLETED
+        outcome = drives.follow(shared.url, store, submitted, shows, stop)
+    except drives.NoPool as error:
+        return _fail(f"run {run_id} is published and waits: {error}", exitcodes.USAGE)
+    finally:
+        shows.close()
+    if outcome is None:
+        return _fail(f"stopped following run {run_id}, which goes on on the worker pool; follow it again with "
+                     f"`{hints('run', run_id)}`", exitcodes.INTERRUPTED)  # fmt: skip
+    if outcome.result is None:
+        return _fail(outcome.message or "the drive ended without a result", outcome.code or exitcodes.INTERNAL)
+    return show_result(store, outcome.result, hints, args.format)
 
 
 # -- status, list --------------------------------------------------------------------------------------
@@ -195,18 +247,17 @@ def _internal(error: Exception, run_id: str, options: Options) -> int:
 
 def _reading(args: argparse.Namespace) -> tuple[Store, RunRow] | int:
     """The run a reading command names, or the most recent top-level run when it names none."""
-    directory = state_dir(args)
     if args.run_id is None:
-        if not (directory / "state.db").exists():
-            return _fail(f"no runs yet in {directory}", exitcodes.USAGE)
-        store = Store.for_reading(directory)
-        latest = store.latest_run()
-        if latest is None:
-            return _fail(f"no runs yet in {directory}", exitcodes.USAGE)
+        store = _open(args, reading=True)
+        latest = None if store is None else store.latest_run()
+        if store is None or latest is None:
+            shared = _shared(args)
+            where = state_dir(args) if shared is None else f"database {redacted(shared.url)}"
+            return _fail(f"no runs yet in {where}", exitcodes.USAGE)
         return store, latest
-    found, row = _existing(directory, args.run_id, reading=True)
+    found, row = _existing(args, args.run_id, reading=True)
     if found is None or row is None:
-        return _fail(f"no run named {args.run_id!r} (state dir {directory})", exitcodes.USAGE)
+        return _fail(f"no run named {args.run_id!r} ({_where(args)})", exitcodes.USAGE)
     return found, row
 
 
@@ -215,18 +266,14 @@ def status(args: argparse.Namespace) -> int:
     if isinstance(found, int):
         return found
     store, row = found
-    document = report.status_document(store, row, Hints.of(state_dir(args)))
+    document = report.status_document(store, row, hints_for(args))
     emit(document, report.status_text(document), args.format)
     return exitcodes.COMPLETED
 
 
 def list_runs(args: argparse.Namespace) -> int:
-    directory = state_dir(args)
-    runs = (
-        Store.for_reading(directory).runs(children=args.children, status=args.status)
-        if (directory / "state.db").exists()
-        else []
-    )
+    store = _open(args, reading=True)
+    runs = [] if store is None else store.runs(children=args.children, status=args.status)
     document = report.list_document(runs)
     emit(document, report.list_text(document), args.format)
     return exitcodes.COMPLETED
@@ -250,23 +297,32 @@ def logs(args: argparse.Namespace) -> int:
 
 def _locked(args: argparse.Namespace, action: Callable[[Store, RunRow], int], *, trusted: bool = True) -> int:
     """Run a state change on an existing run while holding its lock (never beside a live driver);
-    a `trusted` change (one that lets the run go on) first re-checks the run's plan and signature."""
-    directory = state_dir(args)
-    store, row = _existing(directory, args.run_id)
+    a `trusted` change (one that lets the run go on) first re-checks the run's plan and signature.
+    On the shared store, a trusted change that leaves the run active submits its next drive."""
+    store, row = _existing(args, args.run_id)
     if store is None or row is None:
         return _fail(f"no run named {args.run_id!r}", exitcodes.USAGE)
     try:
-        with RunLock(directory, row.id):
+        with store.lock(row.id):
             refused = _recheck(store, row, allowed_signers(args.allowed_signers)) if trusted else None
-            return refused if refused is not None else action(store, row)
+            code = refused if refused is not None else action(store, row)
     except LockHeld as held:
         return _fail(f"{held}; it cannot be changed while it is being driven", exitcodes.LOCKED)
     except PlanError as error:
         return _fail(f"refused run {row.id}: its stored plan does not verify: {error}", exitcodes.REFUSED)
+    continued = store.run(row.id)
+    if (shared := _shared(args)) is not None and trusted and code == 0 and continued and continued.status == "active":
+        from akm_run import drives
+
+        try:
+            drives.submit_once(shared.url, drives.DriveArgs(row.id, hints=hints_for(args)))
+        except drives.NoPool as error:
+            print(f"akm-run: {error}", file=sys.stderr)
+    return code
 
 
 def resume(args: argparse.Namespace) -> int:
-    hint = Hints.of(state_dir(args))
+    hint = hints_for(args)
 
     def reopen(store: Store, row: RunRow) -> int:
         if row.status in ("active", "completed"):
@@ -283,7 +339,7 @@ def resume(args: argparse.Namespace) -> int:
 
 def approve(args: argparse.Namespace) -> int:
     decision = operations.Decision(args.step_id, args.by or getpass.getuser(), not args.reject, args.note)
-    hint = Hints.of(state_dir(args))
+    hint = hints_for(args)
 
     def decide(store: Store, row: RunRow) -> int:
         plan = stored_plan(row)
@@ -337,6 +393,30 @@ def verify(args: argparse.Namespace) -> int:
     return exitcodes.COMPLETED
 
 
+def worker(args: argparse.Namespace) -> int:
+    """`akm-run worker`: serve the shared store's pool until SIGTERM or SIGINT."""
+    import socket
+
+    shared = _shared(args)
+    assert shared is not None  # cli.store_refusal requires one
+    try:
+        takeover_ms, poll_ms, grace_ms = (parse_duration(d) for d in (args.takeover_after, args.poll, args.grace))
+    except ValueError as error:
+        return _fail(str(error), exitcodes.USAGE)
+    if args.concurrency < 1:
+        return _fail("--concurrency must be at least 1", exitcodes.USAGE)
+    if takeover_ms < 300 or poll_ms < 10:
+        return _fail("--takeover-after must be at least 300ms and --poll at least 10ms", exitcodes.USAGE)
+    workdir = args.workdir or Path(".")
+    if not workdir.is_dir():
+        return _fail(f"--workdir {workdir} is not a directory", exitcodes.USAGE)
+    from akm_run import drives
+
+    return drives.serve(shared.url, args.executor_id or socket.gethostname(), concurrency=args.concurrency,
+                        takeover_after_s=takeover_ms / 1000, workdir=workdir, poll_s=poll_ms / 1000,
+                        grace_s=grace_ms / 1000)  # fmt: skip
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "run": run,
     "status": status,
@@ -346,4 +426,5 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "approve": approve,
     "abandon": abandon,
     "verify": verify,
+    "worker": worker,
 }

@@ -49,6 +49,20 @@ def redacted(url: str) -> str:
     return printable(url)
 
 
+def shown(url: str) -> str:
+    """The URL as a printed command names it: without its password (~/.pgpass or PGPASSWORD supply
+    one), so pasting the command works wherever those do."""
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return printable(url)
+        host = parts.netloc.rpartition("@")[2]
+        user = f"{parts.username}@" if parts.username else ""
+        return printable(parts._replace(netloc=f"{user}{host}").geturl())
+    except ValueError:
+        return redacted(url)
+
+
 def printable(text: str) -> str:
     """Text as it may be printed on one line: anything unprintable escaped."""
     return text if text.isprintable() else repr(text)[1:-1]

@@ -33,7 +33,9 @@ class Request:
     output_schema: pf.Schema | None = None
     timeout_ms: int | None = None
     bindings: dict[str, Any] | None = None  # a child-workflow target's, resolved
-    scratch: Path | None = None  # the drive's private directory for unit files
+    scratch: Path | None = None  # the drive's private directory for unit files (None: a temporary one)
+    dispatch_id: str = ""  # the attempt's dispatch id (identity.dispatch_id; also in the context)
+    width: int = 1  # how many units of its step may run at once (a map's concurrency; 1 for a single unit)
 
 
 class Dispatcher(Protocol):

@@ -63,6 +63,8 @@ class Engine:
     abort: threading.Event = field(default_factory=threading.Event)
     why_aborted: str = "interrupted"
     process: Dispatcher | None = None
+    # Attempts run on other hosts as workflows DBOS recovers: re-attach to those a dead driver left.
+    pooled: bool = False
 
     def __post_init__(self) -> None:
         settings = Settings(self.options.workdir, self.options.agent_cmd, self.options.environ, self.options.hints)
@@ -85,7 +87,10 @@ class Engine:
             return _Drive(self, run, plan).run()
 
     def _reclaim(self, run_id: str) -> None:
-        """Attempts left `running` by a crashed driver: stop their leftover processes, mark them."""
+        """Attempts left `running` by a crashed driver: stop their leftover processes, mark them.
+        A pooled drive leaves them running: `_unit` re-attaches to each under its dispatch id."""
+        if self.pooled:
+            return
         for unit_id, step_id, attempt in self.store.interrupted_attempts(run_id):
             units.stop_leftover(attempt.pid, attempt.host)
             self.store.interrupt_attempt(run_id, unit_id, step_id, attempt.attempt)
@@ -127,6 +132,7 @@ class _Work:
     gate_output: Any = None
     gate_check: bool = False  # the unit is a gate's check (never retried)
     completes: bool = False  # the step completes with this unit (journaled together)
+    width: int = 1  # how many units of the step run at once
 
 
 class _Drive:
@@ -341,18 +347,19 @@ class _Drive:
     def _map(self, step: pf.MapStep, items: list[Any], inputs: dict[str, Any], loop: int, feedback: str | None) -> End:
         stop = threading.Event()
         schema = core.item_schema(step)
+        width = core.map_width(step, self.plan, self.options.max_concurrency)
 
         def one(index: int) -> End:
             if stop.is_set() or self.engine.abort.is_set():
                 return End("not_dispatched")
             unit = identity.unit_id(step["stepId"], items[index], mapped=True)
             place = Placement(step["stepId"], identity.journal_id(unit, loop), items[index], index)
-            end = self._unit(_Work(step, step["target"], place, loop, inputs, feedback, schema))
+            end = self._unit(_Work(step, step["target"], place, loop, inputs, feedback, schema, width=width))
             if end.status in ("failed", "blocked"):
                 stop.set()
             return end
 
-        ends = self._fan_out(one, len(items), core.map_width(step, self.plan, self.options.max_concurrency), stop)
+        ends = self._fan_out(one, len(items), width, stop)
         return core.map_end(step, ends)
 
     def _fan_out(self, one: Callable[[int], End], count: int, width: int, stop: threading.Event) -> list[End | None]:
@@ -396,11 +403,12 @@ class _Drive:
         failed_before = 0 if known is None else self._failed_attempts(work.place.journal)
         retry = core.retry_policy(work.step, work.gate_check)
         retries, new_unit = 0, known is None
+        left_running = self._left_running(work.place.journal) if known is not None else None
         while True:
             self._check_abort()
             dispatch = identity.dispatch_id(self.run_id, work.place.journal, failed_before)
-            attempt = self._begin(work, digest, dispatch, new_unit)
-            new_unit = False
+            attempt = left_running or self._begin(work, digest, dispatch, new_unit)
+            new_unit, left_running = False, None
             if not attempt:
                 limit = self.plan["limits"].get("maxUnits")
                 message = f"the run has dispatched its limit of {limit} units (max_units)"
@@ -412,6 +420,13 @@ class _Drive:
                 return ended
             retries, failed_before = retries + 1, failed_before + 1
             self._backoff(core.backoff_ms(cast(pf.Retry, retry), retries))
+
+    def _left_running(self, journal: str) -> int | None:
+        """A pooled drive's attempt of this unit that a dead driver left running (None on SQLite,
+        whose reclaim has finished every such attempt before the spine starts)."""
+        if not self.engine.pooled:
+            return None
+        return next((a.attempt for a in self.store.attempts(self.run_id, journal) if a.status == "running"), None)
 
     def _failed_attempts(self, journal: str) -> int:
         return sum(1 for a in self.store.attempts(self.run_id, journal) if a.status == "failed")
@@ -439,7 +454,7 @@ class _Drive:
         context = core.unit_context(self.run_id, work.place, dispatch, attempt, work.inputs, work.feedback,
                                     work.gate_output)  # fmt: skip
         request = Request(self.run_id, work.place, attempt, digest, work.target, context, work.step.get("env", []),
-                          work.schema, work.step.get("timeoutMs"), bound, self.scratch)  # fmt: skip
+                          work.schema, work.step.get("timeoutMs"), bound, self.scratch, dispatch, work.width)  # fmt: skip
         self.options.progress.unit_started()
         try:
             return self.engine.dispatcher.dispatch(request)

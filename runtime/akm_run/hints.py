@@ -13,9 +13,11 @@ DEFAULT_STATE_DIR = ".akm-run"
 
 @dataclass(frozen=True, slots=True)
 class Hints:
-    """Builds `akm-run VERB ARGS [--state-dir DIR]`; `state_dir` is None for the default one."""
+    """Builds `akm-run VERB ARGS [--state-dir DIR | --database URL]`; `state_dir` is None for the
+    default one, `database` None unless a command line named a shared store other than the default."""
 
     state_dir: str | None = None
+    database: str | None = None  # as printed: never with a password (database_url.shown)
 
     @classmethod
     def of(cls, state_dir: Path) -> Hints:
@@ -28,4 +30,5 @@ class Hints:
 
     def __call__(self, verb: str, *args: str) -> str:
         words = ["akm-run", verb, *args] + (["--state-dir", self.state_dir] if self.state_dir else [])
+        words += ["--database", self.database] if self.database else []
         return " ".join(shlex.quote(w) for w in words)

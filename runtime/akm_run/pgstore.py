@@ -133,6 +133,15 @@ class PostgresStore(Store):
                 raise LockHeld(run_id, _holder(connection, run_id))
             yield
 
+    def driven(self, run_id: str) -> bool:
+        """Whether a driver on any host holds the run's lock (a dead one's was released with its
+        connection)."""
+        try:
+            with self.lock(run_id):
+                return False
+        except LockHeld:
+            return True
+
 
 def _holder(connection: psycopg.Connection[Any], run_id: str) -> dict[str, Any]:
     """Who holds a run's lock, as LockHeld names it: the holder's host and pid, and since when."""

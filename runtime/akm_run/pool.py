@@ -26,6 +26,7 @@ TAKEOVER_AFTER_S = 30.0  # default: a worker silent this long is taken over
 QUEUE_POLL_S = 1.0  # DBOS's default: how often a worker looks for work on each queue
 SCHEMA = "akm_run"
 RUNS_QUEUE = "akm-runs"  # the drives of runs
+UNITS_QUEUES = "akm-units-c"  # + a width: the attempts of steps running that many units at once
 
 _SETUP = (
     f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}",
@@ -92,10 +93,28 @@ class Liveness:
         return taken
 
 
+def serving(database_url: str, within_s: float = 300.0) -> int | None:
+    """How many workers beat within `within_s`; None when no worker has ever served the database
+    (DBOS's tables do not exist yet: a client cannot submit anything)."""
+    with psycopg.connect(database_url, autocommit=True) as connection:
+        row = connection.execute(
+            "SELECT to_regclass('dbos.workflow_status') IS NOT NULL, to_regclass(%s) IS NOT NULL",
+            (f"{SCHEMA}.executors",),
+        ).fetchone()
+        if row is None or not row[0]:
+            return None
+        if not row[1]:
+            return 0
+        beating = connection.execute(
+            f"SELECT count(*) FROM {SCHEMA}.executors WHERE beat > now() - make_interval(secs => %s)", (within_s,)
+        ).fetchone()
+    return int(beating[0]) if beating else 0
+
+
 def units_queue(map_concurrency: int) -> str:
     """The queue of the units of maps with this concurrency: one per distinct value, because DBOS's
     per-partition limit (the partition being one map) is a property of the queue."""
-    return f"akm-units-c{map_concurrency}"
+    return f"{UNITS_QUEUES}{map_concurrency}"
 
 
 class Worker:

@@ -9,7 +9,6 @@ from typing import Any
 from akm_run import children
 from akm_run.core import DriveResult as Result
 from akm_run.hints import Hints
-from akm_run.locks import RunLock
 from akm_run.store import AttemptRow, RunRow, Store
 from akm_run.trust import signed_by
 
@@ -86,7 +85,7 @@ def status_document(store: Store, run: RunRow, hints: Hints) -> dict[str, Any]:
         summary["exported"] = run.exported
     steps = []
     rows = store.steps(run.id)
-    if any(r.status == "running" for r in rows) and not RunLock(store.state_dir, run.id).driven():
+    if any(r.status == "running" for r in rows) and not store.driven(run.id):
         for row in rows:  # its driver died: nothing runs, and the next drive starts the step again
             if row.status == "running":
                 row.status = "pending"

@@ -38,6 +38,10 @@ class Store(Database):
         """The run's driver lock: a lock file in the state directory (raises LockHeld on entry)."""
         return RunLock(self.state_dir, run_id)
 
+    def driven(self, run_id: str) -> bool:
+        """Whether a live driver holds the run's lock (one on another host counts as live)."""
+        return RunLock(self.state_dir, run_id).driven()
+
     def event(
         self, run_id: str, kind: str, step_id: str | None = None, unit_id: str | None = None, **data: Any
     ) -> None:

@@ -7,6 +7,7 @@ implementation, and every host that starts or recovers a run, calls this same fu
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -148,3 +149,13 @@ def _embedded(parent: Any, child: Any) -> None:
     ):
         raise PlanError("plan", f"child run {child.id} runs {child.plan_hash}, which step {step_id!r} of "
                                 f"run {parent.id} does not embed")  # fmt: skip
+
+
+def admission(store: RunSource, run_id: str, signers: Path | None) -> Callable[[Any], None]:
+    """The re-check of a stored run under its lock, before a drive (trust.recheck)."""
+
+    def admit_stored(row: Any) -> None:
+        if row.id == run_id:  # the child runs it drives are covered by this run's check
+            recheck(store, row, signers)
+
+    return admit_stored

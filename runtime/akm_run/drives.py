@@ -1,0 +1,379 @@
+"""Runs on the worker pool (docs/scale-out.md): the DBOS workflows that drive runs and run their
+units, the dispatcher that hands an attempt to whichever worker dequeues it, the `akm-run worker`
+process, and the submitting side (`run`, `approve`, `resume` with --database). Needs the `postgres`
+extra; the plain runtime never imports this module.
+
+A drive workflow is the engine itself (`Engine.drive`), with no DBOS step of its own: its state is
+the journal, so a recovered drive starts from the top, re-verifies the stored plan, and re-attaches
+to the attempts it had dispatched. An attempt is a workflow of one step on a units queue, under the
+attempt's dispatch id: enqueuing it again, from a recovered drive, returns the same workflow."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dbos import DBOS, DBOSClient, EnqueueOptions, WorkflowHandle
+
+from akm_run import exitcodes, pool
+from akm_run.core import DriveResult, End
+from akm_run.dispatch import ProcessDispatcher, Request, Settings
+from akm_run.drive_errors import drive_failure
+from akm_run.engine import DEFAULT_MAX_CONCURRENCY, Engine, Options, settled, stored_plan
+from akm_run.hints import Hints
+from akm_run.pgstore import PostgresStore
+from akm_run.plan import PlanError
+from akm_run.progress import Progress
+from akm_run.rows import RunRow
+from akm_run.trust import admission, allowed_signers
+
+DRIVE = "akm-run-drive"  # the workflow functions' names: part of what APP_VERSION pins
+UNIT = "akm-run-unit"
+RESULT_POLL_S = 0.05  # how often a drive looks whether a dispatched attempt ended
+FOLLOW_POLL_S = 0.1  # how often `run` reads the journal of the run it follows
+LIVE = ("PENDING", "ENQUEUED", "DELAYED")  # a workflow that has not ended
+# A workflow that ended without a result (an exception, a cancellation, too many recoveries).
+ENDED_BADLY = ("ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED")
+
+
+@dataclass(frozen=True, slots=True)
+class DriveArgs:
+    """One drive of a run, as `run`, `approve` and `resume` submit it: what the command line chose."""
+
+    run_id: str
+    workdir: str | None = None  # overrides the run's own
+    agent_cmd: str | None = None  # overrides the run's own
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY
+    timeout_ms: int | None = None
+    hints: Hints = field(default_factory=Hints)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How a drive workflow ended: the engine's result, or why it could not drive (an exit code and
+    the message `run` prints, exactly as the SQLite runtime does)."""
+
+    result: DriveResult | None = None
+    code: int | None = None
+    message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class UnitJob:
+    """One attempt handed to the pool: the resolved request and what the drive's settings say."""
+
+    request: Request
+    workdir: str
+    agent_cmd: str | None
+
+
+# -- the worker process ---------------------------------------------------------------------------------
+
+
+@dataclass
+class _Host:
+    """What this worker process's workflows share."""
+
+    url: str
+    workdir: Path  # where units run when the run's own workdir does not exist on this host
+    state: Path  # the drives' private scratch directories
+    worker: pool.Worker
+    client: DBOSClient  # enqueues and watches attempts from any thread, outside DBOS's context
+    store: PostgresStore  # the unit workflows' journal writes (their pids)
+    abort: threading.Event = field(default_factory=threading.Event)
+    declared: set[str] = field(default_factory=set)
+    plans: set[tuple[str, str]] = field(default_factory=set)  # (plan hash, digest of the stored text) verified
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def units_queue(self, width: int) -> str:
+        """The units queue for steps of this width, declared by this worker the first time."""
+        name = pool.units_queue(width)
+        with self.lock:
+            if name not in self.declared:
+                self.worker.declare_units_queue(width)
+                self.declared.add(name)
+        return name
+
+    def verified(self, run_id: str) -> None:
+        """Re-verify a run's stored plan before one of its attempts runs here (a recovered attempt
+        too): raises PlanError for a tampered one. Each stored text is verified once per worker."""
+        row = self.store.run(run_id)
+        if row is None:
+            raise PlanError("run", f"run {run_id} does not exist")
+        digest = hashlib.sha256(row.plan_json.encode()).hexdigest()
+        if (row.plan_hash, digest) not in self.plans:
+            stored_plan(row)
+            self.plans.add((row.plan_hash, digest))
+
+    def adopt_queues(self) -> None:
+        """Listen on the units queues other workers declared (a map of a width new to this worker)."""
+        for queue in self.client.list_queues():
+            width = queue.name.removeprefix(pool.UNITS_QUEUES)
+            if queue.name not in self.declared and width.isdigit() and int(width) > 0:
+                self.units_queue(int(width))
+
+
+_HOST: _Host | None = None
+
+
+def _here() -> _Host:
+    if _HOST is None:
+        raise RuntimeError("akm-run's workflows run only inside `akm-run worker`")
+    return _HOST
+
+
+def client(url: str, pool_size: int = 5) -> DBOSClient:
+    return DBOSClient(system_database_url=url, application_name=pool.APP_NAME, system_database_pool_size=pool_size)
+
+
+def serve(
+    url: str,
+    executor_id: str,
+    *,
+    concurrency: int,
+    takeover_after_s: float,
+    workdir: Path,
+    poll_s: float,
+    grace_s: float,
+) -> int:
+    """`akm-run worker`: serve the pool until SIGTERM or SIGINT, then stop gracefully and exit 0."""
+    global _HOST
+    worker = pool.Worker(url, executor_id, concurrency=concurrency, takeover_after_s=takeover_after_s,
+                         queue_poll_s=poll_s)  # fmt: skip
+    stop = threading.Event()
+    worker.start()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    state = Path(tempfile.mkdtemp(prefix="akm-worker-"))
+    _HOST = _Host(url, workdir.absolute(), state, worker, client(url, pool_size=4 + 2 * concurrency),
+                  PostgresStore(url))  # fmt: skip
+    _HOST.units_queue(1)
+    print(f"akm-run worker {executor_id}: serving {pool.RUNS_QUEUE} and the units queues with {concurrency} "
+          f"unit(s) at a time, taking over workers silent for {takeover_after_s:g}s", file=sys.stderr,
+          flush=True)  # fmt: skip
+    while not stop.wait(poll_s):
+        try:
+            _HOST.adopt_queues()
+        except Exception as error:  # noqa: BLE001 - a database that is away for a while: try again
+            print(f"akm-run worker {executor_id}: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
+    print(f"akm-run worker {executor_id}: stopping (up to {grace_s:g}s for the work in flight)", file=sys.stderr,
+          flush=True)  # fmt: skip
+    worker.stop(grace_s)
+    shutil.rmtree(state, ignore_errors=True)
+    sys.stderr.flush()
+    os._exit(exitcodes.COMPLETED)  # threads still inside a workflow would keep the interpreter alive
+
+
+# -- drives -----------------------------------------------------------------------------------------------
+
+
+@DBOS.workflow(name=DRIVE)
+def drive_workflow(args: DriveArgs) -> Outcome:
+    """A drive of one run on this worker (no step: its durable state is the journal)."""
+    return drive_here(_here(), args)
+
+
+def drive_here(host: _Host, args: DriveArgs) -> Outcome:
+    store = PostgresStore(host.url)
+    try:
+        row = store.run(args.run_id)
+        if row is None:
+            return Outcome(code=exitcodes.USAGE, message=f"no run named {args.run_id!r}")
+        workdir, agent_cmd = _settings(row, args)
+        options = Options(host.state, workdir, agent_cmd, args.max_concurrency, args.timeout_ms, progress=Progress(),
+                          hints=args.hints, admit=admission(store, args.run_id, allowed_signers(None)))  # fmt: skip
+        dispatcher = PoolDispatcher(host, str(workdir), agent_cmd)
+        engine = Engine(store, options, process=dispatcher, pooled=True)
+        dispatcher.abort = engine.abort
+        try:
+            return Outcome(result=engine.drive(args.run_id))
+        except Exception as error:  # noqa: BLE001 - every way a drive cannot go on is reported to `run`
+            code, message = drive_failure(error, args.run_id, args.hints)
+            return Outcome(code=code, message=message)
+    finally:
+        store.close()
+
+
+def _settings(row: RunRow, args: DriveArgs) -> tuple[Path, str | None]:
+    """The workdir and agent command of a drive: the command line's, else the run's."""
+    workdir = Path(args.workdir or row.workdir or ".")
+    return workdir, args.agent_cmd or row.agent_cmd
+
+
+def _workdir(chosen: str, host: _Host) -> Path:
+    """Where a unit runs on this host: the run's workdir when this host has it, else the worker's."""
+    path = Path(chosen)
+    return path if path.is_absolute() and path.is_dir() else host.workdir
+
+
+class PoolDispatcher:
+    """Shell, script and agent attempts as unit workflows: enqueued under the attempt's dispatch id on
+    the units queue of its step's width, partitioned by run and step (so a map's concurrency holds
+    across every worker), and waited for. Child-workflow units stay with the drive (their child run
+    is driven inline, its own attempts dispatched here)."""
+
+    def __init__(self, host: _Host, workdir: str, agent_cmd: str | None) -> None:
+        self.host, self.workdir, self.agent_cmd = host, workdir, agent_cmd
+        self.abort = threading.Event()
+
+    def dispatch(self, request: Request) -> End:
+        client = self.host.client
+        options = EnqueueOptions(
+            queue_name=self.host.units_queue(request.width), workflow_name=UNIT, workflow_id=request.dispatch_id,
+            app_version=pool.APP_VERSION, queue_partition_key=f"{request.run_id}/{request.place.step_id}",
+        )  # fmt: skip
+        handle: WorkflowHandle[End] = client.enqueue(options, UnitJob(dataclasses.replace(request, scratch=None), self.workdir,
+                                                 self.agent_cmd))  # fmt: skip
+        if handle.get_status().status in ENDED_BADLY:  # a re-attached attempt whose workflow broke: again
+            client.resume_workflow(request.dispatch_id)
+        while (status := handle.get_status().status) in LIVE:
+            if self.abort.wait(RESULT_POLL_S):
+                return End("aborted", reason="aborted", message="the drive was aborted while the unit ran on the pool")
+        if status in ENDED_BADLY:
+            raise RuntimeError(f"the workflow of attempt {request.dispatch_id} ended {status}")
+        ended: End = handle.get_result()
+        return ended
+
+
+@DBOS.workflow(name=UNIT)
+def unit_workflow(job: UnitJob) -> End:
+    """One attempt of a unit, on whichever worker dequeued it."""
+    return attempt(job)
+
+
+@DBOS.step(name="akm-run-attempt", retries_allowed=False)
+def attempt(job: UnitJob) -> End:
+    """Run the attempt's process here, unless its completion is already in the journal (then the
+    recorded result: a recorded completion never runs again)."""
+    host, request = _here(), job.request
+    host.verified(request.run_id)
+    recorded = next((a for a in host.store.attempts(request.run_id, request.place.journal)
+                     if a.attempt == request.attempt), None)  # fmt: skip
+    if recorded is not None and recorded.status == "completed":
+        return End("completed", output=recorded.output, stderr_tail=recorded.stderr_tail)
+    settings = Settings(_workdir(job.workdir, host), job.agent_cmd, None, Hints())
+    return ProcessDispatcher(host.store, settings, host.abort).dispatch(request)
+
+
+# -- the submitting side ------------------------------------------------------------------------------------
+
+
+class NoPool(Exception):
+    """No worker has ever served the database: nothing can be submitted to it."""
+
+
+def _ready(url: str, args: DriveArgs) -> None:
+    """Refuse to submit to a database no worker has served; warn when no worker beats now (the
+    run waits for one)."""
+    workers = pool.serving(url)
+    start = f"akm-run worker{' --database ' + args.hints.database if args.hints.database else ''}"
+    if workers is None:
+        raise NoPool(f"no `akm-run worker` has served this database yet: start one (`{start}`), then "
+                     f"`{args.hints('run', args.run_id)}`")  # fmt: skip
+    if workers == 0:
+        print(f"akm-run: no worker is serving this database now; run {args.run_id} waits until one starts "
+              f"(`{start}`)", file=sys.stderr, flush=True)  # fmt: skip
+
+
+def submit(dbos: DBOSClient, args: DriveArgs) -> str:
+    """Submit the run's next drive, or find the one under way; its workflow id. The first drive's id
+    is the run id, the n-th continuation's `RUN/n`, n counting the drives the database holds: two
+    hosts submitting at once compute the same id and start one drive."""
+    drives = _drives(dbos, args.run_id)
+    live = [str(d.workflow_id) for d in drives if d.status in LIVE]
+    if live:
+        return live[0]
+    workflow_id = args.run_id if not drives else f"{args.run_id}/{len(drives)}"
+    options = EnqueueOptions(queue_name=pool.RUNS_QUEUE, workflow_name=DRIVE, workflow_id=workflow_id,
+                             app_version=pool.APP_VERSION)  # fmt: skip
+    return str(dbos.enqueue(options, args).get_workflow_id())
+
+
+def _drives(dbos: DBOSClient, run_id: str) -> list[Any]:
+    """The drive workflows of a run, oldest first."""
+    return list(dbos.list_workflows(workflow_id_prefix=run_id, name=DRIVE, load_input=False, load_output=False))
+
+
+def follow(
+    url: str, store: PostgresStore, args: DriveArgs, progress: Progress, stop: threading.Event
+) -> Outcome | None:
+    """Submit the run's next drive and follow it to its end, reporting its steps from the journal
+    as the drive reaches them; None when `stop` was set first (the drive goes on)."""
+    steps = [s["stepId"] for s in _plan_steps(store, args.run_id)]
+    seen = len(store.events(args.run_id))
+    dbos = client(url)
+    try:
+        row = store.run(args.run_id)
+        if row is not None and row.status != "active" and not any(d.status in LIVE for d in _drives(dbos, row.id)):
+            return _settled(store, row, args.hints)  # nothing to drive: no worker needed
+        _ready(url, args)
+        handle: WorkflowHandle[Outcome] = dbos.retrieve_workflow(submit(dbos, args))
+        started: dict[str, float] = {}
+        while True:
+            status = handle.get_status().status
+            seen = _report(store, args.run_id, seen, steps, started, progress)
+            if status not in LIVE:
+                break
+            if stop.wait(FOLLOW_POLL_S):
+                return None
+        if status in ENDED_BADLY:
+            return Outcome(code=exitcodes.INTERNAL, message=f"the drive of run {args.run_id} ended {status}; the run "
+                           f"stays active and resumable: `{args.hints('run', args.run_id)}`")  # fmt: skip
+        outcome: Outcome = handle.get_result()
+        return outcome
+    finally:
+        dbos.destroy()
+
+
+def _settled(store: PostgresStore, row: RunRow, hints: Hints) -> Outcome:
+    """A run that is not active, as a drive would report it (its stored plan re-verified first)."""
+    try:
+        stored_plan(row)
+    except PlanError as error:
+        code, message = drive_failure(error, row.id, hints)
+        return Outcome(code=code, message=message)
+    return Outcome(result=settled(row, store, hints))
+
+
+def _plan_steps(store: PostgresStore, run_id: str) -> list[dict[str, Any]]:
+    import json
+
+    row = store.run(run_id)
+    return [] if row is None else list(json.loads(row.plan_json)["steps"])
+
+
+def _report(
+    store: PostgresStore, run_id: str, seen: int, steps: list[str], started: dict[str, float], progress: Progress
+) -> int:
+    """Show the steps the drive reached since event `seen`; the new count of events."""
+    events = store.events(run_id)
+    for kind, step_id, _, _ in events[seen:]:
+        if step_id is None or step_id not in steps:
+            continue
+        if kind == "step.started" and step_id not in started:
+            started[step_id] = time.monotonic()
+            progress.step_started("", step_id, steps.index(step_id), len(steps))
+        elif kind in ("step.completed", "step.failed", "step.blocked") and step_id in started:
+            progress.step_ended("", step_id, kind.removeprefix("step."), time.monotonic() - started.pop(step_id))
+    return len(events)
+
+
+def submit_once(url: str, args: DriveArgs) -> str:
+    """`run --detach`, `approve` and `resume`: submit the run's next drive and return its id; the
+    pool continues the run."""
+    _ready(url, args)
+    dbos = client(url)
+    try:
+        return submit(dbos, args)
+    finally:
+        dbos.destroy()

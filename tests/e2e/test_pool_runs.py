@@ -1,0 +1,197 @@
+"""The worker pool end to end: real `akm-run worker` processes (distinct executor ids) on a private
+PostgreSQL server, plans compiled by akmc and submitted by a real `akm-run run --database`. Each
+unit appends a line to a file, so a test counts where and how often it ran."""
+
+from __future__ import annotations
+
+import json
+import signal
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from helpers import Runtime, Workers, eventually, source
+
+pytestmark = pytest.mark.slow
+
+# A unit that records which worker ran it (the worker is its shell's parent) and how often.
+MAP = source("""
+    workflow "spread" {
+      params { items: list[int] = [1, 2, 3, 4, 5, 6, 7, 8] }
+      step fan {
+        map params.items {
+          concurrency = 4
+          shell "echo \\"$AKM_UNIT_ID $PPID\\" >> ran; sleep SLEEP; echo $AKM_ATTEMPT"
+        }
+      }
+    }
+""")
+APPROVAL = source("""
+    workflow "waits" {
+      step first {
+        shell "echo first >> ran; echo 1"
+      }
+      step ok {
+        approval "Ship it?"
+      }
+      step after {
+        shell "echo after >> ran; cat"
+        inputs = [steps.ok.output]
+      }
+    }
+""")
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Runtime:
+    return Runtime(tmp_path)
+
+
+@pytest.fixture
+def workers(database_url: str, workspace: Runtime) -> Iterator[Workers]:
+    pool = Workers(database_url, workspace.root)
+    yield pool
+    pool.stop()
+
+
+def ran(workspace: Runtime) -> list[str]:
+    path = workspace.root / "ran"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def run_json(workers: Workers, *args: str | Path) -> tuple[int, dict[str, object]]:
+    result = workers.akm("run", *args, "--format", "json")
+    try:
+        return result.returncode, json.loads(result.stdout)
+    except ValueError:
+        raise AssertionError(f"exit {result.returncode}: {result.stdout}\n{result.stderr}") from None
+
+
+def test_the_units_of_one_map_run_on_more_than_one_worker(workers: Workers, workspace: Runtime) -> None:
+    pids = {workers.start(name, "--concurrency", "2").pid for name in ("w1", "w2")}  # neither holds the map
+    plan = workspace.compile("spread.akm", MAP.replace("SLEEP", "0.5"))
+    code, document = run_json(workers, plan)
+    assert code == 0, document
+    lines = ran(workspace)
+    assert len(lines) == 8 and len({line.split()[0] for line in lines}) == 8  # each unit once
+    assert {int(line.split()[1]) for line in lines} == pids  # both workers ran some
+    status = workers.akm("status", document["runId"], "--format", "json")
+    assert json.loads(status.stdout)["run"]["status"] == "completed"
+
+
+def test_a_worker_killed_mid_map_is_replaced_and_no_recorded_unit_runs_again(
+    workers: Workers, workspace: Runtime, database_url: str
+) -> None:
+    from akm_run.pgstore import PostgresStore
+
+    workers.start("doomed")
+    plan = workspace.compile("spread.akm", MAP.replace("SLEEP", "0.4"))
+    detached = workers.akm("run", plan, "--detach")
+    assert detached.returncode == 0, detached.stderr
+    run_id = detached.stdout.strip()
+    store = PostgresStore(database_url)
+
+    def completed() -> set[str]:
+        return {u.unit_id for u, attempts in store.run_attempts(run_id) if u.status == "completed"}
+
+    eventually(lambda: len(completed()) >= 2, "two units completed")
+    workers.kill("doomed")  # the drive and the units in flight die with it
+    recorded = completed()
+    workers.start("heir")
+    code, document = run_json(workers, run_id)  # follows the taken-over drive
+    assert code == 0, document
+    counts = Counter(line.split()[0] for line in ran(workspace))
+    assert set(counts) == completed() and len(counts) == 8
+    assert all(counts[unit] == 1 for unit in recorded), counts  # a recorded completion never runs again
+
+
+def test_a_waiting_run_holds_no_workflow_and_approve_continues_it(workers: Workers, workspace: Runtime) -> None:
+    from dbos import DBOSClient
+
+    workers.start("w1")
+    plan = workspace.compile("waits.akm", APPROVAL)
+    code, document = run_json(workers, plan)
+    run_id = str(document["runId"])
+    assert code == 3 and f"akm-run approve {run_id} ok --database " in str(document["blocked"])
+    client = DBOSClient(system_database_url=workers.url)
+    try:
+        assert client.list_workflows(status=["PENDING", "ENQUEUED"]) == []  # nothing waits on a worker
+        approved = workers.akm("approve", run_id, "ok", "--by", "alice")
+        assert approved.returncode == 0 and f"continue with `akm-run run {run_id} --database" in approved.stdout
+        code, document = run_json(workers, run_id)  # follows the drive approve submitted, or reports it
+        assert code == 0, document
+        assert ran(workspace) == ["first", "after"]
+        drives = client.list_workflows(workflow_id_prefix=run_id, name="akm-run-drive")
+        assert sorted(d.workflow_id for d in drives) == [run_id, f"{run_id}/1"]
+    finally:
+        client.destroy()
+
+
+def test_a_stored_plan_tampered_while_its_drive_waits_for_recovery_is_refused(
+    workers: Workers, workspace: Runtime, database_url: str
+) -> None:
+    import psycopg
+
+    workers.start("doomed")
+    plan = workspace.compile("waits.akm", APPROVAL.replace("echo first >> ran; echo 1", "echo first >> ran; sleep 30"))
+    run_id = workers.akm("run", plan, "--detach").stdout.strip()
+    eventually(lambda: ran(workspace) == ["first"], "the first unit started")
+    workers.kill("doomed")
+    with psycopg.connect(database_url, autocommit=True) as connection:
+        connection.execute("UPDATE akm_run.runs SET plan_json = replace(plan_json, 'echo after', 'echo AFTER')")
+    workers.start("heir")
+    result = workers.akm("run", run_id)
+    assert result.returncode == 4, result.stderr
+    assert f"refused run {run_id}: its stored plan does not verify" in result.stderr
+    assert ran(workspace) == ["first"]  # the recovered drive ran nothing
+
+
+def test_sigterm_stops_a_worker_gracefully(workers: Workers) -> None:
+    process = workers.start("w1")
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=60) == 0
+    assert "stopping" in workers.log("w1")
+    workers.processes.clear()
+
+
+LEAF = source(r"""
+    workflow "leaf" {
+      params { n: int }
+      outputs { doubled: int = steps.double.output.value }
+      step double {
+        shell "echo leaf >> ran; python3 -c 'import json,sys; c=json.load(sys.stdin); print(json.dumps({\"value\": c[\"inputs\"][\"params.n\"] * 2}))'"
+        inputs = [params.n]
+        output: { value: int }
+      }
+    }
+""")
+TOP = source("""
+    workflow "top" {
+      step call {
+        uses "workflows/leaf" {
+          n = 21
+        }
+      }
+      outputs { result = steps.call.output.doubled }
+    }
+""")
+
+
+def test_a_worker_killed_as_it_publishes_a_child_run_is_replaced_and_the_run_has_one_child(
+    workers: Workers, workspace: Runtime
+) -> None:
+    workers.start("doomed", env={"AKM_RUN_FAULT": "child-published"})  # SIGKILLs itself right there
+    workspace.write({"workflows/leaf.akm": LEAF})
+    plan = workspace.compile("workflows/top.akm", TOP)
+    run_id = workers.akm("run", plan, "--detach").stdout.strip()
+    eventually(lambda: workers.processes["doomed"].poll() is not None, "the worker died")
+    workers.processes.pop("doomed")
+    workers.start("heir")
+    code, document = run_json(workers, run_id)
+    assert code == 0, document
+    assert document["exported"] == {"result": 42}
+    listed = json.loads(workers.akm("list", "--children", "--format", "json").stdout)["runs"]
+    assert len(listed) == 2  # the child published before the kill is the one the heir drove
+    assert ran(workspace) == ["leaf"]

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psycopg
 from dbos import DBOS, DBOSClient, EnqueueOptions, WorkflowHandle
 
 from akm_run import exitcodes, pool
@@ -89,11 +90,11 @@ class _Host:
     state: Path  # the drives' private scratch directories
     worker: pool.Worker
     client: DBOSClient  # enqueues and watches attempts from any thread, outside DBOS's context
-    store: PostgresStore  # the unit workflows' journal writes (their pids)
+    shared_store: PostgresStore  # the unit workflows' journal reads and writes (their pids): see `store`
     abort: threading.Event = field(default_factory=threading.Event)
     declared: set[str] = field(default_factory=set)
     plans: set[tuple[str, str]] = field(default_factory=set)  # (plan hash, digest of the stored text) verified
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    lock: threading.RLock = field(default_factory=threading.RLock)
 
     def units_queue(self, width: int) -> str:
         """The units queue for steps of this width, declared by this worker the first time."""
@@ -103,6 +104,20 @@ class _Host:
                 self.worker.declare_units_queue(width)
                 self.declared.add(name)
         return name
+
+    @property
+    def store(self) -> PostgresStore:
+        """The unit workflows' store, connected again once the server dropped its connection (a
+        restart, a failover)."""
+        with self.lock:
+            if self.shared_store.broken:
+                self.reconnect()
+            return self.shared_store
+
+    def reconnect(self) -> None:
+        with self.lock:
+            self.shared_store.close()
+            self.shared_store = PostgresStore(self.url)
 
     def verified(self, run_id: str) -> None:
         """Re-verify a run's stored plan before one of its attempts runs here (a recovered attempt
@@ -256,7 +271,11 @@ def attempt(job: UnitJob) -> End:
     """Run the attempt's process here, unless its completion is already in the journal (then the
     recorded result: a recorded completion never runs again)."""
     host, request = _here(), job.request
-    host.verified(request.run_id)
+    try:
+        host.verified(request.run_id)
+    except psycopg.OperationalError:  # a connection the server dropped while the worker was idle
+        host.reconnect()
+        host.verified(request.run_id)
     recorded = next((a for a in host.store.attempts(request.run_id, request.place.journal)
                      if a.attempt == request.attempt), None)  # fmt: skip
     if recorded is not None and recorded.status == "completed":

@@ -86,6 +86,11 @@ class PostgresStore(Store):
     def close(self) -> None:
         self._pg.close()
 
+    @property
+    def broken(self) -> bool:
+        """Whether the server dropped this store's connection (it cannot be used again)."""
+        return bool(self._pg.broken or self._pg.closed)
+
     def _begin(self, durable: bool) -> None:
         self._pg.execute("BEGIN")
         if not durable:  # reaches the server before the call returns, as on SQLite; fsynced later

@@ -11,7 +11,6 @@ attempt's dispatch id: enqueuing it again, from a recovered drive, returns the s
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
 import shutil
 import signal
@@ -40,7 +39,7 @@ from akm_run.trust import admission, allowed_signers
 
 DRIVE = "akm-run-drive"  # the workflow functions' names: part of what APP_VERSION pins
 UNIT = "akm-run-unit"
-RESULT_POLL_S = 0.05  # how often a drive looks whether a dispatched attempt ended
+RESULT_POLL_S = 0.02  # how often a drive looks whether a dispatched attempt ended
 FOLLOW_POLL_S = 0.1  # how often `run` reads the journal of the run it follows
 LIVE = ("PENDING", "ENQUEUED", "DELAYED")  # a workflow that has not ended
 # A workflow that ended without a result (an exception, a cancellation, too many recoveries).
@@ -93,7 +92,7 @@ class _Host:
     shared_store: PostgresStore  # the unit workflows' journal reads and writes (their pids): see `store`
     abort: threading.Event = field(default_factory=threading.Event)
     declared: set[str] = field(default_factory=set)
-    plans: set[tuple[str, str]] = field(default_factory=set)  # (plan hash, digest of the stored text) verified
+    plans: set[tuple[str, str]] = field(default_factory=set)  # (plan hash, md5 of the stored text) verified
     lock: threading.RLock = field(default_factory=threading.RLock)
 
     def units_queue(self, width: int) -> str:
@@ -122,13 +121,14 @@ class _Host:
     def verified(self, run_id: str) -> None:
         """Re-verify a run's stored plan before one of its attempts runs here (a recovered attempt
         too): raises PlanError for a tampered one. Each stored text is verified once per worker."""
+        digest = self.store.plan_digest(run_id)
+        if digest in self.plans:
+            return
         row = self.store.run(run_id)
-        if row is None:
+        if digest is None or row is None:
             raise PlanError("run", f"run {run_id} does not exist")
-        digest = hashlib.sha256(row.plan_json.encode()).hexdigest()
-        if (row.plan_hash, digest) not in self.plans:
-            stored_plan(row)
-            self.plans.add((row.plan_hash, digest))
+        stored_plan(row)
+        self.plans.add(digest)
 
     def adopt_queues(self) -> None:
         """Listen on the units queues other workers declared (a map of a width new to this worker)."""
@@ -329,7 +329,7 @@ def follow(
     """Submit the run's next drive and follow it to its end, reporting its steps from the journal
     as the drive reaches them; None when `stop` was set first (the drive goes on)."""
     steps = [s["stepId"] for s in _plan_steps(store, args.run_id)]
-    seen = len(store.events(args.run_id))
+    seen = len(store.events_after(args.run_id, 0))
     dbos = client(url)
     try:
         row = store.run(args.run_id)
@@ -375,8 +375,8 @@ def _report(
     store: PostgresStore, run_id: str, seen: int, steps: list[str], started: dict[str, float], progress: Progress
 ) -> int:
     """Show the steps the drive reached since event `seen`; the new count of events."""
-    events = store.events(run_id)
-    for kind, step_id, _, _ in events[seen:]:
+    events = store.events_after(run_id, seen)
+    for kind, step_id in events:
         if step_id is None or step_id not in steps:
             continue
         if kind == "step.started" and step_id not in started:
@@ -384,7 +384,7 @@ def _report(
             progress.step_started("", step_id, steps.index(step_id), len(steps))
         elif kind in ("step.completed", "step.failed", "step.blocked") and step_id in started:
             progress.step_ended("", step_id, kind.removeprefix("step."), time.monotonic() - started.pop(step_id))
-    return len(events)
+    return seen + len(events)
 
 
 def submit_once(url: str, args: DriveArgs) -> str:

@@ -86,6 +86,20 @@ class PostgresStore(Store):
     def close(self) -> None:
         self._pg.close()
 
+    def events_after(self, run_id: str, seen: int) -> list[tuple[str, str | None]]:
+        """(kind, step id) of a run's events after the first `seen`: what a follower has not shown."""
+        with self._lock:
+            rows = self._pg.execute(
+                "SELECT kind, step_id FROM events WHERE run_id = %s ORDER BY seq OFFSET %s", (run_id, seen)
+            ).fetchall()
+        return [(str(kind), step) for kind, step in rows]
+
+    def plan_digest(self, run_id: str) -> tuple[str, str] | None:
+        """(plan hash, md5 of the stored plan text) of a run: whether its plan changed, cheaply."""
+        with self._lock:
+            row = self._pg.execute("SELECT plan_hash, md5(plan_json) FROM runs WHERE id = %s", (run_id,)).fetchone()
+        return None if row is None else (str(row[0]), str(row[1]))
+
     @property
     def broken(self) -> bool:
         """Whether the server dropped this store's connection (it cannot be used again)."""

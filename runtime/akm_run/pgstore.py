@@ -154,12 +154,9 @@ class PostgresStore(Store):
 
     def driven(self, run_id: str) -> bool:
         """Whether a driver on any host holds the run's lock (a dead one's was released with its
-        connection)."""
-        try:
-            with self.lock(run_id):
-                return False
-        except LockHeld:
-            return True
+        connection). Looked up, never taken: a drive starting meanwhile is not turned away."""
+        with self._lock:
+            return bool(_holder(self._pg, run_id))
 
 
 def _holder(connection: psycopg.Connection[Any], run_id: str) -> dict[str, Any]:

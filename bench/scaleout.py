@@ -1,22 +1,23 @@
 #!/usr/bin/env python3
-"""Benchmark the shared store's dispatch: units per second for a map of N `sleep` units spread over
-1, 2 and 4 worker processes by DBOS on a private PostgreSQL server (docs/scale-out.md). Prints
-figures; asserts nothing.
+"""Benchmark the worker pool: units per second for a map of N `sleep` units run by `akm-run run
+--database` over 1, 2 and 4 `akm-run worker` processes on a private PostgreSQL server, and the same
+map run by the SQLite runtime; the per-unit overhead of each against the time the units sleep
+(docs/scale-out.md, docs/performance.md). Prints figures; asserts nothing.
 
-    python bench/scaleout.py --units 200 --sleep 0.05 --workers 1,2,4 --per-worker 4 --poll 0.1
+    python bench/scaleout.py --units 200 --sleep 0.05 --workers 1,2,4 --per-worker 4 --poll 100ms
 
-Until the PostgreSQL store is built, the workers are the DBOS probe of the tests
-(tests/integration/dbosprobe.py): each unit is a workflow on the units queue whose one step runs
-`sleep`, which is the shape akm-run's units will have, without akm-run's journal. The figure is the
-dispatch ceiling the store will run under; once `akm-run worker` exists, the same harness times
-`akm-run run` of a compiled map instead.
+The map's concurrency is the pool's whole width (workers x per-worker, at most 64); the SQLite run
+gets the same width as its --max-concurrency. Overhead per unit = elapsed x width / units - sleep:
+what dispatching, journaling and waiting add to each unit's own time, in a unit's slot.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -25,47 +26,87 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(HERE / "tests"))
 
-from helpers import Pool, PostgresServer  # noqa: E402
+from helpers import PostgresServer, Runtime, Workers, source  # noqa: E402
+
+MAP = """
+    workflow "bench" {
+      params { items: list[int] }
+      limits { concurrency = WIDTH }
+      step fan {
+        map params.items {
+          concurrency = WIDTH
+          shell "sleep SLEEP"
+        }
+      }
+    }
+"""
 
 
-def one_map(server: PostgresServer, workers: int, units: int, seconds: float) -> float:
-    """Seconds from submitting the map to its result, with `workers` workers already running."""
-    pool = Pool(server.database(), Path(tempfile.mkdtemp(prefix="akm-bench-")))
+def plan(directory: Path, width: int, seconds: float) -> Path:
+    runtime = Runtime(directory)
+    return runtime.compile("bench.akm", source(MAP.replace("WIDTH", str(width)).replace("SLEEP", str(seconds))))
+
+
+def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "akm_run", *argv], cwd=cwd, env=env, capture_output=True, text=True)
+    elapsed = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"akm-run {' '.join(argv)} exited {done.returncode}: {done.stderr}")
+    return elapsed
+
+
+def pooled(server: PostgresServer, workers: int, args: argparse.Namespace, repeat: int) -> list[float]:
+    directory = Path(tempfile.mkdtemp(prefix="akm-bench-"))
+    width = min(64, workers * args.per_worker)
+    plan_file = plan(directory, width, args.sleep)
+    pool = Workers(server.database(), directory)
     try:
         for n in range(workers):
-            pool.worker(f"w{n + 1}")
-        pool.enqueue("sleep_map", 1, 0.0).get_result()  # warm: queues registered, connections open
-        start = time.perf_counter()
-        pool.enqueue("sleep_map", units, seconds).get_result()
-        return time.perf_counter() - start
+            pool.start(f"w{n + 1}", "--concurrency", str(args.per_worker), "--poll", args.poll)
+        items = json.dumps(list(range(args.units)))
+        argv = ["run", str(plan_file), "--database", pool.url, "--max-concurrency", str(width)]
+        timed([*argv, "--param", "items=[0]"], directory, pool.env())  # warm: queues declared, connections open
+        return [timed([*argv, "--param", f"items={items}"], directory, pool.env()) for _ in range(repeat)]
     finally:
-        pool.close()
+        pool.stop()
+
+
+def local(width: int, args: argparse.Namespace, repeat: int) -> list[float]:
+    directory = Path(tempfile.mkdtemp(prefix="akm-bench-"))
+    plan_file = plan(directory, width, args.sleep)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AKM_")}
+    items = json.dumps(list(range(args.units)))
+    argv = ["run", str(plan_file), "--state-dir", str(directory / ".state"), "--max-concurrency", str(width)]
+    return [timed([*argv, "--param", f"items={items}"], directory, env) for _ in range(repeat)]
+
+
+def row(label: str, width: int, times: list[float], args: argparse.Namespace) -> str:
+    median = statistics.median(times)
+    overhead_ms = (median * width / args.units - args.sleep) * 1000
+    return f"{label:<18} {width:>5}  {median:>8.2f}  {args.units / median:>7.1f}  {width / args.sleep:>7.1f}  {overhead_ms:>8.1f}"
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--units", type=int, default=200)
     parser.add_argument("--sleep", type=float, default=0.05, help="seconds each unit sleeps")
     parser.add_argument("--workers", default="1,2,4", help="worker counts to compare")
-    parser.add_argument("--per-worker", type=int, default=4, help="units in flight per worker")
-    parser.add_argument("--poll", type=float, default=0.1, help="the units queue's polling interval, seconds")
+    parser.add_argument("--per-worker", type=int, default=4, help="units in flight per worker (--concurrency)")
+    parser.add_argument("--poll", default="100ms", help="the workers' queue polling interval (--poll)")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    os.environ["PROBE_UNITS_PER_WORKER"] = str(args.per_worker)
-    os.environ["PROBE_POLL_S"] = str(args.poll)
     server = PostgresServer()
     server.start()
     try:
-        print(
-            f"{args.units} units of sleep {args.sleep}, {args.per_worker} in flight per worker, "
-            f"queue polled every {args.poll} s"
-        )
-        print("workers  median s  units/s  ideal units/s")
+        print(f"{args.units} units of sleep {args.sleep}, {args.per_worker} in flight per worker, queues polled every "
+              f"{args.poll}; median of {args.repeat}")  # fmt: skip
+        print("store              width  seconds  units/s    ideal  overhead ms/unit")
         for workers in (int(w) for w in args.workers.split(",")):
-            times = [one_map(server, workers, args.units, args.sleep) for _ in range(args.repeat)]
-            median = statistics.median(times)
-            ideal = workers * args.per_worker / args.sleep
-            print(f"{workers:>7}  {median:>8.2f}  {args.units / median:>7.1f}  {ideal:>13.1f}", flush=True)
+            width = min(64, workers * args.per_worker)
+            print(row("SQLite", width, local(width, args, args.repeat), args), flush=True)
+            label = f"pool, {workers} worker{'s' if workers > 1 else ''}"
+            print(row(label, width, pooled(server, workers, args, args.repeat), args), flush=True)
     finally:
         server.stop()
 

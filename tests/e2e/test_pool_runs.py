@@ -5,6 +5,7 @@ unit appends a line to a file, so a test counts where and how often it ran."""
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -187,3 +188,48 @@ def test_a_worker_killed_as_it_publishes_a_child_run_is_replaced_and_the_run_has
     listed = json.loads(workers.akm("list", "--children", "--format", "json").stdout)["runs"]
     assert len(listed) == 2  # the child published before the kill is the one the heir drove
     assert ran(workspace) == ["leaf"]
+
+
+SAME = source("""
+    workflow "same" {
+      params { who: string = "ada" }
+      outputs { greeting = steps.greet.output }
+      step greet {
+        shell "echo \\\\\\"hello\\\\\\""
+        inputs = [params.who]
+      }
+      step broken {
+        shell "echo oops >&2; exit 3"
+        on_error = continue
+      }
+    }
+""")
+
+
+def normalized(text: str, run_id: str) -> object:
+    """A document with what differs from run to run taken out (its run id, times, durations and
+    dispatch ids, which derive from the run id): what must not differ between stores."""
+    text = re.sub(r'"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"', '"TIME"', text.replace(run_id, "RUN"))
+
+    def strip(value: object) -> object:
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items() if k not in ("durationMs", "dispatchId")}
+        return [strip(v) for v in value] if isinstance(value, list) else value
+
+    return strip(json.loads(text))
+
+
+def test_run_and_status_print_the_same_documents_as_on_sqlite(workers: Workers, workspace: Runtime) -> None:
+    plan = workspace.compile("same.akm", SAME)
+    local = workspace.akm("run", plan, "--format", "json")
+    local_id = json.loads(local.stdout)["runId"]
+    workers.start("w1")
+    pooled = workers.akm("run", plan, "--format", "json")
+    pooled_id = json.loads(pooled.stdout)["runId"]
+    assert (pooled.returncode, normalized(pooled.stdout, pooled_id)) == (
+        local.returncode, normalized(local.stdout, local_id))  # fmt: skip
+    assert pooled.stderr.splitlines()[0] == "step greet started"
+    for verb in ("status", "logs"):
+        here = workspace.akm(verb, local_id, "--format", "json")
+        there = workers.akm(verb, pooled_id, "--format", "json")
+        assert normalized(there.stdout, pooled_id) == normalized(here.stdout, local_id), verb

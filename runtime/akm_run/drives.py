@@ -166,12 +166,12 @@ def serve(
     worker = pool.Worker(url, executor_id, concurrency=concurrency, takeover_after_s=takeover_after_s,
                          queue_poll_s=poll_s)  # fmt: skip
     stop = threading.Event()
+    store = PostgresStore(url)  # connects (and migrates) first: an unusable database is one clear error
     worker.start()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
     state = Path(tempfile.mkdtemp(prefix="akm-worker-"))
-    _HOST = _Host(url, workdir.absolute(), state, worker, client(url, pool_size=4 + 2 * concurrency),
-                  PostgresStore(url))  # fmt: skip
+    _HOST = _Host(url, workdir.absolute(), state, worker, client(url, pool_size=4 + 2 * concurrency), store)
     _HOST.units_queue(1)
     print(f"akm-run worker {executor_id}: serving {pool.RUNS_QUEUE} and the units queues with {concurrency} "
           f"unit(s) at a time, taking over workers silent for {takeover_after_s:g}s", file=sys.stderr,

@@ -63,3 +63,13 @@ def test_a_worker_refuses_bad_options_before_it_connects(
     argv = ["worker", "--database", "postgresql://akm@db.invalid/akm", *options]
     assert cli.main(argv) == 2
     assert says in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("verb", [["worker"], ["list"], ["status", "R"]])
+def test_a_database_that_cannot_be_reached_is_one_clear_error_without_its_password(
+    verb: list[str], capfd: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main([*verb, "--database", "postgresql://ada:hunter2@127.0.0.1:1/akm"]) == 2
+    err = capfd.readouterr().err
+    assert "the database postgresql://ada:***@127.0.0.1:1/akm cannot be used" in err
+    assert "hunter2" not in err and "Traceback" not in err

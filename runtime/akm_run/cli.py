@@ -10,7 +10,7 @@ from pathlib import Path
 
 from akm_run import __version__, exitcodes
 from akm_run.console import state_dir
-from akm_run.database_url import DatabaseError, select
+from akm_run.database_url import DatabaseError, select, unusable
 
 EXAMPLES = {
     "run": "akm-run run plans/workflows/release.plan.json --param version=1.4.0",
@@ -176,24 +176,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"akm-run: error: {where} cannot be used: {error}", file=sys.stderr)
         return exitcodes.USAGE
     except Exception as error:  # noqa: BLE001 - no traceback reaches a user
-        if (unreachable := shared_store_error(args, error)) is not None:
+        if (unreachable := unusable(select(getattr(args, "database", None)), error)) is not None:
             print(f"akm-run: error: {unreachable}", file=sys.stderr)
             return exitcodes.USAGE
         print(f"akm-run: internal error: {type(error).__name__}: {error}", file=sys.stderr)
         return exitcodes.INTERNAL
     return code
-
-
-def shared_store_error(args: argparse.Namespace, error: Exception) -> str | None:
-    """What to say when the shared store cannot be used (server down, refused login, no such
-    database): its driver's error, never a password; None for any other error."""
-    if type(error).__module__.split(".")[0] not in ("psycopg", "sqlalchemy", "dbos"):
-        return None
-    database = select(getattr(args, "database", None))
-    if database is None:
-        return None
-    text = " ".join(str(error).split()).replace(database.url, str(database))
-    return f"the database {database} cannot be used: {text[:500]}"
 
 
 def store_refusal(args: argparse.Namespace) -> str | None:

@@ -15,7 +15,7 @@ from akm_run import children, exitcodes, operations, progress, report
 from akm_run import planformat as pf
 from akm_run.console import emit, on_signals, state_dir
 from akm_run.core import DriveResult
-from akm_run.database_url import ENV, SharedStore, redacted, select, shown
+from akm_run.database_url import ENV, SharedStore, redacted, select, shown, unusable
 from akm_run.drive_errors import drive_failure
 from akm_run.durations import parse_option as parse_duration
 from akm_run.engine import Engine, Options, stored_plan
@@ -232,6 +232,11 @@ def pooled_run(args: argparse.Namespace, shared: SharedStore, store: Store, run_
         outcome = drives.follow(shared.url, store, submitted, shows, stop)
     except drives.NoPool as error:
         return _fail(f"run {run_id} is published and waits: {error}", exitcodes.USAGE)
+    except Exception as error:
+        if (unreachable := unusable(shared, error)) is None:
+            raise
+        return _fail(f"error: {unreachable}; run {run_id} goes on once the database is back (follow it with "
+                     f"`{hints('run', run_id)}`)", exitcodes.USAGE)  # fmt: skip
     finally:
         shows.close()
     if outcome is None:

@@ -119,3 +119,12 @@ def select(option: str | None, environ: Mapping[str, str] = os.environ) -> Share
         reason = printable(str(error).strip().replace(text, redacted(text)))
         raise DatabaseError(f"malformed database URL {redacted(text)}: {reason}") from None
     return SharedStore(text)
+
+
+def unusable(database: SharedStore | None, error: Exception) -> str | None:
+    """What to say when the shared store cannot be used (server down, refused login, no such
+    database): its driver's error, never a password; None for any other error or store."""
+    if database is None or type(error).__module__.split(".")[0] not in ("psycopg", "sqlalchemy", "dbos"):
+        return None
+    text = " ".join(str(error).split()).replace(database.url, str(database))
+    return f"the database {database} cannot be used: {text[:500]}"

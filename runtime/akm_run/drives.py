@@ -11,6 +11,7 @@ attempt's dispatch id: enqueuing it again, from a recovered drive, returns the s
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import shutil
 import signal
@@ -148,6 +149,10 @@ def _here() -> _Host:
 
 
 def client(url: str, pool_size: int = 5) -> DBOSClient:
+    """A DBOS client on the shared database. Its retry warnings stay off a command's stderr: the
+    command reports an unusable database itself, once."""
+    if _HOST is None:
+        logging.getLogger("dbos").setLevel(logging.ERROR)
     return DBOSClient(system_database_url=url, application_name=pool.APP_NAME, system_database_pool_size=pool_size)
 
 

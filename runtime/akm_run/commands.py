@@ -398,6 +398,19 @@ def verify(args: argparse.Namespace) -> int:
     return exitcodes.COMPLETED
 
 
+WORKER_DURATION_MAX_MS = 24 * 3_600_000  # longer waits overflow the platform's timers
+EXECUTOR_ID_MAX = 128
+
+
+def executor_refusal(executor_id: str) -> str | None:
+    """Why a worker cannot take this executor id (it is printed, and stored by DBOS), or None."""
+    if len(executor_id) > EXECUTOR_ID_MAX:
+        return f"--executor-id must be at most {EXECUTOR_ID_MAX} characters"
+    if not executor_id.isprintable() or any(c.isspace() for c in executor_id):  # bytes not UTF-8 are neither
+        return f"--executor-id {executor_id!r} must be printable text without spaces"
+    return None
+
+
 def worker(args: argparse.Namespace) -> int:
     """`akm-run worker`: serve the shared store's pool until SIGTERM or SIGINT."""
     import socket
@@ -412,12 +425,17 @@ def worker(args: argparse.Namespace) -> int:
         return _fail("--concurrency must be at least 1", exitcodes.USAGE)
     if takeover_ms < 300 or poll_ms < 10:
         return _fail("--takeover-after must be at least 300ms and --poll at least 10ms", exitcodes.USAGE)
+    if max(takeover_ms, poll_ms, grace_ms) > WORKER_DURATION_MAX_MS:
+        return _fail("--takeover-after, --poll and --grace must be at most 24h", exitcodes.USAGE)
+    executor_id = args.executor_id or socket.gethostname()
+    if refusal := executor_refusal(executor_id):
+        return _fail(refusal, exitcodes.USAGE)
     workdir = args.workdir or Path(".")
     if not workdir.is_dir():
         return _fail(f"--workdir {workdir} is not a directory", exitcodes.USAGE)
     from akm_run import drives
 
-    return drives.serve(shared.url, args.executor_id or socket.gethostname(), concurrency=args.concurrency,
+    return drives.serve(shared.url, executor_id, concurrency=args.concurrency,
                         takeover_after_s=takeover_ms / 1000, workdir=workdir, poll_s=poll_ms / 1000,
                         grace_s=grace_ms / 1000)  # fmt: skip
 

@@ -10,7 +10,7 @@ import importlib.util
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 ENV = "AKM_RUN_DATABASE"
 EXTRA = "akm-run[postgres]"
@@ -38,6 +38,7 @@ class SharedStore:
 
 def redacted(url: str) -> str:
     """The URL as it may be printed: a password replaced by `***`, anything unprintable escaped."""
+    url = _query_password(url, "***")
     try:
         parts = urlsplit(url)
         if parts.password is not None:
@@ -52,6 +53,7 @@ def redacted(url: str) -> str:
 def shown(url: str) -> str:
     """The URL as a printed command names it: without its password (~/.pgpass or PGPASSWORD supply
     one), so pasting the command works wherever those do."""
+    url = _query_password(url, None)
     try:
         parts = urlsplit(url)
         if parts.password is None:
@@ -61,6 +63,23 @@ def shown(url: str) -> str:
         return printable(parts._replace(netloc=f"{user}{host}").geturl())
     except ValueError:
         return redacted(url)
+
+
+def _query_password(url: str, replacement: str | None) -> str:
+    """The URL with its `password` query parameters (libpq takes one there too, percent-encoded or
+    not) replaced by `password=<replacement>`, or dropped for None."""
+    head, mark, rest = url.partition("?")
+    if not mark:
+        return url
+    query, hash_, fragment = rest.partition("#")
+    kept = []
+    for item in query.split("&"):
+        if unquote(item.partition("=")[0]).lower() != "password":
+            kept.append(item)
+        elif replacement is not None:
+            kept.append(f"password={replacement}")
+    query = "&".join(kept)
+    return f"{head}{'?' if query else ''}{query}{hash_}{fragment}"
 
 
 def printable(text: str) -> str:

@@ -23,7 +23,7 @@ def parse(text: str) -> int | None:
 def parse_option(text: str) -> int:
     """Milliseconds of a command-line duration: `2h`, `1h30m`, `90s`, `250ms`, each unit at most once
     and largest first; a bare number is seconds. Raises ValueError."""
-    if text.isdigit():
+    if text.isascii() and text.isdigit():  # int() takes other scripts' digits too
         return int(text) * 1000
     parts = PART.findall(text) if FULL.fullmatch(text) else []
     sizes = [UNIT_MS[unit] for _, unit in parts]

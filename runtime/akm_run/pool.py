@@ -23,6 +23,8 @@ APP_NAME = "akm-run"
 # change incompatibly (their steps, in order), and docs/scale-out.md says how to upgrade then.
 APP_VERSION = "akm-run-workflows-1"
 TAKEOVER_AFTER_S = 30.0  # default: a worker silent this long is taken over
+BEAT_MAX_S = 60.0  # a worker beats at least this often, whatever its takeover time: see `serving`
+SERVING_WITHIN_S = 300.0  # a worker that beat this recently serves the database
 QUEUE_POLL_S = 1.0  # DBOS's default: how often a worker looks for work on each queue
 SCHEMA = "akm_run"
 RUNS_QUEUE = "akm-runs"  # the drives of runs
@@ -93,7 +95,7 @@ class Liveness:
         return taken
 
 
-def serving(database_url: str, within_s: float = 300.0) -> int | None:
+def serving(database_url: str, within_s: float = SERVING_WITHIN_S) -> int | None:
     """How many workers beat within `within_s`; None when no worker has ever served the database
     (DBOS's tables do not exist yet: a client cannot submit anything)."""
     with psycopg.connect(database_url, autocommit=True) as connection:
@@ -152,8 +154,14 @@ class Worker:
         self._beating = threading.Thread(target=self._beat, args=(liveness,), name="akm-liveness", daemon=True)
         self._beating.start()
 
+    @property
+    def beat_s(self) -> float:
+        """How often this worker beats: a third of its takeover time, and at least every BEAT_MAX_S
+        (a long takeover time must not make a live worker look gone to `serving`)."""
+        return min(self.takeover_after_s / 3, BEAT_MAX_S)
+
     def _beat(self, liveness: Liveness) -> None:
-        while not self._stop.wait(self.takeover_after_s / 3):
+        while not self._stop.wait(self.beat_s):
             liveness.beat()
             for executor in liveness.take_over():
                 if self.on_takeover is not None:

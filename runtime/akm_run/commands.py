@@ -399,6 +399,9 @@ def verify(args: argparse.Namespace) -> int:
 
 
 WORKER_DURATION_MAX_MS = 24 * 3_600_000  # longer waits overflow the platform's timers
+# DBOS keeps a queue's polling interval in the shared database, and each worker's --poll overwrites
+# it for every worker (docs/scale-out.md): a long one would starve the whole pool that long.
+POLL_MAX_MS = 60_000
 EXECUTOR_ID_MAX = 128
 
 
@@ -425,8 +428,8 @@ def worker(args: argparse.Namespace) -> int:
         return _fail("--concurrency must be at least 1", exitcodes.USAGE)
     if takeover_ms < 300 or poll_ms < 10:
         return _fail("--takeover-after must be at least 300ms and --poll at least 10ms", exitcodes.USAGE)
-    if max(takeover_ms, poll_ms, grace_ms) > WORKER_DURATION_MAX_MS:
-        return _fail("--takeover-after, --poll and --grace must be at most 24h", exitcodes.USAGE)
+    if max(takeover_ms, grace_ms) > WORKER_DURATION_MAX_MS or poll_ms > POLL_MAX_MS:
+        return _fail("--takeover-after and --grace must be at most 24h, --poll at most 1m", exitcodes.USAGE)
     executor_id = args.executor_id or socket.gethostname()
     if refusal := executor_refusal(executor_id):
         return _fail(refusal, exitcodes.USAGE)

@@ -44,7 +44,7 @@ def test_a_malformed_url_with_a_query_password_is_refused_without_it(tmp_path: P
     ("options", "says"),
     [
         (["--takeover-after", "999999999999h"], "at most 24h"),  # overflowed the heartbeat's timer
-        (["--poll", "25h"], "at most 24h"),
+        (["--poll", "2m"], "at most 1m"),  # DBOS shares it: a long one starved every worker in the pool
         (["--grace", "100000h"], "at most 24h"),
         (["--takeover-after", "\u0663"], "invalid duration"),  # an Arabic-Indic three: not a number here
         (["--takeover-after", "\u00b2"], "invalid duration"),  # a superscript two

@@ -6,8 +6,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from syrupy.assertion import SnapshotAssertion
 
-from helpers import Checker, Keys, Pool, PostgresServer, Runtime
+from helpers import STORES, Checker, Keys, OneForEveryStore, Pool, PostgresServer, Runtime
 
 
 @pytest.fixture
@@ -22,9 +23,39 @@ def codes(tmp_path: Path) -> Checker:
     return Checker(tmp_path)
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test of the `runtime` fixture runs once per store (`[sqlite]`, `[postgres]`), except one
+    marked `sqlite_only` (about SQLite itself; docs/development.md lists them)."""
+    if "runtime" in metafunc.fixturenames:
+        stores = ["sqlite"] if metafunc.definition.get_closest_marker("sqlite_only") else list(STORES)
+        metafunc.parametrize("runtime_store", stores, indirect=True)
+
+
 @pytest.fixture
-def runtime(tmp_path: Path) -> Runtime:
-    return Runtime(tmp_path)
+def runtime_store(request: pytest.FixtureRequest) -> str:
+    """The store a `runtime` test runs on (parametrised by pytest_generate_tests)."""
+    return str(request.param)
+
+
+@pytest.fixture
+def runtime(runtime_store: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Runtime]:
+    """helpers.Runtime on the store of this variant: on PostgreSQL a fresh database on the session's
+    server and a worker (started on the first command), stopped at the end with SIGTERM; a worker
+    that dies by itself or does not stop fails the test, and its output is shown on failure."""
+    database = request.getfixturevalue("database_url") if runtime_store == "postgres" else None
+    runtime = Runtime(tmp_path, database)
+    yield runtime
+    problems = runtime.close()
+    for worker in runtime.workers:
+        print(f"-- output of {worker.executor_id} --\n{worker.output()}")
+    if problems:
+        pytest.fail("; ".join(problems), pytrace=False)
+
+
+@pytest.fixture
+def one_snapshot(snapshot: SnapshotAssertion) -> SnapshotAssertion:
+    """A snapshot that every store variant of a `runtime` test compares with (helpers.OneForEveryStore)."""
+    return snapshot.use_extension(OneForEveryStore)
 
 
 @pytest.fixture

@@ -8,8 +8,10 @@ import glob
 import json
 import os
 import pwd
+import re
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -17,8 +19,13 @@ import textwrap
 import time
 import uuid
 from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from syrupy.extensions.amber import AmberSnapshotExtension
+from syrupy.location import PyTestLocation
+from syrupy.types import SnapshotIndex
 
 if TYPE_CHECKING:
     from dbos import DBOSClient, WorkflowHandle
@@ -98,14 +105,34 @@ class Checker:
         return [f"{d.code}@{d.span.line}" for d in self.diagnostics(source, name, files)]
 
 
-class Runtime:
-    """A workspace whose workflows are compiled with akmc and run by a real `akm-run` process,
-    with a real state directory. `runtime.akm("status", run_id)` runs any verb."""
+# The stores the runtime's end-to-end suite runs on: SQLite in a state directory, and the shared
+# PostgreSQL store with `akm-run worker` processes executing the units (docs/scale-out.md).
+STORES = ("sqlite", "postgres")
+# How long a worker of a test waits for a dead one before it takes over its work (the pool's T).
+TAKEOVER_AFTER = "2s"
+# How long a stopping worker may take before the test fails for it (it is killed then).
+STOP_PATIENCE_S = 15
 
-    def __init__(self, root: Path) -> None:
+
+class Runtime:
+    """A workspace whose workflows are compiled with akmc and run by a real `akm-run` process, on
+    either store: SQLite in a real state directory (`database` None), or a PostgreSQL database
+    whose units real `akm-run worker` processes execute (started on the first command). Every
+    command goes to the same store, so a test reads the same on both: `runtime.akm("status", run_id)`
+    runs any verb, `runtime.store()` reads the journal, `runtime.sql(...)` reads or forges its rows."""
+
+    def __init__(self, root: Path, database: str | None = None) -> None:
         self.root = root
         self.state = root / ".state"
+        self.database = database
+        self.workers: list[Worker] = []
+        self.problems: list[str] = []  # what went wrong with workers, reported at the end
+        self._journal: Store | None = None
         (root / "akm.toml").write_text("")
+
+    @property
+    def sqlite(self) -> bool:
+        return self.database is None
 
     def write(self, files: dict[str, str]) -> None:
         for rel, content in files.items():
@@ -133,12 +160,15 @@ class Runtime:
         return plan_file
 
     def env(self, **extra: str) -> dict[str, str]:
+        """A command's environment: this runtime's store and nothing else of akm-run's."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("AKM_")}
-        return {**env, "AKM_STATE_DIR": str(self.state), **extra}
+        store = {"AKM_STATE_DIR": str(self.state)} if self.database is None else {"AKM_RUN_DATABASE": self.database}
+        return {**env, **store, **extra}
 
     def akm(
         self, *args: str | Path, env: dict[str, str] | None = None, timeout: float = 120
     ) -> subprocess.CompletedProcess[str]:
+        self.pool()
         return subprocess.run(
             [sys.executable, "-m", "akm_run", *map(str, args)],
             cwd=self.root,
@@ -156,10 +186,213 @@ class Runtime:
         except ValueError:
             raise AssertionError(f"exit {result.returncode}: {result.stdout}\n{result.stderr}") from None
 
-    def store(self) -> Store:
-        from akm_run.store import Store
+    def unit_env(self, **variables: str) -> dict[str, str]:
+        """A command's environment with `variables` for units to see (passthrough, secrets): on
+        SQLite the driver hands its own on; on PostgreSQL a unit sees its worker's environment, so
+        the workers are replaced by one started with them."""
+        env = self.env(**variables)
+        if self.database is not None:
+            self.stop_workers()
+            self.start_worker(env)
+        return env
 
-        return Store(self.state)
+    def start(self, *args: str | Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+        """`akm-run ARGS` started in the background (a test signals it or waits for it)."""
+        self.pool()
+        return subprocess.Popen([sys.executable, "-m", "akm_run", *map(str, args)], cwd=self.root,
+                                env=env or self.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+
+    # -- the process that executes units: the driver on SQLite, a worker on PostgreSQL ----------------
+
+    def driver(self, *args: str | Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+        """`akm-run run ARGS` with the process that executes the units leading a process group of its
+        own, its pid in `driver.pid` for a unit to kill: on SQLite the driver itself; on PostgreSQL a
+        worker started for this with `env` (AKM_RUN_FAULT reaches the process it is meant for)."""
+        if self.sqlite:
+            process = subprocess.Popen([sys.executable, "-m", "akm_run", "run", *map(str, args)], cwd=self.root,
+                                       env=env or self.env(), start_new_session=True, text=True,
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+            (self.root / "driver.pid").write_text(str(process.pid))
+            return process
+        self.stop_workers()
+        worker = self.start_worker(env=env)
+        worker.driver = True
+        (self.root / "driver.pid").write_text(str(worker.process.pid))
+        return self.start("run", *args)
+
+    def killed(self, driver: subprocess.Popen[str]) -> None:
+        """Wait for the process that executes `driver`'s units to die of SIGKILL (a unit or a fault
+        killed it). On PostgreSQL `driver` only follows the run and goes on waiting for its end."""
+        if self.sqlite:
+            driver.communicate(timeout=PATIENCE_S)
+            assert driver.returncode == -signal.SIGKILL, "the driver should have been killed"
+            return
+        [worker] = [w for w in self.workers if w.process.returncode is None]
+        assert worker.process.wait(timeout=PATIENCE_S) == -signal.SIGKILL, "the worker should have been killed"
+        assert driver.poll() is None, driver.communicate()
+
+    def replace_driver(self) -> None:
+        """After the process that executed the units died: on SQLite nothing is needed (the next
+        `akm-run run RUN` drives the run); on PostgreSQL a new worker takes the dead one's work over."""
+        if not self.sqlite:
+            self.start_worker()
+
+    # -- workers (PostgreSQL) ---------------------------------------------------------------------------
+
+    def pool(self) -> None:
+        """On PostgreSQL, a worker for the commands that need one, unless one was started already."""
+        if self.database is not None and not self.workers:
+            self.start_worker()
+
+    def start_worker(self, env: dict[str, str] | None = None) -> Worker:
+        """One more `akm-run worker` on this runtime's database, in the workspace."""
+        assert self.database is not None, "workers serve the PostgreSQL store"
+        worker = Worker(self, f"worker-{len(self.workers) + 1}", env or self.env())
+        self.workers.append(worker)
+        return worker
+
+    def kill_worker(self) -> None:
+        """SIGKILL the live workers' process groups, as a host dies (their units survive them)."""
+        for worker in self.workers:
+            worker.kill()
+
+    def stop_workers(self) -> None:
+        """Stop every live worker with SIGTERM, as an operator does, noting in `problems` a worker
+        that died or exited with an error by itself, or did not stop in time and was killed."""
+        self.problems += [problem for worker in self.workers if (problem := worker.stop())]
+
+    def close(self) -> list[str]:
+        """End of the test: the workers stopped and the journal closed; what went wrong with workers."""
+        self.stop_workers()
+        if self._journal is not None:
+            self._journal.close()
+        return self.problems
+
+    # -- the journal, whichever store holds it ------------------------------------------------------------
+
+    def store(self) -> Store:
+        """The run journal: a fresh Store on the state directory, or one PostgresStore kept open."""
+        if self.database is None:
+            from akm_run.store import Store
+
+            return Store(self.state)
+        if self._journal is None:
+            from akm_run.pgstore import PostgresStore
+
+            self._journal = PostgresStore(self.database)
+        return self._journal
+
+    def sql(self, query: str, *args: Any) -> list[tuple[Any, ...]]:
+        """One SQL statement on the journal's tables (`?` parameters, both stores' common SQL), in a
+        transaction of its own; the rows it returns. Tests read and forge rows with it."""
+        store = self.store()
+        with store.transaction():
+            rows = store._execute(query, args)
+            described = getattr(rows, "description", None) is not None
+            return [tuple(row) for row in rows.fetchall()] if described else []
+
+    def dump(self, everything: bool = False) -> str:
+        """Every row of every journal table, as text, rows sorted. `everything`: on PostgreSQL also
+        DBOS's tables (whatever the database holds), a base64 value (DBOS's serialised arguments and
+        results) followed by what it decodes to."""
+        if self.database is None:
+            with closing(sqlite3.connect(self.state / "state.db")) as db:
+                return "\n".join(db.iterdump())
+        import psycopg
+
+        lines = []
+        schemas = "NOT IN ('pg_catalog', 'information_schema')" if everything else "= 'akm_run'"
+        with psycopg.connect(self.database) as db:
+            tables = db.execute("SELECT table_schema, table_name FROM information_schema.tables "
+                                f"WHERE table_schema {schemas} ORDER BY 1, 2").fetchall()  # fmt: skip
+            for schema, table in tables:
+                rows = db.execute(f'SELECT * FROM "{schema}"."{table}"').fetchall()
+                lines += sorted(f"{schema}.{table}: {_decoded(row)!r}" for row in rows)
+        return "\n".join(lines)
+
+    def untouched(self) -> bool:
+        """Nothing was published: on SQLite no state directory at all, on PostgreSQL no run."""
+        if self.database is None:
+            return not self.state.exists()
+        import psycopg
+
+        with psycopg.connect(self.database) as db:
+            [[exists]] = db.execute("SELECT to_regclass('akm_run.runs') IS NOT NULL").fetchall()
+            return not exists or not db.execute("SELECT 1 FROM akm_run.runs LIMIT 1").fetchall()
+
+
+def _decoded(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A row with each base64 text value followed by what it decodes to (as text, lossily)."""
+    import base64
+    import binascii
+
+    out: list[Any] = []
+    for value in row:
+        out.append(value)
+        if isinstance(value, str) and len(value) >= 8 and len(value) % 4 == 0:
+            try:
+                out.append(base64.b64decode(value, validate=True).decode(errors="replace"))
+            except (binascii.Error, ValueError):
+                pass
+    return tuple(out)
+
+
+class Worker:
+    """One `akm-run worker` process of a Runtime: its own executor id, cwd and --workdir the
+    workspace, a short takeover time, leading a process group of its own (a unit or a test may
+    SIGKILL it as a host dies), its output in `.workers/<id>.log` in the workspace."""
+
+    def __init__(self, runtime: Runtime, executor_id: str, env: dict[str, str]) -> None:
+        assert runtime.database is not None
+        self.executor_id = executor_id
+        self.log = runtime.root / ".workers" / f"{executor_id}.log"
+        self.log.parent.mkdir(exist_ok=True)
+        argv = ["worker", "--database", runtime.database, "--executor-id", executor_id,
+                "--takeover-after", TAKEOVER_AFTER, "--workdir", str(runtime.root)]  # fmt: skip
+        with self.log.open("w") as out:
+            self.process = subprocess.Popen([sys.executable, "-m", "akm_run", *argv], cwd=runtime.root,
+                                            env={**env, "PYTHONUNBUFFERED": "1"}, stdin=subprocess.DEVNULL,
+                                            stdout=out, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+        self.killed = self.stopped = False
+        self.driver = False  # a unit kills it (driver.pid), or a fault
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+            self.killed = True
+
+    def stop(self) -> str | None:
+        """SIGTERM and wait; what went wrong, if anything (a graceful stop exits 0)."""
+        if self.stopped:
+            return None
+        self.stopped = True
+        code = self.process.poll()
+        if code is not None:
+            if code == -signal.SIGKILL and (self.killed or self.driver):
+                return None
+            return f"{self.executor_id} exited by itself with {code}"
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            code = self.process.wait(timeout=STOP_PATIENCE_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+            return f"{self.executor_id} did not stop within {STOP_PATIENCE_S} s of SIGTERM and was killed"
+        return None if code == 0 else f"{self.executor_id} exited with {code} after SIGTERM"
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+
+class OneForEveryStore(AmberSnapshotExtension):
+    """Syrupy's snapshots, one per test whichever store variant asserts it: `test_x[sqlite]` and
+    `test_x[postgres]` both compare with `test_x` (the `one_snapshot` fixture)."""
+
+    @classmethod
+    def get_snapshot_name(cls, *, test_location: PyTestLocation, index: SnapshotIndex = 0) -> str:
+        name = super().get_snapshot_name(test_location=test_location, index=index)
+        return re.sub(r"\[(?:sqlite|postgres)\]", "", name)
 
 
 class Keys:

@@ -1,10 +1,8 @@
-"""Child runs end to end: composed workflows run inline as child runs in the same state database."""
+"""Child runs end to end: composed workflows run inline as child runs in the same journal."""
 
 from __future__ import annotations
 
 import json
-import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -76,8 +74,7 @@ def _three_levels(runtime: Runtime, leaf: str = LEAF) -> Path:
 
 
 def _child_rows(runtime: Runtime) -> list[tuple[str, str, str | None]]:
-    with sqlite3.connect(runtime.state / "state.db") as db:
-        return db.execute("SELECT id, ref, parent_run_id FROM runs ORDER BY created_at, id").fetchall()
+    return runtime.sql("SELECT id, ref, parent_run_id FROM runs ORDER BY created_at, id")  # type: ignore[return-value]
 
 
 def test_three_levels_run_inline_and_exported_results_flow_up(runtime: Runtime) -> None:
@@ -231,16 +228,7 @@ def test_a_child_run_id_works_with_every_verb(runtime: Runtime) -> None:
 
 
 def _crash(runtime: Runtime, plan: Path, fault: str) -> str:
-    driver = subprocess.Popen(
-        [sys.executable, "-m", "akm_run", "run", str(plan)],
-        cwd=runtime.root,
-        env=runtime.env(AKM_RUN_FAULT=fault),
-        start_new_session=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    driver.communicate(timeout=60)
-    assert driver.returncode == -signal.SIGKILL
+    runtime.killed(runtime.driver(plan, env=runtime.env(AKM_RUN_FAULT=fault)))
     return _child_rows(runtime)[0][0]
 
 
@@ -270,6 +258,7 @@ def test_crash_around_a_child_resumes_with_one_child_and_no_rerun(runtime: Runti
     assert len(rows) == 2
     before = _units_run(runtime)
     assert before == ({} if fault == "child-published" else {"double:solo": 1})
+    runtime.replace_driver()
     code, document = runtime.run_json(parent)
     assert code == 0, document
     assert len(_child_rows(runtime)) == 2, "exactly one child run"
@@ -306,11 +295,8 @@ def test_crash_in_the_middle_of_a_child(runtime: Runtime) -> None:
         }
     """)
     plan = runtime.compile("workflows/p.akm", src)
-    driver = subprocess.Popen([sys.executable, "-m", "akm_run", "run", str(plan)], cwd=runtime.root,
-                              env=runtime.env(), start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
-    (runtime.root / "driver.pid").write_text(str(driver.pid))
-    driver.communicate(timeout=60)
-    assert driver.returncode == -signal.SIGKILL
+    runtime.killed(runtime.driver(plan))
+    runtime.replace_driver()
     parent = _child_rows(runtime)[0][0]
     code, document = runtime.run_json(parent)
     assert code == 0, document
@@ -319,6 +305,7 @@ def test_crash_in_the_middle_of_a_child(runtime: Runtime) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.sqlite_only
 def test_two_drivers_contending_for_one_child(runtime: Runtime) -> None:
     """A child driven directly while its parent tries to drive it: the parent fails busy, names the
     holder, and converges on the same child after resume."""
@@ -363,12 +350,9 @@ def test_replaying_a_completed_parent_changes_nothing(runtime: Runtime) -> None:
     plan = _three_levels(runtime)
     code, document = runtime.run_json(plan)
     assert code == 0
-    with sqlite3.connect(runtime.state / "state.db") as db:
-        before = "\n".join(db.iterdump())
+    before = runtime.dump()
     assert runtime.run_json(document["runId"]) == (0, document)
-    with sqlite3.connect(runtime.state / "state.db") as db:
-        after = "\n".join(db.iterdump())
-    assert before == after
+    assert runtime.dump() == before
     assert _units_run(runtime) == {"double:solo": 1}
 
 
@@ -419,12 +403,8 @@ def test_a_map_over_uses_runs_one_child_per_item_with_that_item_bound(runtime: R
     assert document["exported"]["deployed"] == [{"deployed": f"{t['name']}@1.2"} for t in targets]
     children = [row for row in _child_rows(runtime) if row[2] is not None]
     assert len(children) == 3 and {ref for _, ref, _ in children} == {"workflows/deploy"}
-    with sqlite3.connect(runtime.state / "state.db") as db:
-        params = [
-            json.loads(p)["environment"]
-            for (p,) in db.execute("SELECT params_json FROM runs WHERE parent_run_id IS NOT NULL")
-        ]
-    assert sorted(params) == ["dr", "prod", "staging"]
+    rows = runtime.sql("SELECT params_json FROM runs WHERE parent_run_id IS NOT NULL")
+    assert sorted(json.loads(p)["environment"] for (p,) in rows) == ["dr", "prod", "staging"]
 
 
 def test_an_item_path_that_does_not_resolve_fails_the_unit_as_unresolved(runtime: Runtime) -> None:

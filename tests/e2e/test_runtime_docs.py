@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import shutil
-from pathlib import Path
 
 import pytest
 
@@ -20,9 +19,9 @@ def test_page_shows_the_example_files(name: str) -> None:
     assert (REPO / name).read_text() == body
 
 
-def test_the_python_and_shell_units_run_as_the_demo_runs_them(tmp_path: Path) -> None:
-    shutil.copytree(REPO / "examples", tmp_path / "ws", ignore=shutil.ignore_patterns("plans", ".akm-run"))
-    runtime = Runtime(tmp_path / "ws")
+def test_the_python_and_shell_units_run_as_the_demo_runs_them(runtime: Runtime) -> None:
+    ignore = shutil.ignore_patterns("plans", ".akm-run")
+    shutil.copytree(REPO / "examples", runtime.root, ignore=ignore, dirs_exist_ok=True)
     plan = runtime.compile("workflows/notes.akm")
     code, document = runtime.run_json(plan, "--param", 'team=["ada", "grace", "linus"]')
     assert code == 0, document

@@ -10,7 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helpers import Runtime, source
+import pytest
+
+from helpers import Runtime, eventually, source
 
 
 def _wf(body: str, title: str = "t", head: str = "") -> str:
@@ -46,6 +48,7 @@ SHOW = source("""
 """)
 
 
+@pytest.mark.sqlite_only
 def test_relative_state_dir_with_another_workdir_gives_units_absolute_paths(runtime: Runtime) -> None:
     plan = runtime.compile("wf.akm", SCRIPTED, files={"scripts/show.sh": SHOW})
     (runtime.root / "units").mkdir()
@@ -62,6 +65,7 @@ def test_relative_state_dir_with_another_workdir_gives_units_absolute_paths(runt
     assert Path(shown["context"]).parent.parent == (runtime.root / "rel-state" / "scratch").absolute()
 
 
+@pytest.mark.sqlite_only
 def test_a_run_started_in_one_directory_is_resumed_from_another(runtime: Runtime) -> None:
     plan = runtime.compile("wf.akm", SCRIPTED, files={"scripts/show.sh": SHOW})
     (runtime.root / "units").mkdir()
@@ -111,6 +115,7 @@ AGENT_TWICE = source("""
 """)
 
 
+@pytest.mark.sqlite_only
 def test_runs_remember_workdir_and_agent_and_every_hint_pastes_as_printed(runtime: Runtime) -> None:
     plan = runtime.compile("wf.akm", AGENT_TWICE)
     (runtime.root / "work").mkdir()
@@ -246,7 +251,7 @@ def test_a_mistyped_plan_path_with_params_says_the_file_does_not_exist(runtime: 
         result = runtime.akm("run", target, "--param", "version=1")
         assert result.returncode == 2
         assert f"plan file {target} does not exist" in result.stderr and "params are fixed" not in result.stderr
-    assert not runtime.state.exists()
+    assert runtime.untouched()
 
 
 # -- 3. unit output is untrusted input --------------------------------------------------------------------
@@ -307,7 +312,7 @@ def test_params_that_are_not_strict_json_are_bad_params(runtime: Runtime) -> Non
     for pair in ("x=NaN", "x=Infinity", "x=1e999", "v=[NaN]", 'v={"a": 1, "a": 2}', "x=" + "9" * 5000):
         result = runtime.akm("run", plan, "--param", pair)
         assert result.returncode == 2 and "bad params" in result.stderr and "Traceback" not in result.stderr, pair
-    assert not (runtime.state / "state.db").exists()
+    assert runtime.untouched()
 
 
 def test_an_internal_error_during_a_drive_exits_70_and_leaves_the_run_resumable(runtime: Runtime) -> None:
@@ -336,7 +341,8 @@ def test_an_internal_error_during_a_drive_exits_70_and_leaves_the_run_resumable(
     again = runtime.akm("run", run_id)  # `break` completed and is reused; `next` now runs
     assert again.returncode == 0, again.stderr
     assert store.step(run_id, "next").output == "next"
-    assert list((runtime.state / "scratch").iterdir()) == []  # what the sabotage left is cleared
+    if runtime.sqlite:  # the drive's scratch directory is in the state directory
+        assert list((runtime.state / "scratch").iterdir()) == []  # what the sabotage left is cleared
 
 
 # -- 6. nothing shows running when nothing runs --------------------------------------------------------------
@@ -368,23 +374,15 @@ def test_no_step_shows_running_after_an_invalid_output_or_an_abandon(runtime: Ru
 
 
 def _driver_with_a_unit_running(runtime: Runtime, plan: Path, unit: str) -> tuple[subprocess.Popen[str], str]:
-    """Start `akm-run run PLAN` in its own session and wait until `unit`'s process is journaled."""
-    import time
+    """Start `akm-run run PLAN` (its units' process leading its own session) and wait until `unit`'s
+    process is journaled."""
 
-    from akm_run.store import Store
+    def started() -> str | None:
+        runs = runtime.store().runs() if not runtime.untouched() else []
+        return runs[0].id if runs and any(a.pid for a in runtime.store().attempts(runs[0].id, unit)) else None
 
-    driver = subprocess.Popen(
-        [sys.executable, "-m", "akm_run", "run", str(plan)], cwd=runtime.root, env=runtime.env(),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-    )  # fmt: skip
-    for _ in range(1200):
-        if (runtime.state / "state.db").exists():
-            store = Store(runtime.state)
-            runs = store.runs()
-            if runs and any(a.pid for a in store.attempts(runs[0].id, unit)):
-                return driver, runs[0].id
-        time.sleep(0.05)
-    raise AssertionError("the unit never started")
+    driver = runtime.driver(plan)
+    return driver, eventually(started, f"{unit} to start")
 
 
 def test_a_killed_driver_leaves_no_step_shown_running(runtime: Runtime) -> None:
@@ -399,12 +397,13 @@ def test_a_killed_driver_leaves_no_step_shown_running(runtime: Runtime) -> None:
     """)
     plan = runtime.compile("wf.akm", src)
     driver, run_id = _driver_with_a_unit_running(runtime, plan, "slow:solo")
-    os.killpg(driver.pid, signal.SIGKILL)  # the driver only: the unit leads its own session
-    driver.wait(timeout=60)
+    os.killpg(int((runtime.root / "driver.pid").read_text()), signal.SIGKILL)  # not the unit: it leads its own session
+    runtime.killed(driver)
     status = json.loads(runtime.akm("status", run_id, "--format", "json").stdout)
     [slow] = status["steps"]
     assert slow["status"] == "pending" and f"`akm-run run {run_id}`" in slow["notes"]
     assert "→" not in runtime.akm("status", run_id).stdout.split("steps:")[1]
+    runtime.replace_driver()
     assert runtime.akm("run", run_id).returncode == 0  # reclaims the attempt and stops the leftover unit
 
 
@@ -432,7 +431,7 @@ LOGGED = source(r"""
 
 def test_logs_show_every_attempt_with_output_stderr_and_timing_redacted(runtime: Runtime) -> None:
     plan = runtime.compile("wf.akm", LOGGED)
-    code, document = runtime.run_json(plan, env=runtime.env(LOG_TOKEN="s3cr3t-value"))
+    code, document = runtime.run_json(plan, env=runtime.unit_env(LOG_TOKEN="s3cr3t-value"))
     assert code == 0, document
     run_id = document["runId"]
     logs = json.loads(runtime.akm("logs", run_id, "--format", "json").stdout)
@@ -500,6 +499,7 @@ def _as_another_user() -> dict[str, int]:
     return {"user": 65534, "group": 65534} if os.geteuid() == 0 else {}
 
 
+@pytest.mark.sqlite_only
 def test_a_read_only_state_dir_refuses_runs_and_still_reads(runtime: Runtime, tmp_path: Path) -> None:
     import shutil
     import stat
@@ -551,6 +551,7 @@ def test_a_read_only_state_dir_refuses_runs_and_still_reads(runtime: Runtime, tm
         shutil.rmtree(shared)
 
 
+@pytest.mark.sqlite_only
 def test_a_unit_that_deletes_the_state_dir_fails_the_drive_with_exit_70(runtime: Runtime) -> None:
     src = source("""
         workflow "t" {
@@ -682,7 +683,7 @@ def test_verify_refuses_schemas_the_runtime_could_not_use(runtime: Runtime) -> N
         assert verified.returncode == 4 and path in verified.stderr and why in verified.stderr, (name, verified.stderr)
         ran = runtime.akm("run", tampered)
         assert ran.returncode == 4 and "Traceback" not in ran.stderr, name
-    assert not (runtime.state / "state.db").exists()
+    assert runtime.untouched()
 
 
 def test_a_number_with_thousands_of_digits_in_a_plan_is_a_refusal(runtime: Runtime) -> None:

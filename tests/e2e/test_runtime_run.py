@@ -9,6 +9,8 @@ import sqlite3
 import stat
 from pathlib import Path
 
+import pytest
+
 from helpers import Runtime, source
 
 ECHO_CONTEXT = source("""
@@ -37,7 +39,7 @@ def test_a_tampered_plan_is_refused_before_anything_is_written(runtime: Runtime)
     plan.write_text(plan.read_text().replace("touch touched", "touch TOUCHED"))
     result = runtime.akm("run", plan)
     assert result.returncode == 4 and "refused" in result.stderr and "planHash" in result.stderr
-    assert not runtime.state.exists() and not (runtime.root / "TOUCHED").exists()
+    assert runtime.untouched() and not (runtime.root / "TOUCHED").exists()
 
 
 def test_expect_hash_pins_the_reviewed_plan(runtime: Runtime) -> None:
@@ -51,7 +53,7 @@ def test_expect_hash_pins_the_reviewed_plan(runtime: Runtime) -> None:
     plan = runtime.compile("wf.akm", src)
     wrong = "sha256:" + "0" * 64
     assert runtime.akm("run", plan, "--expect-hash", wrong).returncode == 4
-    assert not runtime.state.exists()
+    assert runtime.untouched()
     right = json.loads(plan.read_text())["planHash"]
     assert runtime.akm("run", plan, "--expect-hash", right).returncode == 0
 
@@ -70,8 +72,7 @@ def test_a_tampered_stored_plan_is_refused_on_every_drive(runtime: Runtime) -> N
     plan = runtime.compile("wf.akm", src)
     code, document = runtime.run_json(plan)
     assert code == 3
-    with sqlite3.connect(runtime.state / "state.db") as db:
-        db.execute("UPDATE runs SET plan_json = replace(plan_json, 'touch after', 'touch evil')")
+    runtime.sql("UPDATE runs SET plan_json = replace(plan_json, 'touch after', 'touch evil')")
     assert runtime.akm("approve", document["runId"], "wait").returncode == 4
     result = runtime.akm("run", document["runId"])
     assert result.returncode == 4 and "does not verify" in result.stderr
@@ -120,7 +121,7 @@ def test_bad_params_exit_two_and_publish_nothing(runtime: Runtime) -> None:
     ):
         result = runtime.akm("run", plan, *args)
         assert result.returncode == 2 and "bad params" in result.stderr, (args, result.stderr)
-    assert not runtime.state.exists()
+    assert runtime.untouched()
 
 
 # -- the unit process contract -------------------------------------------------------------------------
@@ -180,7 +181,7 @@ def test_environment_is_minimal_and_env_entries_resolve_at_dispatch(runtime: Run
         }
     """)
     plan = runtime.compile("wf.akm", src)
-    env = runtime.env(KEEP="kept", LEAK="leaked", MY_TOKEN="s3cr3t-value")
+    env = runtime.unit_env(KEEP="kept", LEAK="leaked", MY_TOKEN="s3cr3t-value")
     code, document = runtime.run_json(plan, env=env)
     assert code == 0
     lines = runtime.store().step(document["runId"], "env").output.splitlines()
@@ -188,9 +189,7 @@ def test_environment_is_minimal_and_env_entries_resolve_at_dispatch(runtime: Run
     assert "LEAK" not in names and "MY_TOKEN" not in names
     assert "LIT=plain" in lines and "KEEP=kept" in lines
     assert "TOKEN=***" in lines  # the secret reached the unit but was redacted from what is stored
-    with sqlite3.connect(runtime.state / "state.db") as db:
-        dump = "\n".join(db.iterdump())
-    assert "s3cr3t-value" not in dump
+    assert "s3cr3t-value" not in runtime.dump(everything=True)
 
 
 def test_a_missing_secret_fails_the_unit_naming_the_variable(runtime: Runtime) -> None:
@@ -284,7 +283,7 @@ def test_agent_gets_instructions_on_stdin(runtime: Runtime) -> None:
     assert code == 1 and document["failure"]["reason"] == "agent_unavailable"
     code, document = runtime.run_json(plan, "--agent-cmd", "cat")
     assert code == 0 and runtime.store().step(document["runId"], "think").output == "Summarise the input."
-    code, document = runtime.run_json(plan, env=runtime.env(AKM_AGENT_CMD="tr a-z A-Z"))
+    code, document = runtime.run_json(plan, env=runtime.unit_env(AKM_AGENT_CMD="tr a-z A-Z"))
     assert runtime.store().step(document["runId"], "think").output == "SUMMARISE THE INPUT."
 
 
@@ -575,6 +574,7 @@ def test_approval_blocks_until_approved(runtime: Runtime) -> None:
 # -- locks, status, list, abandon ---------------------------------------------------------------------
 
 
+@pytest.mark.sqlite_only
 def test_a_second_driver_exits_75_and_a_dead_holder_is_reclaimed(runtime: Runtime) -> None:
     src = source("""
         workflow "t" {
@@ -656,6 +656,7 @@ def test_no_progress_decoration_when_not_a_terminal(runtime: Runtime) -> None:
     assert result.stderr.splitlines()[0] == "step a started"
 
 
+@pytest.mark.sqlite_only
 def test_state_database_is_wal_with_migrations_recorded(runtime: Runtime) -> None:
     src = source("""
         workflow "t" {
@@ -705,9 +706,10 @@ def test_a_missing_workdir_is_a_usage_error(runtime: Runtime) -> None:
     """)
     plan = runtime.compile("wf.akm", src)
     result = runtime.akm("run", plan, "--workdir", "nowhere")
-    assert result.returncode == 2 and "not a directory" in result.stderr and not runtime.state.exists()
+    assert result.returncode == 2 and "not a directory" in result.stderr and runtime.untouched()
 
 
+@pytest.mark.sqlite_only
 def test_a_corrupt_state_database_is_a_clear_error(runtime: Runtime) -> None:
     runtime.state.mkdir()
     (runtime.state / "state.db").write_text("not a database")
@@ -737,6 +739,7 @@ def test_progress_is_drawn_only_on_a_terminal(runtime: Runtime) -> None:
     """)
     plan = runtime.compile("wf.akm", src)
     leader, follower = pty.openpty()
+    runtime.pool()
     process = subprocess.Popen(
         [sys.executable, "-m", "akm_run", "run", str(plan)], cwd=runtime.root, env=runtime.env(),
         stdin=subprocess.DEVNULL, stdout=follower, stderr=follower,

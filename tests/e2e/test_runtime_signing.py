@@ -1,11 +1,10 @@
 """Signed plans end to end (signing.md): real ed25519 keys made by ssh-keygen, plans compiled by
-akmc and signed by `akmc sign`, run by a real `akm-run` process with a real state database."""
+akmc and signed by `akmc sign`, run by a real `akm-run` process on a real store."""
 
 from __future__ import annotations
 
 import json
 import os
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -54,10 +53,10 @@ def signed(runtime: Runtime, keys: Keys, source: str = TOUCH, signer: str = "ci"
 
 
 def refused(runtime: Runtime, *args: str | Path, env: dict[str, str] | None = None) -> str:
-    """Run a plan that must be refused: exit 4, no state directory, no unit ran. Returns stderr."""
+    """Run a plan that must be refused: exit 4, nothing published, no unit ran. Returns stderr."""
     result = runtime.akm("run", *args, env=env)
     assert result.returncode == 4, (result.stdout, result.stderr)
-    assert not runtime.state.exists() and not (runtime.root / "touched").exists()
+    assert runtime.untouched() and not (runtime.root / "touched").exists()
     return result.stderr
 
 
@@ -200,7 +199,7 @@ def test_no_ssh_keygen_while_signatures_are_required_is_a_clear_error(runtime: R
     result = runtime.akm("run", plan, "--allowed-signers", keys.allowed("ci"), env=env)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "ssh-keygen" in result.stderr and "openssh-client" in result.stderr
-    assert not runtime.state.exists() and not (runtime.root / "touched").exists()
+    assert runtime.untouched() and not (runtime.root / "touched").exists()
     assert runtime.akm("verify", plan, env=env).returncode == 0  # not required: not needed
 
 
@@ -208,7 +207,7 @@ def test_an_unreadable_allowed_signers_file_is_a_usage_error(runtime: Runtime, k
     plan = signed(runtime, keys)
     result = runtime.akm("run", plan, "--allowed-signers", runtime.root / "missing")
     assert result.returncode == 2 and "cannot read the allowed signers file" in result.stderr
-    assert not runtime.state.exists()
+    assert runtime.untouched()
 
 
 # -- re-drives -----------------------------------------------------------------------------------------
@@ -253,8 +252,7 @@ def test_a_tampered_stored_signature_is_refused(runtime: Runtime, keys: Keys) ->
     plan = signed(runtime, keys, WAIT)
     _, document = runtime.run_json(plan, "--allowed-signers", keys.allowed("ci"))
     forged = plan.read_bytes().replace(b"touch after", b"touch evil!")
-    with sqlite3.connect(runtime.state / "state.db") as db:
-        db.execute("UPDATE signatures SET plan_file = ?", (forged,))
+    runtime.sql("UPDATE signatures SET plan_file = ?", forged)
     result = runtime.akm("approve", document["runId"], "wait")
     assert result.returncode == 4 and "refused run" in result.stderr
 
@@ -269,12 +267,12 @@ def test_a_child_run_is_covered_by_its_parents_signature(runtime: Runtime, keys:
     status = json.loads(runtime.akm("status", child.id, "--format", "json").stdout)
     assert status["run"]["signedBy"]["principal"] == "ci@example.com"
     assert runtime.akm("approve", child.id, "work").returncode == 0  # checked through the parent
-    with sqlite3.connect(runtime.state / "state.db") as db:  # a consistent forgery of the child row
-        row = db.execute("SELECT plan_json FROM runs WHERE id = ?", (child.id,)).fetchone()
-        forged = json.loads(row[0])
-        forged["title"] = "forged"
-        db.execute("UPDATE runs SET plan_json = ?, plan_hash = ? WHERE id = ?",
-                   (json.dumps(forged), plan_hash(forged), child.id))  # fmt: skip
+    [[stored]] = runtime.sql("SELECT plan_json FROM runs WHERE id = ?", child.id)
+    forged = json.loads(stored)  # a consistent forgery of the child row
+    forged["title"] = "forged"
+    runtime.sql(
+        "UPDATE runs SET plan_json = ?, plan_hash = ? WHERE id = ?", json.dumps(forged), plan_hash(forged), child.id
+    )
     result = runtime.akm("resume", child.id)
     assert result.returncode == 4 and "does not embed" in result.stderr
 
@@ -328,11 +326,12 @@ def test_a_parent_drive_refuses_a_child_row_that_runs_another_plan(runtime: Runt
     run_cli("sign", plan, "--key", keys.key("ci"))
     _, document = runtime.run_json(plan, "--allowed-signers", keys.allowed("ci"))
     [child] = runtime.store().child_runs(document["runId"])
-    with sqlite3.connect(runtime.state / "state.db") as db:
-        forged = json.loads(db.execute("SELECT plan_json FROM runs WHERE id = ?", (child.id,)).fetchone()[0])
-        forged["steps"][0]["target"] = {"kind": "shell", "command": "touch forged"}
-        db.execute("UPDATE runs SET plan_json = ?, plan_hash = ? WHERE id = ?",
-                   (json.dumps(forged), plan_hash(forged), child.id))  # fmt: skip
+    [[stored]] = runtime.sql("SELECT plan_json FROM runs WHERE id = ?", child.id)
+    forged = json.loads(stored)
+    forged["steps"][0]["target"] = {"kind": "shell", "command": "touch forged"}
+    runtime.sql(
+        "UPDATE runs SET plan_json = ?, plan_hash = ? WHERE id = ?", json.dumps(forged), plan_hash(forged), child.id
+    )
     assert runtime.akm("resume", document["runId"]).returncode == 0  # the parent itself is intact
     code, result = runtime.run_json(document["runId"])
     assert code == 1 and "does not run the plan this step embeds" in json.dumps(result)
@@ -342,8 +341,7 @@ def test_a_parent_drive_refuses_a_child_row_that_runs_another_plan(runtime: Runt
 def test_a_run_whose_parents_form_a_cycle_is_refused(runtime: Runtime, keys: Keys) -> None:
     plan = signed(runtime, keys, WAIT)
     _, document = runtime.run_json(plan, "--allowed-signers", keys.allowed("ci"))
-    with sqlite3.connect(runtime.state / "state.db") as db:
-        db.execute("UPDATE runs SET parent_run_id = id, parent_unit_id = 'wait:solo'")
+    runtime.sql("UPDATE runs SET parent_run_id = id, parent_unit_id = 'wait:solo'")
     result = runtime.akm("approve", document["runId"], "wait", timeout=30)
     assert result.returncode == 4 and "refused run" in result.stderr
 

@@ -108,8 +108,10 @@ class Checker:
 # The stores the runtime's end-to-end suite runs on: SQLite in a state directory, and the shared
 # PostgreSQL store with `akm-run worker` processes executing the units (docs/scale-out.md).
 STORES = ("sqlite", "postgres")
-# How long a worker of a test waits for a dead one before it takes over its work (the pool's T).
-TAKEOVER_AFTER = "2s"
+# A test's worker: it takes over a worker silent for 2 s (the pool's T), looks for work every 100 ms
+# (DBOS's default, 1 s, would be most of a test's time), and gives its units 5 s to end when stopped.
+WORKER_OPTIONS = ("--takeover-after", "2s", "--poll", "100ms", "--grace", "5s")
+WORKER_READY = ": serving "  # what a worker prints once it serves the pool
 # How long a stopping worker may take before the test fails for it (it is killed then).
 STOP_PATIENCE_S = 15
 
@@ -249,6 +251,10 @@ class Runtime:
         assert self.database is not None, "workers serve the PostgreSQL store"
         worker = Worker(self, f"worker-{len(self.workers) + 1}", env or self.env())
         self.workers.append(worker)
+        eventually(lambda: WORKER_READY in worker.output() or worker.process.poll() is not None, "a worker")
+        if worker.process.poll() is not None:
+            worker.stopped = True  # reported here, not again at the end
+            raise AssertionError(f"{worker.executor_id} did not start:\n{worker.output()}")
         return worker
 
     def kill_worker(self) -> None:
@@ -339,7 +345,7 @@ def _decoded(row: tuple[Any, ...]) -> tuple[Any, ...]:
 
 class Worker:
     """One `akm-run worker` process of a Runtime: its own executor id, cwd and --workdir the
-    workspace, a short takeover time, leading a process group of its own (a unit or a test may
+    workspace, the options of WORKER_OPTIONS, leading a process group of its own (a unit or a test may
     SIGKILL it as a host dies), its output in `.workers/<id>.log` in the workspace."""
 
     def __init__(self, runtime: Runtime, executor_id: str, env: dict[str, str]) -> None:
@@ -347,8 +353,8 @@ class Worker:
         self.executor_id = executor_id
         self.log = runtime.root / ".workers" / f"{executor_id}.log"
         self.log.parent.mkdir(exist_ok=True)
-        argv = ["worker", "--database", runtime.database, "--executor-id", executor_id,
-                "--takeover-after", TAKEOVER_AFTER, "--workdir", str(runtime.root)]  # fmt: skip
+        argv = ["worker", "--database", runtime.database, "--executor-id", executor_id, *WORKER_OPTIONS,
+                "--workdir", str(runtime.root)]  # fmt: skip
         with self.log.open("w") as out:
             self.process = subprocess.Popen([sys.executable, "-m", "akm_run", *argv], cwd=runtime.root,
                                             env={**env, "PYTHONUNBUFFERED": "1"}, stdin=subprocess.DEVNULL,

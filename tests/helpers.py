@@ -18,8 +18,8 @@ import tempfile
 import textwrap
 import time
 import uuid
-from collections.abc import Callable
-from contextlib import closing
+from collections.abc import Callable, Iterator
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -241,6 +241,17 @@ class Runtime:
 
     # -- workers (PostgreSQL) ---------------------------------------------------------------------------
 
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """Nothing drives the run inside the block: on PostgreSQL, where `approve` and `resume` submit
+        the next drive themselves, no worker serves until the block ends (what is submitted waits);
+        on SQLite only `run` drives, so there is nothing to pause."""
+        if self.database is not None:
+            self.stop_workers()
+        yield
+        if self.database is not None:
+            self.start_worker()
+
     def pool(self) -> None:
         """On PostgreSQL, a worker for the commands that need one, unless one was started already."""
         if self.database is not None and not self.workers:
@@ -307,7 +318,10 @@ class Runtime:
         import psycopg
 
         lines = []
-        schemas = "NOT IN ('pg_catalog', 'information_schema')" if everything else "= 'akm_run'"
+        # The journal's tables, not the pool's heartbeats (akm_run.executors), which change as workers beat.
+        schemas = (
+            "NOT IN ('pg_catalog', 'information_schema')" if everything else "= 'akm_run' AND table_name <> 'executors'"
+        )
         with psycopg.connect(self.database) as db:
             tables = db.execute("SELECT table_schema, table_name FROM information_schema.tables "
                                 f"WHERE table_schema {schemas} ORDER BY 1, 2").fetchall()  # fmt: skip

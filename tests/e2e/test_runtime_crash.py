@@ -57,6 +57,10 @@ def _resume(runtime: Runtime, run_id: str) -> dict:  # type: ignore[type-arg]
     return document
 
 
+@pytest.mark.pool_differs(
+    "an attempt interrupted by a dead worker is run again as the same attempt: the journal keeps one "
+    "completed attempt 1 where SQLite records attempt 1 interrupted and attempt 2 completed"
+)
 def test_crash_after_a_side_effect_before_its_journal_write(runtime: Runtime) -> None:
     runtime.write({"scripts/crash.sh": CRASH})
     steps = "".join(f'  step {s} {{\n    script "scripts/crash.sh"\n  }}\n' for s in ("a", "b", "c"))
@@ -148,6 +152,7 @@ def _wait_for(path: Path, seconds: float = 30) -> None:
         time.sleep(0.02)
 
 
+@pytest.mark.sqlite_only
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_aborts_running_units_and_leaves_a_resumable_run(runtime: Runtime, signum: int) -> None:
     src = source("""

@@ -315,6 +315,10 @@ def test_params_that_are_not_strict_json_are_bad_params(runtime: Runtime) -> Non
     assert runtime.untouched()
 
 
+@pytest.mark.pool_differs(
+    "after a drive's internal error (exit 70), `akm-run run RUN` fails again with 'the workflow of "
+    "attempt d-… ended ERROR' instead of finishing the run"
+)
 def test_an_internal_error_during_a_drive_exits_70_and_leaves_the_run_resumable(runtime: Runtime) -> None:
     # The first unit replaces the drive's private scratch directory with a file: the next unit's
     # context cannot be written, which no unit should be able to do to a driver.
@@ -598,6 +602,7 @@ def test_a_unit_that_stops_on_sigterm_is_not_waited_on_for_the_grace_period(runt
     assert (steps["stubborn"].failure_message or "").endswith("killed by SIGKILL after the 1 s grace period")
 
 
+@pytest.mark.sqlite_only
 def test_an_aborted_drive_stops_its_units_and_stays_resumable(runtime: Runtime) -> None:
     import signal
 

@@ -219,8 +219,9 @@ def test_re_drives_recheck_the_signature_and_a_removed_key_drives_nothing_more(r
     code, document = runtime.run_json(plan, "--allowed-signers", allowed)
     run_id = document["runId"]
     assert code == 3
-    assert runtime.akm("approve", run_id, "wait").returncode == 0  # the recorded allowed signers file
-    keys.allowed("ops")  # the CI key is removed from the same file
+    with runtime.paused():  # the key goes before anything drives the approved run
+        assert runtime.akm("approve", run_id, "wait").returncode == 0  # the recorded allowed signers file
+        keys.allowed("ops")  # the CI key is removed from the same file
     result = runtime.akm("run", run_id)
     assert result.returncode == 4 and "unlisted signer" in result.stderr
     assert not (runtime.root / "after").exists()

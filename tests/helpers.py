@@ -119,7 +119,7 @@ STOP_PATIENCE_S = 15
 class Runtime:
     """A workspace whose workflows are compiled with akmc and run by a real `akm-run` process, on
     either store: SQLite in a real state directory (`database` None), or a PostgreSQL database
-    whose units real `akm-run worker` processes execute (started on the first command). Every
+    whose units real `akm-run worker` processes execute (the fixture starts one). Every
     command goes to the same store, so a test reads the same on both: `runtime.akm("status", run_id)`
     runs any verb, `runtime.store()` reads the journal, `runtime.sql(...)` reads or forges its rows."""
 
@@ -253,19 +253,22 @@ class Runtime:
             self.start_worker()
 
     def pool(self) -> None:
-        """On PostgreSQL, a worker for the commands that need one, unless one was started already."""
-        if self.database is not None and not self.workers:
+        """On PostgreSQL, a serving worker for the commands that need one: the newest one, once it
+        serves (the fixture starts one with the test, so it boots while the test compiles)."""
+        if self.database is None:
+            return
+        if not self.workers:
             self.start_worker()
+        self.workers[-1].serving()
 
-    def start_worker(self, env: dict[str, str] | None = None) -> Worker:
-        """One more `akm-run worker` on this runtime's database, in the workspace."""
+    def start_worker(self, env: dict[str, str] | None = None, wait: bool = True) -> Worker:
+        """One more `akm-run worker` on this runtime's database, in the workspace; once it serves,
+        unless `wait` is False."""
         assert self.database is not None, "workers serve the PostgreSQL store"
         worker = Worker(self, f"worker-{len(self.workers) + 1}", env or self.env())
         self.workers.append(worker)
-        eventually(lambda: WORKER_READY in worker.output() or worker.process.poll() is not None, "a worker")
-        if worker.process.poll() is not None:
-            worker.stopped = True  # reported here, not again at the end
-            raise AssertionError(f"{worker.executor_id} did not start:\n{worker.output()}")
+        if wait:
+            worker.serving()
         return worker
 
     def kill_worker(self) -> None:
@@ -373,8 +376,18 @@ class Worker:
             self.process = subprocess.Popen([sys.executable, "-m", "akm_run", *argv], cwd=runtime.root,
                                             env={**env, "PYTHONUNBUFFERED": "1"}, stdin=subprocess.DEVNULL,
                                             stdout=out, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
-        self.killed = self.stopped = False
+        self.killed = self.stopped = self.ready = False
         self.driver = False  # a unit kills it (driver.pid), or a fault
+
+    def serving(self) -> None:
+        """Wait until the worker serves the pool (fails if it exits first)."""
+        if self.ready or self.killed or self.stopped:
+            return
+        eventually(lambda: WORKER_READY in self.output() or self.process.poll() is not None, self.executor_id)
+        if self.process.poll() is not None:
+            self.stopped = True  # reported here, not again at the end
+            raise AssertionError(f"{self.executor_id} did not start:\n{self.output()}")
+        self.ready = True
 
     def kill(self) -> None:
         if self.process.poll() is None:
@@ -386,6 +399,8 @@ class Worker:
         """SIGTERM and wait; what went wrong, if anything (a graceful stop exits 0)."""
         if self.stopped:
             return None
+        if not self.ready and self.process.poll() is None:  # its SIGTERM handler is not installed yet
+            eventually(lambda: WORKER_READY in self.output() or self.process.poll() is not None, self.executor_id)
         self.stopped = True
         code = self.process.poll()
         if code is not None:

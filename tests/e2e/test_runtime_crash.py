@@ -184,11 +184,16 @@ def test_a_signal_aborts_running_units_and_leaves_a_resumable_run(runtime: Runti
     assert len(runtime.store().attempts(run_id, "first:solo")) == 1
 
 
+@pytest.mark.pool_differs(
+    "the run's timeout marks the attempt aborted ('the drive was aborted while the unit ran on the pool') "
+    "but leaves its process running on the worker; resume re-attaches to it and records its late result "
+    "(output '') where SQLite stops the unit with SIGTERM and runs it again (output 'done')"
+)
 def test_the_run_timeout_interrupts_and_resume_finishes(runtime: Runtime) -> None:
     src = source("""
         workflow "slow" {
           step slow {
-            shell "if [ -e fast ]; then echo done; else sleep 30; fi"
+            shell "if [ -e fast ]; then echo done; else sleep 10; fi"
           }
         }
     """)
@@ -197,6 +202,9 @@ def test_the_run_timeout_interrupts_and_resume_finishes(runtime: Runtime) -> Non
     assert code == 130 and "timeout" in document["error"]["message"]
     (runtime.root / "fast").touch()
     _resume(runtime, document["runId"])
+    attempts = runtime.store().attempts(document["runId"], "slow:solo")
+    assert [a.status for a in attempts] == ["aborted", "completed"]
+    assert runtime.store().step(document["runId"], "slow").output == "done"  # the unit was stopped, and ran again
 
 
 def test_replaying_a_completed_run_dispatches_nothing(runtime: Runtime) -> None:

@@ -28,7 +28,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     marked `sqlite_only` (about SQLite itself; docs/development.md lists them). A test marked
     `pool_differs(reason)` found the stores behaving differently: its `[postgres]` variant is an
     expected failure (strict: it fails the suite once the difference is gone)."""
-    if "runtime" not in metafunc.fixturenames:
+    if "runtime_store" not in metafunc.fixturenames:  # not this `runtime` (a module may define its own)
         return
     if metafunc.definition.get_closest_marker("sqlite_only"):
         metafunc.parametrize("runtime_store", ["sqlite"], indirect=True)

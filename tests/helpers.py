@@ -229,7 +229,7 @@ class Runtime:
             driver.communicate(timeout=PATIENCE_S)
             assert driver.returncode == -signal.SIGKILL, "the driver should have been killed"
             return
-        [worker] = [w for w in self.workers if w.process.returncode is None]
+        worker = next(w for w in reversed(self.workers) if w.driver)
         assert worker.process.wait(timeout=PATIENCE_S) == -signal.SIGKILL, "the worker should have been killed"
         assert driver.poll() is None, driver.communicate()
 
@@ -271,8 +271,12 @@ class Runtime:
             worker.serving()
         return worker
 
-    def kill_worker(self) -> None:
-        """SIGKILL the live workers' process groups, as a host dies (their units survive them)."""
+    def kill_driver(self) -> None:
+        """SIGKILL the process group of the process that executes the units, as a host dies (not
+        the units: each leads a session of its own): the driver of `driver.pid` on SQLite, the
+        workers on PostgreSQL."""
+        if self.database is None:
+            os.killpg(int((self.root / "driver.pid").read_text()), signal.SIGKILL)
         for worker in self.workers:
             worker.kill()
 

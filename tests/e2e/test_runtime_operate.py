@@ -390,8 +390,6 @@ def _driver_with_a_unit_running(runtime: Runtime, plan: Path, unit: str) -> tupl
 
 
 def test_a_killed_driver_leaves_no_step_shown_running(runtime: Runtime) -> None:
-    import signal
-
     src = source("""
         workflow "t" {
           step slow {
@@ -401,7 +399,7 @@ def test_a_killed_driver_leaves_no_step_shown_running(runtime: Runtime) -> None:
     """)
     plan = runtime.compile("wf.akm", src)
     driver, run_id = _driver_with_a_unit_running(runtime, plan, "slow:solo")
-    os.killpg(int((runtime.root / "driver.pid").read_text()), signal.SIGKILL)  # not the unit: it leads its own session
+    runtime.kill_driver()
     runtime.killed(driver)
     status = json.loads(runtime.akm("status", run_id, "--format", "json").stdout)
     [slow] = status["steps"]

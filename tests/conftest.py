@@ -56,6 +56,21 @@ def runtime(runtime_store: str, tmp_path: Path, request: pytest.FixtureRequest) 
     if database is not None:
         runtime.start_worker(wait=False)  # it boots while the test compiles
     yield runtime
+    _close(runtime)
+
+
+@pytest.fixture
+def pooled(database_url: str, tmp_path: Path) -> Iterator[Runtime]:
+    """helpers.Runtime on a fresh PostgreSQL database with no worker yet: the test starts the
+    ones it needs (`start_worker(name=…, options=…)`); ended as the `runtime` fixture ends."""
+    runtime = Runtime(tmp_path, database_url)
+    yield runtime
+    _close(runtime)
+
+
+def _close(runtime: Runtime) -> None:
+    """The end of a Runtime's test: its workers stopped (their output shown on failure), and the
+    test failed for a worker that died by itself or did not stop."""
     problems = runtime.close()
     for worker in runtime.workers:
         print(f"-- output of {worker.executor_id} --\n{worker.output()}")

@@ -48,6 +48,27 @@ def source(text: str) -> str:
     return textwrap.dedent(text.removeprefix("\n"))
 
 
+def doubling_leaf(log: str) -> str:
+    """A child workflow (`workflows/leaf`) whose one unit runs shell command `log` (how a test
+    counts where and how often it ran), then outputs `{"value": 2 * params.n}`; its output
+    `doubled` is that value."""
+    return source(r"""
+        workflow "leaf" {
+          params {
+            n: int
+          }
+          outputs {
+            doubled: int = steps.double.output.value
+          }
+          step double {
+            shell "LOG; python3 -c 'import json,sys; c=json.load(sys.stdin); print(json.dumps({\"value\": c[\"inputs\"][\"params.n\"] * 2}))'"
+            inputs = [params.n]
+            output: { value: int }
+          }
+        }
+    """).replace("LOG", log)
+
+
 def many_workflows(root: Path, count: int = 40) -> None:
     """A workspace of `count` small workflows: every fifth refers to steps it lacks (E2xx), and every
     seventh composes the next one, so checks in shares and in parallel have trees to keep whole."""
@@ -195,7 +216,7 @@ class Runtime:
         env = self.env(**variables)
         if self.database is not None:
             self.stop_workers()
-            self.start_worker(env)
+            self.start_worker(env=env)
         return env
 
     def start(self, *args: str | Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
@@ -261,15 +282,23 @@ class Runtime:
             self.start_worker()
         self.workers[-1].serving()
 
-    def start_worker(self, env: dict[str, str] | None = None, wait: bool = True) -> Worker:
-        """One more `akm-run worker` on this runtime's database, in the workspace; once it serves,
-        unless `wait` is False."""
+    def start_worker(
+        self, env: dict[str, str] | None = None, wait: bool = True, *, name: str | None = None,
+        options: tuple[str, ...] = (),
+    ) -> Worker:  # fmt: skip
+        """One more `akm-run worker` on this runtime's database, in the workspace, with `options`
+        after WORKER_OPTIONS (the last of an option given twice wins); once it serves, unless `wait`
+        is False. Its executor id is `name`, else `worker-N`."""
         assert self.database is not None, "workers serve the PostgreSQL store"
-        worker = Worker(self, f"worker-{len(self.workers) + 1}", env or self.env())
+        worker = Worker(self, name or f"worker-{len(self.workers) + 1}", env or self.env(), options)
         self.workers.append(worker)
         if wait:
             worker.serving()
         return worker
+
+    def worker(self, name: str) -> Worker:
+        """The newest worker started under executor id `name`."""
+        return next(w for w in reversed(self.workers) if w.executor_id == name)
 
     def kill_driver(self) -> None:
         """SIGKILL the process group of the process that executes the units, as a host dies (not
@@ -369,19 +398,19 @@ class Worker:
     workspace, the options of WORKER_OPTIONS, leading a process group of its own (a unit or a test may
     SIGKILL it as a host dies), its output in `.workers/<id>.log` in the workspace."""
 
-    def __init__(self, runtime: Runtime, executor_id: str, env: dict[str, str]) -> None:
+    def __init__(self, runtime: Runtime, executor_id: str, env: dict[str, str], options: tuple[str, ...] = ()) -> None:
         assert runtime.database is not None
         self.executor_id = executor_id
         self.log = runtime.root / ".workers" / f"{executor_id}.log"
         self.log.parent.mkdir(exist_ok=True)
         argv = ["worker", "--database", runtime.database, "--executor-id", executor_id, *WORKER_OPTIONS,
-                "--workdir", str(runtime.root)]  # fmt: skip
+                "--workdir", str(runtime.root), *options]  # fmt: skip
         with self.log.open("w") as out:
             self.process = subprocess.Popen([sys.executable, "-m", "akm_run", *argv], cwd=runtime.root,
                                             env={**env, "PYTHONUNBUFFERED": "1"}, stdin=subprocess.DEVNULL,
                                             stdout=out, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
         self.killed = self.stopped = self.ready = False
-        self.driver = False  # a unit kills it (driver.pid), or a fault
+        self.driver = False  # a unit kills it (driver.pid), or a fault: its SIGKILL is no problem
 
     def serving(self) -> None:
         """Wait until the worker serves the pool (fails if it exits first)."""
@@ -623,61 +652,3 @@ class Pool:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.communicate()
-
-
-class Workers:
-    """`akm-run worker` processes on one database, each with its own executor id, started in a
-    workspace (cwd and --workdir) with a short takeover time and fast queue polling; each one's
-    stderr goes to `<directory>/<id>.log`. `akm(...)` runs any verb against the same database."""
-
-    TAKEOVER = "2s"
-
-    def __init__(self, url: str, workspace: Path) -> None:
-        self.url = url
-        self.workspace = workspace
-        self.processes: dict[str, subprocess.Popen[str]] = {}
-
-    def env(self, **extra: str) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("AKM_")}
-        return {**env, "PYTHONUNBUFFERED": "1", **extra}
-
-    def start(self, executor_id: str, *options: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-        """A worker, once it serves (its own process group, as a service manager starts one)."""
-        log = (self.workspace / f"{executor_id}.log").open("w")
-        argv = ["worker", "--database", self.url, "--executor-id", executor_id, "--workdir", str(self.workspace),
-                "--takeover-after", self.TAKEOVER, "--poll", "100ms", "--grace", "1s", *options]  # fmt: skip
-        process = subprocess.Popen([sys.executable, "-m", "akm_run", *argv], cwd=self.workspace, text=True,
-                                   stdout=subprocess.DEVNULL, stderr=log, env=self.env(**(env or {})),
-                                   start_new_session=True)  # fmt: skip
-        self.processes[executor_id] = process
-        eventually(lambda: "serving" in self.log(executor_id) or process.poll() is not None, f"worker {executor_id}")
-        assert process.poll() is None, self.log(executor_id)
-        return process
-
-    def log(self, executor_id: str) -> str:
-        return (self.workspace / f"{executor_id}.log").read_text()
-
-    def kill(self, executor_id: str) -> None:
-        """SIGKILL a worker and every process it started (a host that dies)."""
-        process = self.processes.pop(executor_id)
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        process.wait()
-
-    def akm(self, *args: str | Path, timeout: float = PATIENCE_S) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "akm_run", *map(str, args), "--database", self.url],
-                              cwd=self.workspace, capture_output=True, text=True, env=self.env(),
-                              timeout=timeout)  # fmt: skip
-
-    def stop(self) -> None:
-        for process in self.processes.values():
-            process.send_signal(signal.SIGTERM)
-        for executor_id, process in self.processes.items():
-            try:
-                assert process.wait(timeout=60) == 0, self.log(executor_id)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
-        self.processes.clear()

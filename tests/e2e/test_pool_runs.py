@@ -7,12 +7,10 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from helpers import Runtime, Workers, eventually, source
+from helpers import Runtime, doubling_leaf, eventually, source
 
 pytestmark = pytest.mark.slow
 
@@ -44,52 +42,32 @@ APPROVAL = source("""
 """)
 
 
-@pytest.fixture
-def workspace(tmp_path: Path) -> Runtime:
-    return Runtime(tmp_path)
-
-
-@pytest.fixture
-def workers(database_url: str, workspace: Runtime) -> Iterator[Workers]:
-    """Workers on a fresh database; stopped with SIGTERM at the end, each of which must exit 0."""
-    pool = Workers(database_url, workspace.root)
-    yield pool
-    pool.stop()
-
-
-def ran(workspace: Runtime) -> list[str]:
-    path = workspace.root / "ran"
+def ran(pooled: Runtime) -> list[str]:
+    path = pooled.root / "ran"
     return path.read_text().splitlines() if path.exists() else []
 
 
-def run_json(workers: Workers, *args: str | Path) -> tuple[int, dict[str, object]]:
-    result = workers.akm("run", *args, "--format", "json")
-    try:
-        return result.returncode, json.loads(result.stdout)
-    except ValueError:
-        raise AssertionError(f"exit {result.returncode}: {result.stdout}\n{result.stderr}") from None
-
-
-def test_the_units_of_one_map_run_on_more_than_one_worker(workers: Workers, workspace: Runtime) -> None:
-    pids = {workers.start(name, "--concurrency", "2").pid for name in ("w1", "w2")}  # neither holds the map
-    plan = workspace.compile("spread.akm", MAP.replace("SLEEP", "0.5"))
-    code, document = run_json(workers, plan)
+def test_the_units_of_one_map_run_on_more_than_one_worker(pooled: Runtime) -> None:
+    two = ("--concurrency", "2")  # neither worker holds the whole map
+    pids = {pooled.start_worker(name=name, options=two).process.pid for name in ("w1", "w2")}
+    plan = pooled.compile("spread.akm", MAP.replace("SLEEP", "0.5"))
+    code, document = pooled.run_json(plan)
     assert code == 0, document
-    lines = ran(workspace)
+    lines = ran(pooled)
     assert len(lines) == 8 and len({line.split()[0] for line in lines}) == 8  # each unit once
     assert {int(line.split()[1]) for line in lines} == pids  # both workers ran some
-    status = workers.akm("status", document["runId"], "--format", "json")
+    status = pooled.akm("status", document["runId"], "--format", "json")
     assert json.loads(status.stdout)["run"]["status"] == "completed"
 
 
 def test_a_worker_killed_mid_map_is_replaced_and_no_recorded_unit_runs_again(
-    workers: Workers, workspace: Runtime, database_url: str
+    pooled: Runtime, database_url: str
 ) -> None:
     from akm_run.pgstore import PostgresStore
 
-    workers.start("doomed")
-    plan = workspace.compile("spread.akm", MAP.replace("SLEEP", "0.4"))
-    detached = workers.akm("run", plan, "--detach")
+    pooled.start_worker(name="doomed")
+    plan = pooled.compile("spread.akm", MAP.replace("SLEEP", "0.4"))
+    detached = pooled.akm("run", plan, "--detach")
     assert detached.returncode == 0, detached.stderr
     run_id = detached.stdout.strip()
     store = PostgresStore(database_url)
@@ -98,32 +76,33 @@ def test_a_worker_killed_mid_map_is_replaced_and_no_recorded_unit_runs_again(
         return {u.unit_id for u, attempts in store.run_attempts(run_id) if u.status == "completed"}
 
     eventually(lambda: len(completed()) >= 2, "two units completed")
-    workers.kill("doomed")  # the drive and the units in flight die with it
+    pooled.worker("doomed").kill()  # the drive and the units in flight die with it
     recorded = completed()
-    workers.start("heir")
-    code, document = run_json(workers, run_id)  # follows the taken-over drive
+    pooled.start_worker(name="heir")
+    code, document = pooled.run_json(run_id)  # follows the taken-over drive
     assert code == 0, document
-    counts = Counter(line.split()[0] for line in ran(workspace))
+    counts = Counter(line.split()[0] for line in ran(pooled))
     assert set(counts) == completed() and len(counts) == 8
     assert all(counts[unit] == 1 for unit in recorded), counts  # a recorded completion never runs again
 
 
-def test_a_waiting_run_holds_no_workflow_and_approve_continues_it(workers: Workers, workspace: Runtime) -> None:
+def test_a_waiting_run_holds_no_workflow_and_approve_continues_it(pooled: Runtime, database_url: str) -> None:
     from dbos import DBOSClient
 
-    workers.start("w1")
-    plan = workspace.compile("waits.akm", APPROVAL)
-    code, document = run_json(workers, plan)
+    pooled.start_worker(name="w1")
+    plan = pooled.compile("waits.akm", APPROVAL)
+    named = {k: v for k, v in pooled.env().items() if k != "AKM_RUN_DATABASE"}  # the hints name what is named
+    code, document = pooled.run_json(plan, "--database", database_url, env=named)
     run_id = str(document["runId"])
     assert code == 3 and f"akm-run approve {run_id} ok --database " in str(document["blocked"])
-    client = DBOSClient(system_database_url=workers.url)
+    client = DBOSClient(system_database_url=database_url)
     try:
         assert client.list_workflows(status=["PENDING", "ENQUEUED"]) == []  # nothing waits on a worker
-        approved = workers.akm("approve", run_id, "ok", "--by", "alice")
+        approved = pooled.akm("approve", run_id, "ok", "--by", "alice", "--database", database_url, env=named)
         assert approved.returncode == 0 and f"continue with `akm-run run {run_id} --database" in approved.stdout
-        code, document = run_json(workers, run_id)  # follows the drive approve submitted, or reports it
+        code, document = pooled.run_json(run_id)  # follows the drive approve submitted, or reports it
         assert code == 0, document
-        assert ran(workspace) == ["first", "after"]
+        assert ran(pooled) == ["first", "after"]
         drives = client.list_workflows(workflow_id_prefix=run_id, name="akm-run-drive")
         assert sorted(d.workflow_id for d in drives) == [run_id, f"{run_id}/1"]
     finally:
@@ -131,35 +110,25 @@ def test_a_waiting_run_holds_no_workflow_and_approve_continues_it(workers: Worke
 
 
 def test_a_stored_plan_tampered_while_its_drive_waits_for_recovery_is_refused(
-    workers: Workers, workspace: Runtime, database_url: str
+    pooled: Runtime, database_url: str
 ) -> None:
     import psycopg
 
-    workers.start("doomed")
-    plan = workspace.compile("waits.akm", APPROVAL.replace("echo first >> ran; echo 1", "echo first >> ran; sleep 30"))
-    run_id = workers.akm("run", plan, "--detach").stdout.strip()
-    eventually(lambda: ran(workspace) == ["first"], "the first unit started")
-    workers.kill("doomed")
+    pooled.start_worker(name="doomed")
+    plan = pooled.compile("waits.akm", APPROVAL.replace("echo first >> ran; echo 1", "echo first >> ran; sleep 30"))
+    run_id = pooled.akm("run", plan, "--detach").stdout.strip()
+    eventually(lambda: ran(pooled) == ["first"], "the first unit started")
+    pooled.worker("doomed").kill()
     with psycopg.connect(database_url, autocommit=True) as connection:
         connection.execute("UPDATE akm_run.runs SET plan_json = replace(plan_json, 'echo after', 'echo AFTER')")
-    workers.start("heir")
-    result = workers.akm("run", run_id)
+    pooled.start_worker(name="heir")
+    result = pooled.akm("run", run_id)
     assert result.returncode == 4, result.stderr
     assert f"refused run {run_id}: its stored plan does not verify" in result.stderr
-    assert ran(workspace) == ["first"]  # the recovered drive ran nothing
+    assert ran(pooled) == ["first"]  # the recovered drive ran nothing
 
 
-LEAF = source(r"""
-    workflow "leaf" {
-      params { n: int }
-      outputs { doubled: int = steps.double.output.value }
-      step double {
-        shell "echo leaf >> ran; python3 -c 'import json,sys; c=json.load(sys.stdin); print(json.dumps({\"value\": c[\"inputs\"][\"params.n\"] * 2}))'"
-        inputs = [params.n]
-        output: { value: int }
-      }
-    }
-""")
+LEAF = doubling_leaf("echo leaf >> ran")
 TOP = source("""
     workflow "top" {
       step call {
@@ -173,21 +142,21 @@ TOP = source("""
 
 
 def test_a_worker_killed_as_it_publishes_a_child_run_is_replaced_and_the_run_has_one_child(
-    workers: Workers, workspace: Runtime
+    pooled: Runtime,
 ) -> None:
-    workers.start("doomed", env={"AKM_RUN_FAULT": "child-published"})  # SIGKILLs itself right there
-    workspace.write({"workflows/leaf.akm": LEAF})
-    plan = workspace.compile("workflows/top.akm", TOP)
-    run_id = workers.akm("run", plan, "--detach").stdout.strip()
-    eventually(lambda: workers.processes["doomed"].poll() is not None, "the worker died")
-    workers.processes.pop("doomed")
-    workers.start("heir")
-    code, document = run_json(workers, run_id)
+    doomed = pooled.start_worker(pooled.env(AKM_RUN_FAULT="child-published"), name="doomed")
+    doomed.driver = True  # it SIGKILLs itself right there
+    pooled.write({"workflows/leaf.akm": LEAF})
+    plan = pooled.compile("workflows/top.akm", TOP)
+    run_id = pooled.akm("run", plan, "--detach").stdout.strip()
+    eventually(lambda: doomed.process.poll() is not None, "the worker died")
+    pooled.start_worker(name="heir")
+    code, document = pooled.run_json(run_id)
     assert code == 0, document
     assert document["exported"] == {"result": 42}
-    listed = json.loads(workers.akm("list", "--children", "--format", "json").stdout)["runs"]
+    listed = json.loads(pooled.akm("list", "--children", "--format", "json").stdout)["runs"]
     assert len(listed) == 2  # the child published before the kill is the one the heir drove
-    assert ran(workspace) == ["leaf"]
+    assert ran(pooled) == ["leaf"]
 
 
 SAME = source("""
@@ -219,17 +188,18 @@ def normalized(text: str, run_id: str) -> object:
     return strip(json.loads(text))
 
 
-def test_run_and_status_print_the_same_documents_as_on_sqlite(workers: Workers, workspace: Runtime) -> None:
+def test_run_and_status_print_the_same_documents_as_on_sqlite(pooled: Runtime) -> None:
+    workspace = Runtime(pooled.root)  # the same workspace on SQLite
     plan = workspace.compile("same.akm", SAME)
     local = workspace.akm("run", plan, "--format", "json")
     local_id = json.loads(local.stdout)["runId"]
-    workers.start("w1")
-    pooled = workers.akm("run", plan, "--format", "json")
-    pooled_id = json.loads(pooled.stdout)["runId"]
-    assert (pooled.returncode, normalized(pooled.stdout, pooled_id)) == (
+    pooled.start_worker(name="w1")
+    there = pooled.akm("run", plan, "--format", "json")
+    pooled_id = json.loads(there.stdout)["runId"]
+    assert (there.returncode, normalized(there.stdout, pooled_id)) == (
         local.returncode, normalized(local.stdout, local_id))  # fmt: skip
-    assert pooled.stderr.splitlines()[0] == "step greet started"
+    assert there.stderr.splitlines()[0] == "step greet started"
     for verb in ("status", "logs"):
         here = workspace.akm(verb, local_id, "--format", "json")
-        there = workers.akm(verb, pooled_id, "--format", "json")
+        there = pooled.akm(verb, pooled_id, "--format", "json")
         assert normalized(there.stdout, pooled_id) == normalized(here.stdout, local_id), verb

@@ -11,25 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from helpers import Runtime, source
+from helpers import Runtime, doubling_leaf, source
 
 LOG = 'echo \\"$AKM_RUN_ID $AKM_UNIT_ID\\" >> log'
 
-LEAF = source(r"""
-    workflow "leaf" {
-      params {
-        n: int
-      }
-      outputs {
-        doubled: int = steps.double.output.value
-      }
-      step double {
-        shell "LOG; python3 -c 'import json,sys; c=json.load(sys.stdin); print(json.dumps({\"value\": c[\"inputs\"][\"params.n\"] * 2}))'"
-        inputs = [params.n]
-        output: { value: int }
-      }
-    }
-""").replace("LOG", LOG)
+LEAF = doubling_leaf(LOG)
 
 MIDDLE = source("""
     workflow "middle" {

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol, Self
 
-from akm_run.migrations import MIGRATIONS
+from akm_run.migrations import MIGRATIONS, migrate
 
 DB_NAME = "state.db"
 BUSY_TIMEOUT_MS = 10_000
@@ -124,17 +124,12 @@ class Database:
         with self.transaction():
             self._db.execute("CREATE TABLE IF NOT EXISTS migrations (version INTEGER PRIMARY KEY, applied_at REAL)")
             applied = {row[0] for row in self._db.execute("SELECT version FROM migrations")}
-            for version, script in enumerate(MIGRATIONS, start=1):
-                if version in applied:
-                    continue
-                for statement in _statements(script):
-                    self._db.execute(statement)
-                self._db.execute("INSERT INTO migrations VALUES (?, ?)", (version, time.time()))
-            newest = max(applied, default=0)
-            if newest > len(MIGRATIONS):
-                raise RuntimeError(
-                    f"{self.path} was written by a newer akm-run (schema version {newest}); upgrade akm-run"
-                )
+            migrate(applied, self._apply, str(self.path))
+
+    def _apply(self, version: int, script: str) -> None:
+        for statement in _statements(script):
+            self._db.execute(statement)
+        self._db.execute("INSERT INTO migrations VALUES (?, ?)", (version, time.time()))
 
     def schema_version(self) -> int:
         with self._lock:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
+
 # Ordered and append-only: a released migration is never edited, only followed by a new one.
 # tests/unit/test_store.py pins this list.
 MIGRATIONS: tuple[str, ...] = (
@@ -131,3 +133,15 @@ EVENT_KINDS = (
     "unit.interrupted",  # a crash reclaim found the attempt still marked running
     "gate.rejected",
 )
+
+
+def migrate(applied: Collection[int], apply: Callable[[int, str], None], store: str) -> None:
+    """Bring a store's schema up to date: `apply(version, script)` runs and records each migration
+    not in `applied`, in order. A store that a newer akm-run wrote (`store` names it in the error)
+    is refused before anything is applied."""
+    newest = max(applied, default=0)
+    if newest > len(MIGRATIONS):
+        raise RuntimeError(f"{store} was written by a newer akm-run (schema version {newest}); upgrade akm-run")
+    for version, script in enumerate(MIGRATIONS, start=1):
+        if version not in applied:
+            apply(version, script)

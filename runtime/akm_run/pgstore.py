@@ -22,7 +22,7 @@ import psycopg
 
 from akm_run.database import Rows
 from akm_run.locks import LockHeld
-from akm_run.migrations import MIGRATIONS
+from akm_run.migrations import migrate
 from akm_run.store import Store
 
 SCHEMA = "akm_run"
@@ -126,16 +126,11 @@ class PostgresStore(Store):
                 "CREATE TABLE IF NOT EXISTS migrations (version INTEGER PRIMARY KEY, applied_at DOUBLE PRECISION)"
             )
             applied = {row[0] for row in self._pg.execute("SELECT version FROM migrations")}
-            for version, script in enumerate(MIGRATIONS, start=1):
-                if version not in applied:
-                    # Several statements, sent as one unparameterised query.
-                    self._pg.execute(postgres_dialect(script).encode())
-                    self._pg.execute("INSERT INTO migrations VALUES (%s, %s)", (version, time.time()))
-            newest = max(applied, default=0)
-            if newest > len(MIGRATIONS):
-                raise RuntimeError(
-                    f"the database was written by a newer akm-run (schema version {newest}); upgrade akm-run"
-                )
+            migrate(applied, self._apply, "the database")
+
+    def _apply(self, version: int, script: str) -> None:
+        self._pg.execute(postgres_dialect(script).encode())  # several statements, as one unparameterised query
+        self._pg.execute("INSERT INTO migrations VALUES (%s, %s)", (version, time.time()))
 
     def schema_version(self) -> int:
         with self._lock:

@@ -17,7 +17,9 @@ from akm_run.rows import StepRow
 from akm_run.schemas import schema_errors
 from akm_run.strictjson import dumps
 
-EndStatus = Literal["completed", "failed", "blocked", "aborted", "not_dispatched"]
+# "interrupted": the attempt's process died with its host before it ended (the worker pool); the
+# engine finishes the attempt as a crash reclaim does and runs the unit again.
+EndStatus = Literal["completed", "failed", "blocked", "aborted", "interrupted", "not_dispatched"]
 DriveStatus = Literal["active", "completed", "failed", "blocked", "aborted"]  # a run's status, or aborted
 Hint = Callable[..., str]  # akm_run.hints.Hints: the command a person types, as text
 

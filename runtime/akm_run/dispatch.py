@@ -41,7 +41,7 @@ class Request:
 class Dispatcher(Protocol):
     def dispatch(self, request: Request) -> End:
         """Run one attempt to its end; never raises for anything the unit does. An abort is an
-        End with status "aborted"."""
+        End with status "aborted"; an attempt whose process died with its host, "interrupted"."""
         ...
 
 

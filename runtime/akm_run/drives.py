@@ -26,7 +26,7 @@ from typing import Any
 import psycopg
 from dbos import DBOS, DBOSClient, EnqueueOptions, WorkflowHandle
 
-from akm_run import exitcodes, pool
+from akm_run import exitcodes, pool, units
 from akm_run.core import DriveResult, End
 from akm_run.dispatch import ProcessDispatcher, Request, Settings
 from akm_run.drive_errors import drive_failure
@@ -35,7 +35,7 @@ from akm_run.hints import Hints
 from akm_run.pgstore import PostgresStore
 from akm_run.plan import PlanError
 from akm_run.progress import Progress
-from akm_run.rows import RunRow
+from akm_run.rows import AttemptRow, RunRow
 from akm_run.trust import admission, allowed_signers
 
 DRIVE = "akm-run-drive"  # the workflow functions' names: part of what APP_VERSION pins
@@ -217,6 +217,12 @@ def drive_here(host: _Host, args: DriveArgs) -> Outcome:
         dispatcher.abort = engine.abort
         try:
             return Outcome(result=engine.drive(args.run_id))
+        except UnitWorkflowEnded as error:
+            if error.status != "MAX_RECOVERY_ATTEMPTS_EXCEEDED":
+                code, message = drive_failure(error, args.run_id, args.hints)
+                return Outcome(code=code, message=message)
+            what = f"attempt {error.attempt} of unit {error.unit}"
+            return Outcome(result=_given_up(store, args.run_id, what, args.hints("run", args.run_id)))
         except Exception as error:  # noqa: BLE001 - every way a drive cannot go on is reported to `run`
             code, message = drive_failure(error, args.run_id, args.hints)
             return Outcome(code=code, message=message)
@@ -249,20 +255,44 @@ class PoolDispatcher:
     def dispatch(self, request: Request) -> End:
         client = self.host.client
         options = EnqueueOptions(
-            queue_name=self.host.units_queue(request.width), workflow_name=UNIT, workflow_id=request.dispatch_id,
+            queue_name=self.host.units_queue(request.width), workflow_name=UNIT, workflow_id=unit_workflow_id(request),
             app_version=pool.APP_VERSION, queue_partition_key=f"{request.run_id}/{request.place.step_id}",
         )  # fmt: skip
         handle: WorkflowHandle[End] = client.enqueue(options, UnitJob(dataclasses.replace(request, scratch=None), self.workdir,
                                                  self.agent_cmd))  # fmt: skip
-        if handle.get_status().status in ENDED_BADLY:  # a re-attached attempt whose workflow broke: again
-            client.resume_workflow(request.dispatch_id)
-        while (status := handle.get_status().status) in LIVE:
+        if handle.get_status().status in ENDED_BADLY:
+            # Re-attached to an attempt whose workflow ended without a result before a drive could
+            # record it. Resuming it would only replay the error DBOS keeps for its step: the
+            # attempt was interrupted, and the unit runs again as a new attempt (a new workflow).
+            return End("interrupted")
+        while (status := handle.get_status()).status in LIVE:
             if self.abort.wait(RESULT_POLL_S):
                 return End("aborted", reason="aborted", message="the drive was aborted while the unit ran on the pool")
-        if status in ENDED_BADLY:
-            raise RuntimeError(f"the workflow of attempt {request.dispatch_id} ended {status}")
+        if status.status in ENDED_BADLY:
+            raise UnitWorkflowEnded(request, status.status, status.error)
         ended: End = handle.get_result()
         return ended
+
+
+def unit_workflow_id(request: Request) -> str:
+    """The workflow of one attempt: its dispatch id (new on every retry, kept by a crash reclaim)
+    and its number (new on every attempt), so that a drive re-attaching to an attempt finds its
+    workflow, and an attempt run again after an interruption is a workflow of its own."""
+    return f"{request.dispatch_id}/{request.attempt}"
+
+
+class UnitWorkflowEnded(Exception):
+    """An attempt's workflow ended without a result (an error inside the worker, a cancellation, or
+    DBOS giving up after recovering it too many times): the drive cannot go on."""
+
+    def __init__(self, request: Request, status: str, error: BaseException | None) -> None:
+        self.status, self.attempt, self.unit = status, request.attempt, request.place.journal
+        why = f": {type(error).__name__}: {error}" if error is not None else ""
+        if status == "MAX_RECOVERY_ATTEMPTS_EXCEEDED":
+            why = (" after DBOS recovered it too many times (each worker running it died before its "
+                   "process started)")  # fmt: skip
+        super().__init__(f"the workflow of attempt {request.attempt} of unit {request.place.journal} "
+                         f"({unit_workflow_id(request)}) ended {status}{why}")  # fmt: skip
 
 
 @DBOS.workflow(name=UNIT)
@@ -273,8 +303,12 @@ def unit_workflow(job: UnitJob) -> End:
 
 @DBOS.step(name="akm-run-attempt", retries_allowed=False)
 def attempt(job: UnitJob) -> End:
-    """Run the attempt's process here, unless its completion is already in the journal (then the
-    recorded result: a recorded completion never runs again)."""
+    """Run the attempt's process here, unless the journal says it must not run: a recorded
+    completion is returned (it never runs again); an attempt whose process an earlier run of this
+    step started is interrupted (its worker died and DBOS recovered the workflow: its process, if
+    still alive on this host, is stopped, and the drive runs the unit again as a new attempt, as a
+    crash reclaim does on SQLite); an attempt the journal already ended, or of a run no longer
+    active (abandoned meanwhile), does not run."""
     host, request = _here(), job.request
     try:
         host.verified(request.run_id)
@@ -285,8 +319,24 @@ def attempt(job: UnitJob) -> End:
                      if a.attempt == request.attempt), None)  # fmt: skip
     if recorded is not None and recorded.status == "completed":
         return End("completed", output=recorded.output, stderr_tail=recorded.stderr_tail)
+    if (stopped := _not_to_run(host.store, request, recorded)) is not None:
+        return stopped
     settings = Settings(_workdir(job.workdir, host), job.agent_cmd, None, Hints())
     return ProcessDispatcher(host.store, settings, host.abort).dispatch(request)
+
+
+def _not_to_run(store: PostgresStore, request: Request, recorded: AttemptRow | None) -> End | None:
+    """Why an attempt that did not complete must not run now (None: it runs)."""
+    run = store.run(request.run_id)
+    if run is None or run.status != "active":
+        status = "gone" if run is None else run.status
+        return End("aborted", reason="aborted", message=f"run {request.run_id} is {status}: the unit did not run")
+    if recorded is not None and recorded.status != "running":
+        return End("interrupted", message=f"the journal ended attempt {request.attempt} as {recorded.status}")
+    if recorded is not None and recorded.pid is not None:
+        units.stop_leftover(recorded.pid, recorded.host)
+        return End("interrupted", message=f"the worker running attempt {request.attempt} died")
+    return None
 
 
 # -- the submitting side ------------------------------------------------------------------------------------
@@ -351,12 +401,37 @@ def follow(
             if stop.wait(FOLLOW_POLL_S):
                 return None
         if status in ENDED_BADLY:
-            return Outcome(code=exitcodes.INTERNAL, message=f"the drive of run {args.run_id} ended {status}; the run "
-                           f"stays active and resumable: `{args.hints('run', args.run_id)}`")  # fmt: skip
+            return _ended_badly(store, args, status)
         outcome: Outcome = handle.get_result()
         return outcome
     finally:
         dbos.destroy()
+
+
+def _ended_badly(store: PostgresStore, args: DriveArgs, status: str) -> Outcome:
+    """A drive whose workflow ended without a result. When DBOS gave up recovering it, its worker
+    died every time it drove the run (as a unit that kills its host makes it do): the run stays
+    active and resumable, as on SQLite when such a unit kills the driver, and the journal's
+    interrupted attempts name the units that were running. Anything else is an internal error."""
+    resume = args.hints("run", args.run_id)
+    if status != "MAX_RECOVERY_ATTEMPTS_EXCEEDED":
+        return Outcome(code=exitcodes.INTERNAL, message=f"the drive of run {args.run_id} ended {status}; the run "
+                       f"stays active and resumable: `{resume}`")  # fmt: skip
+    return Outcome(result=_given_up(store, args.run_id, "the drive of this run", resume))
+
+
+def _given_up(store: PostgresStore, run_id: str, what: str, resume: str) -> DriveResult:
+    """The pool gave up on `what` after recovering it too many times: the run, active and resumable,
+    as an interrupted drive reports it, with the units its dead workers interrupted."""
+    counts = {u.unit_id: sum(a.status in ("interrupted", "running") for a in attempts)
+              for u, attempts in store.run_attempts(run_id)}  # fmt: skip
+    named = ", ".join(f"{unit} ({n} time{'s' * (n > 1)})" for unit, n in counts.items() if n)
+    units_hint = f"; interrupted by a dying worker: {named}" if named else ""
+    message = (
+        f"the worker pool gave up on {what}: its worker died each time DBOS recovered it (a unit that "
+        f"kills its worker or its host does that){units_hint}; the run stays active and resumable: `{resume}`"
+    )
+    return DriveResult(run_id, "aborted", error={"code": "ABORTED", "message": message})
 
 
 def _settled(store: PostgresStore, row: RunRow, hints: Hints) -> Outcome:

@@ -414,6 +414,9 @@ class _Drive:
                 message = f"the run has dispatched its limit of {limit} units (max_units)"
                 return self._unit_failed(work.step, work.place, "budget_exceeded", message)
             outcome = self._dispatch(work, attempt, dispatch, digest, bound)
+            if outcome.status == "interrupted":  # as a crash reclaim: same dispatch id, not a retry
+                self.store.interrupt_attempt(self.run_id, work.place.journal, work.step["stepId"], attempt)
+                continue
             again = outcome.status == "failed" and core.retries_again(retry, outcome.reason, retries)
             ended = self._record(work, attempt, outcome, final=not again)
             if not again:

@@ -57,10 +57,6 @@ def _resume(runtime: Runtime, run_id: str) -> dict:  # type: ignore[type-arg]
     return document
 
 
-@pytest.mark.pool_differs(
-    "an attempt interrupted by a dead worker is run again as the same attempt: the journal keeps one "
-    "completed attempt 1 where SQLite records attempt 1 interrupted and attempt 2 completed"
-)
 def test_crash_after_a_side_effect_before_its_journal_write(runtime: Runtime) -> None:
     runtime.write({"scripts/crash.sh": CRASH})
     steps = "".join(f'  step {s} {{\n    script "scripts/crash.sh"\n  }}\n' for s in ("a", "b", "c"))

@@ -254,8 +254,9 @@ class PoolDispatcher:
 
     def dispatch(self, request: Request) -> End:
         client = self.host.client
+        workflow_id = attempt_workflow_id(request.dispatch_id, request.attempt)
         options = EnqueueOptions(
-            queue_name=self.host.units_queue(request.width), workflow_name=UNIT, workflow_id=unit_workflow_id(request),
+            queue_name=self.host.units_queue(request.width), workflow_name=UNIT, workflow_id=workflow_id,
             app_version=pool.APP_VERSION, queue_partition_key=f"{request.run_id}/{request.place.step_id}",
         )  # fmt: skip
         handle: WorkflowHandle[End] = client.enqueue(options, UnitJob(dataclasses.replace(request, scratch=None), self.workdir,
@@ -274,11 +275,11 @@ class PoolDispatcher:
         return ended
 
 
-def unit_workflow_id(request: Request) -> str:
-    """The workflow of one attempt: its dispatch id (new on every retry, kept by a crash reclaim)
-    and its number (new on every attempt), so that a drive re-attaching to an attempt finds its
-    workflow, and an attempt run again after an interruption is a workflow of its own."""
-    return f"{request.dispatch_id}/{request.attempt}"
+def attempt_workflow_id(dispatch_id: str, attempt: int) -> str:
+    """The workflow of one attempt: its dispatch id (new on every retry, kept when an interrupted or
+    aborted attempt's unit runs again, as on SQLite) and its number, so that a drive re-attaching to
+    an attempt finds its workflow, and a unit run again is a new workflow, never the ended one's."""
+    return f"{dispatch_id}/{attempt}"
 
 
 class UnitWorkflowEnded(Exception):
@@ -292,7 +293,7 @@ class UnitWorkflowEnded(Exception):
             why = (" after DBOS recovered it too many times (each worker running it died before its "
                    "process started)")  # fmt: skip
         super().__init__(f"the workflow of attempt {request.attempt} of unit {request.place.journal} "
-                         f"({unit_workflow_id(request)}) ended {status}{why}")  # fmt: skip
+                         f"({attempt_workflow_id(request.dispatch_id, request.attempt)}) ended {status}{why}")  # fmt: skip
 
 
 @DBOS.workflow(name=UNIT)

@@ -180,11 +180,6 @@ def test_a_signal_aborts_running_units_and_leaves_a_resumable_run(runtime: Runti
     assert len(runtime.store().attempts(run_id, "first:solo")) == 1
 
 
-@pytest.mark.pool_differs(
-    "the run's timeout marks the attempt aborted ('the drive was aborted while the unit ran on the pool') "
-    "but leaves its process running on the worker; resume re-attaches to it and records its late result "
-    "(output '') where SQLite stops the unit with SIGTERM and runs it again (output 'done')"
-)
 def test_the_run_timeout_interrupts_and_resume_finishes(runtime: Runtime) -> None:
     src = source("""
         workflow "slow" {

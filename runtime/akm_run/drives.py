@@ -15,6 +15,7 @@ import logging
 import os
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 import threading
@@ -327,14 +328,15 @@ def attempt(job: UnitJob) -> End:
 
 
 def _not_to_run(store: PostgresStore, request: Request, recorded: AttemptRow | None) -> End | None:
-    """Why an attempt that did not complete must not run now (None: it runs)."""
+    """Why an attempt that did not complete must not run now (None: it runs, taken by this step)."""
     run = store.run(request.run_id)
     if run is None or run.status != "active":
         status = "gone" if run is None else run.status
         return End("aborted", reason="aborted", message=f"run {request.run_id} is {status}: the unit did not run")
     if recorded is not None and recorded.status != "running":
         return End("interrupted", message=f"the journal ended attempt {request.attempt} as {recorded.status}")
-    if recorded is not None and recorded.pid is not None:
+    if recorded is not None and not store.claim_attempt(request.run_id, request.place.journal, request.attempt,
+                                                        socket.gethostname()):  # fmt: skip
         units.stop_leftover(recorded.pid, recorded.host)
         return End("interrupted", message=f"the worker running attempt {request.attempt} died")
     return None

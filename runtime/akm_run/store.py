@@ -384,6 +384,17 @@ class Store(Database):
             (pid, host, run_id, unit_id, attempt),
         )
 
+    def claim_attempt(self, run_id: str, unit_id: str, attempt: int, host: str) -> bool:
+        """Take a running attempt before its process starts (the worker pool): True for the first
+        taker only. An attempt taken before was started by a worker that died, whether or not its
+        pid was journaled yet. One statement: its own transaction."""
+        rows = self._execute(
+            "UPDATE attempts SET host = ? WHERE run_id = ? AND unit_id = ? AND attempt = ? AND status = 'running' "
+            "AND host IS NULL",
+            (host, run_id, unit_id, attempt),
+        )
+        return rows.rowcount == 1
+
     def set_child_run(self, run_id: str, unit_id: str, child_run_id: str) -> None:
         with self.transaction(durable=False):
             self._execute(

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import PATIENCE_S, Runtime, source
+from helpers import PATIENCE_S, Runtime, Worker, source
 
 # Side effect first (a line in `log`), then, unless `calm` exists, kill the worker's process group.
 KILLER = source("""
@@ -77,3 +77,47 @@ def test_a_recovered_unit_of_a_run_abandoned_meanwhile_does_not_run(pooled: Runt
     assert follower.returncode == 1 and json.loads(out)["status"] == "failed", out
     assert _log(runtime) == ["a:solo 1"]
     assert runtime.store().unit(run.id, "a:solo").status != "completed"
+
+
+def _drive_with(runtime: Runtime, worker: Worker) -> None:
+    """Make `worker` the one a unit kills (`driver.pid`)."""
+    worker.driver = True
+    (runtime.root / "driver.pid").write_text(str(worker.process.pid))
+
+
+def test_a_drive_taken_over_twice_in_a_row_finishes_with_each_interruption_recorded(pooled: Runtime) -> None:
+    runtime = pooled
+    runtime.write({"scripts/killer.sh": KILLER.replace("[ ! -e calm ]", '[ "$AKM_ATTEMPT" -le 2 ]')})
+    follower = runtime.driver(runtime.compile("wf.akm", PLAN), "--format", "json")
+    runtime.killed(follower)  # attempt 1 killed worker-1
+    _drive_with(runtime, runtime.start_worker())  # takes the drive over; attempt 2 kills it too
+    runtime.killed(follower)
+    runtime.replace_driver()  # the second takeover in a row
+    out, err = follower.communicate(timeout=PATIENCE_S)
+    assert follower.returncode == 0, out + err
+    [run] = runtime.store().runs()
+    attempts = runtime.store().attempts(run.id, "a:solo")
+    assert [a.status for a in attempts] == ["interrupted", "interrupted", "completed"]
+    assert len({a.dispatch_id for a in attempts}) == 1  # crash reclaims, not retries
+    assert _log(runtime) == ["a:solo 1", "a:solo 2", "a:solo 3"]
+
+
+def test_an_attempt_whose_workflow_is_gone_is_interrupted_and_a_recorded_completion_never_runs_again(
+    pooled: Runtime,
+) -> None:
+    runtime = pooled
+    runtime.write({"scripts/once.sh": '#!/bin/sh\necho "$AKM_UNIT_ID $AKM_ATTEMPT" >> log\necho 1\n'})
+    src = 'workflow "w" {\n  step one {\n    script "scripts/once.sh"\n  }\n  step a {\n    script "scripts/killer.sh"\n  }\n}\n'
+    follower = runtime.driver(runtime.compile("wf.akm", src), "--format", "json")
+    runtime.killed(follower)
+    [run] = runtime.store().runs()
+    assert [a.status for a in runtime.store().attempts(run.id, "one:solo")] == ["completed"]
+    # DBOS forgets every attempt's workflow (an operator's clean-up, a restored database): only the
+    # journal knows what ran.
+    runtime.sql("DELETE FROM dbos.workflow_status WHERE name = 'akm-run-unit'")
+    (runtime.root / "calm").touch()
+    runtime.replace_driver()
+    out, err = follower.communicate(timeout=PATIENCE_S)
+    assert follower.returncode == 0, out + err
+    assert [a.status for a in runtime.store().attempts(run.id, "a:solo")] == ["interrupted", "completed"]
+    assert _log(runtime) == ["one:solo 1", "a:solo 1", "a:solo 2"]

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from akm_run.identity import unit_id
-from helpers import Runtime, source
+from helpers import Runtime, eventually, source
 
 # Side effect first (a line in `log`), then, once, kill the driver's process group and the unit itself.
 CRASH = source("""
@@ -77,6 +77,34 @@ def test_crash_after_a_side_effect_before_its_journal_write(runtime: Runtime) ->
     if runtime.sqlite:
         assert not (runtime.state / "locks" / f"{run_id}.lock").exists()
         assert not list((runtime.state / "scratch").iterdir())  # the dead driver's unit files are gone too
+
+
+def test_a_crash_during_a_retry_backoff_retries_on_resume_under_the_retrys_dispatch_id(runtime: Runtime) -> None:
+    src = source("""
+        workflow "flaky" {
+          step flaky {
+            shell "echo \\"$AKM_DISPATCH_ID\\" >> log; test -e failed || { touch failed; exit 1; }; echo done"
+            retry = { max = 2, on = [exit], backoff = 1m }
+          }
+        }
+    """)
+    plan = runtime.compile("wf.akm", src)
+    driver = runtime.driver(plan)
+
+    def failed_once() -> str | None:
+        runs = [] if runtime.untouched() else runtime.store().runs()
+        attempts = runtime.store().attempts(runs[0].id, "flaky:solo") if runs else []
+        return runs[0].id if [a.status for a in attempts] == ["failed"] else None
+
+    run_id = eventually(failed_once, "the first attempt to fail")  # the drive now waits out the backoff
+    runtime.kill_driver()
+    runtime.killed(driver)
+    _resume(runtime, run_id)  # no backoff left to wait: the retry runs at once
+    attempts = runtime.store().attempts(run_id, "flaky:solo")
+    assert [a.status for a in attempts] == ["failed", "completed"]
+    assert attempts[0].dispatch_id != attempts[1].dispatch_id  # a retry, not a crash reclaim
+    assert (runtime.root / "log").read_text().split() == [a.dispatch_id for a in attempts]
+    assert runtime.store().step(run_id, "flaky").output == "done"
 
 
 def test_crash_in_the_middle_of_a_map(runtime: Runtime) -> None:

@@ -289,3 +289,17 @@ def test_an_aborted_or_interrupted_attempt_leaves_its_unit_to_run_again(store: S
     assert [(a.status, a.reason, a.stderr_tail) for a in attempts] == [
         ("aborted", "aborted", "tail"), ("interrupted", None, None)]  # fmt: skip
     assert store.unit("r1", "a:solo").status == "running"  # type: ignore[union-attr]
+
+
+def test_a_running_attempt_is_claimed_once_and_an_ended_one_never(store: Store) -> None:
+    store.publish_run("r1", PLAN, "sha256:x", {})
+    store.begin_attempt("r1", "a:solo", "a", None, "sha256:h", "d-1", new_unit=True)
+    assert store.claim_attempt("r1", "a:solo", 1, "host-1")
+    assert not store.claim_attempt("r1", "a:solo", 1, "host-2")  # a second taker finds it taken
+    [attempt] = store.attempts("r1", "a:solo")
+    assert (attempt.status, attempt.host, attempt.pid) == ("running", "host-1", None)
+    store.interrupt_attempt("r1", "a:solo", "a", 1)
+    store.begin_attempt("r1", "a:solo", "a", None, "sha256:h", "d-1", new_unit=False)
+    store.complete_attempt("r1", "a:solo", "a", 2, None, None)
+    assert not store.claim_attempt("r1", "a:solo", 2, "host-1")  # an ended attempt is not running
+    assert not store.claim_attempt("r1", "a:solo", 3, "host-1")  # nor is one never begun

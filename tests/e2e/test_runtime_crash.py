@@ -165,6 +165,27 @@ def test_crash_during_a_gate_loop(runtime: Runtime) -> None:
     assert runtime.store().step(run_id, "draft").output == {"item": None, "fb": len("again")}
 
 
+def test_crash_during_a_gate_check(runtime: Runtime) -> None:
+    runtime.write({"scripts/crash.sh": CRASH})
+    src = source("""
+        workflow "gated" {
+          step draft {
+            script "scripts/crash.sh"
+            gate {
+              check script "scripts/crash.sh"
+              max_loops = 1
+            }
+          }
+        }
+    """)
+    plan = runtime.compile("wf.akm", src)
+    run_id = _crash_run(runtime, plan, "draft:gate")  # the check crashes the driver after its side effect
+    _resume(runtime, run_id)
+    assert _log(runtime) == {"draft:solo": 1, "draft:gate": 2}  # the work is reused, the check runs again
+    assert [a.status for a in runtime.store().attempts(run_id, "draft:gate")] == ["interrupted", "completed"]
+    assert runtime.store().step(run_id, "draft").output == {"item": None, "fb": 0}
+
+
 def _start(runtime: Runtime, *args: str) -> subprocess.Popen[str]:
     return runtime.start("run", *args, "--format", "json")
 

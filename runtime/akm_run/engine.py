@@ -88,7 +88,7 @@ class Engine:
 
     def _reclaim(self, run_id: str) -> None:
         """Attempts left `running` by a crashed driver: stop their leftover processes, mark them.
-        A pooled drive leaves them running: `_unit` re-attaches to each under its dispatch id."""
+        A pooled drive leaves them to their workflows: `_unit` re-attaches to each (drives.py)."""
         if self.pooled:
             return
         for unit_id, step_id, attempt in self.store.interrupted_attempts(run_id):
@@ -140,9 +140,7 @@ class _Drive:
 
     def __init__(self, engine: Engine, run: RunRow, plan: pf.Plan) -> None:
         self.engine, self.store, self.options = engine, engine.store, engine.options
-        self.plan = plan
-        self.run_id = run.id
-        self.params = run.params
+        self.plan, self.run_id, self.params = plan, run.id, run.params
         self.rows = {row.step_id: row for row in self.store.steps(run.id)}
         self.where = "" if run.parent_run_id is None else f"{run.ref} ({run.id}): "
         self.starting: tuple[str, int] | None = None  # the step the spine reached, not yet journaled
@@ -427,9 +425,8 @@ class _Drive:
     def _left_running(self, journal: str) -> int | None:
         """A pooled drive's attempt of this unit that a dead driver left running (None on SQLite,
         whose reclaim has finished every such attempt before the spine starts)."""
-        if not self.engine.pooled:
-            return None
-        return next((a.attempt for a in self.store.attempts(self.run_id, journal) if a.status == "running"), None)
+        attempts = self.store.attempts(self.run_id, journal) if self.engine.pooled else []
+        return next((a.attempt for a in attempts if a.status == "running"), None)
 
     def _failed_attempts(self, journal: str) -> int:
         return sum(1 for a in self.store.attempts(self.run_id, journal) if a.status == "failed")

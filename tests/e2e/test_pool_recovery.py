@@ -5,10 +5,7 @@ on a private PostgreSQL server; a unit kills its worker (`driver.pid`) as a host
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from helpers import PATIENCE_S, Runtime, Worker, source
 
@@ -26,14 +23,10 @@ KILLER = source("""
 PLAN = 'workflow "w" {\n  step a {\n    script "scripts/killer.sh"\n  }\n}\n'
 
 
-@pytest.fixture
-def pooled(database_url: str, tmp_path: Path) -> Iterator[Runtime]:
-    """A Runtime on the PostgreSQL store whose workers the test starts (`runtime.driver`)."""
-    runtime = Runtime(tmp_path, database_url)
-    runtime.write({"scripts/killer.sh": KILLER})
-    yield runtime
-    problems = runtime.close()
-    assert not problems, "\n".join([*problems, *(w.output() for w in runtime.workers)])
+def _plan(runtime: Runtime, src: str = PLAN, killer: str = KILLER) -> Path:
+    """`src` compiled, with `killer` as scripts/killer.sh (frozen into the plan)."""
+    runtime.write({"scripts/killer.sh": killer})
+    return runtime.compile("wf.akm", src)
 
 
 def _log(runtime: Runtime) -> list[str]:
@@ -42,7 +35,7 @@ def _log(runtime: Runtime) -> list[str]:
 
 def test_a_drive_the_pool_gives_up_on_leaves_the_run_active_resumable_and_explained(pooled: Runtime) -> None:
     runtime = pooled
-    follower = runtime.driver(runtime.compile("wf.akm", PLAN), "--format", "json")
+    follower = runtime.driver(_plan(runtime), "--format", "json")
     runtime.killed(follower)  # the unit killed the worker that drove the run and ran it
     [run] = runtime.store().runs()
     # As if DBOS had recovered the drive a hundred times, the unit killing its worker every time
@@ -67,7 +60,7 @@ def test_a_drive_the_pool_gives_up_on_leaves_the_run_active_resumable_and_explai
 
 def test_a_recovered_unit_of_a_run_abandoned_meanwhile_does_not_run(pooled: Runtime) -> None:
     runtime = pooled
-    follower = runtime.driver(runtime.compile("wf.akm", PLAN), "--format", "json")
+    follower = runtime.driver(_plan(runtime), "--format", "json")
     runtime.killed(follower)
     [run] = runtime.store().runs()
     assert runtime.akm("abandon", run.id).returncode == 0  # the dead worker's lock went with its connection
@@ -87,8 +80,8 @@ def _drive_with(runtime: Runtime, worker: Worker) -> None:
 
 def test_a_drive_taken_over_twice_in_a_row_finishes_with_each_interruption_recorded(pooled: Runtime) -> None:
     runtime = pooled
-    runtime.write({"scripts/killer.sh": KILLER.replace("[ ! -e calm ]", '[ "$AKM_ATTEMPT" -le 2 ]')})
-    follower = runtime.driver(runtime.compile("wf.akm", PLAN), "--format", "json")
+    plan = _plan(runtime, killer=KILLER.replace("[ ! -e calm ]", '[ "$AKM_ATTEMPT" -le 2 ]'))
+    follower = runtime.driver(plan, "--format", "json")
     runtime.killed(follower)  # attempt 1 killed worker-1
     _drive_with(runtime, runtime.start_worker())  # takes the drive over; attempt 2 kills it too
     runtime.killed(follower)
@@ -108,7 +101,7 @@ def test_an_attempt_whose_workflow_is_gone_is_interrupted_and_a_recorded_complet
     runtime = pooled
     runtime.write({"scripts/once.sh": '#!/bin/sh\necho "$AKM_UNIT_ID $AKM_ATTEMPT" >> log\necho 1\n'})
     src = 'workflow "w" {\n  step one {\n    script "scripts/once.sh"\n  }\n  step a {\n    script "scripts/killer.sh"\n  }\n}\n'
-    follower = runtime.driver(runtime.compile("wf.akm", src), "--format", "json")
+    follower = runtime.driver(_plan(runtime, src), "--format", "json")
     runtime.killed(follower)
     [run] = runtime.store().runs()
     assert [a.status for a in runtime.store().attempts(run.id, "one:solo")] == ["completed"]

@@ -86,14 +86,6 @@ class PostgresStore(Store):
     def close(self) -> None:
         self._pg.close()
 
-    def events_after(self, run_id: str, seen: int) -> list[tuple[str, str | None]]:
-        """(kind, step id) of a run's events after the first `seen`: what a follower has not shown."""
-        with self._lock:
-            rows = self._pg.execute(
-                "SELECT kind, step_id FROM events WHERE run_id = %s ORDER BY seq OFFSET %s", (run_id, seen)
-            ).fetchall()
-        return [(str(kind), step) for kind, step in rows]
-
     def plan_digest(self, run_id: str) -> tuple[str, str] | None:
         """(plan hash, md5 of the stored plan text) of a run: whether its plan changed, cheaply."""
         with self._lock:

@@ -114,3 +114,16 @@ class AttemptFailure:
     output: Any = None
     stderr_tail: str | None = None
     final: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One entry of the append-only events table (migrations.EVENT_KINDS)."""
+
+    seq: int
+    run_id: str
+    kind: str
+    step_id: str | None
+    unit_id: str | None
+    data: dict[str, Any]
+    at: float

@@ -14,7 +14,17 @@ from typing import Any
 from akm_run.database import BUSY_TIMEOUT_MS, DB_NAME, Database, StateReadOnly, writable
 from akm_run.locks import RunLock
 from akm_run.migrations import EVENT_KINDS, MIGRATIONS
-from akm_run.rows import AttemptFailure, AttemptRow, AttemptStatus, RunRow, RunStatus, StepRow, StepStatus, UnitRow
+from akm_run.rows import (
+    AttemptFailure,
+    AttemptRow,
+    AttemptStatus,
+    Event,
+    RunRow,
+    RunStatus,
+    StepRow,
+    StepStatus,
+    UnitRow,
+)
 from akm_run.signing import Signer
 from akm_run.strictjson import dumps
 from akm_run.trust import Signature
@@ -486,6 +496,20 @@ class Store(Database):
             "SELECT kind, step_id, unit_id, data_json FROM events WHERE run_id = ? ORDER BY seq", (run_id,)
         ).fetchall()
         return [(k, s, u, json.loads(d) if d else {}) for k, s, u, d in rows]
+
+    def progress_events(self, run_id: str, after: int) -> list[Event]:
+        """The events of a run and of its child runs at any depth after event `after` (a seq),
+        oldest first: what `run` draws progress from when another process drives the run. One
+        query, on the indexes of runs by parent and of events by run."""
+        rows = self._execute(
+            "WITH RECURSIVE tree(id) AS (SELECT id FROM runs WHERE id = ? "
+            "UNION ALL SELECT r.id FROM runs r JOIN tree ON r.parent_run_id = tree.id) "
+            "SELECT e.seq, e.run_id, e.kind, e.step_id, e.unit_id, e.data_json, e.at FROM tree "
+            "JOIN events e ON e.run_id = tree.id WHERE e.seq > ? ORDER BY e.seq",
+            (run_id, after),
+        ).fetchall()
+        return [Event(int(seq), run, kind, step, unit, json.loads(data) if data else {}, float(at))
+                for seq, run, kind, step, unit, data, at in rows]  # fmt: skip
 
     def count_attempts(self, run_id: str) -> int:
         row = self._execute("SELECT COUNT(*) FROM attempts WHERE run_id = ?", (run_id,)).fetchone()

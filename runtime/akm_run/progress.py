@@ -1,12 +1,36 @@
 """What a drive shows while it runs, on stderr: a live line on a terminal (steps done, the current
 step, the true number of units in flight, redrawn as units start and end), else one plain line per
-step start and end with its duration. Nothing is coloured (NO_COLOR is honoured by printing none)."""
+step start and end with its duration. Nothing is coloured (NO_COLOR is honoured by printing none).
+
+The driver calls these itself on SQLite; `run` on the worker pool, where a worker drives, makes the
+same calls from the run's journal (`FromJournal`), so both draw the same."""
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from typing import TextIO
+
+from akm_run.rows import Event, RunRow
+
+STEP_ENDS = {"step.completed": "completed", "step.failed": "failed", "step.blocked": "blocked"}
+ATTEMPT_ENDS = ("unit.completed", "unit.failed", "unit.aborted", "unit.interrupted")
+
+
+def where(run: RunRow) -> str:
+    """How progress names a run's steps: bare for a top-level run, after the run for a child run."""
+    return "" if run.parent_run_id is None else f"{run.ref} ({run.id}): "
+
+
+def printable(text: str) -> str:
+    """`text` with control characters escaped: a line drawn on a terminal never carries one."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 class Progress:
@@ -22,9 +46,9 @@ class Progress:
     def step_ended(self, where: str, step_id: str, status: str, seconds: float) -> None:
         """A step completed, failed or blocked in this drive."""
 
-    def unit_started(self) -> None:
+    def unit_started(self, count: int = 1) -> None:
         with self._lock:
-            self.in_flight += 1
+            self.in_flight += count
             self._units_changed()
 
     def unit_ended(self) -> None:
@@ -54,36 +78,40 @@ class Plain(Progress):
 
     def _line(self, text: str) -> None:
         with self._lock:
-            self.stream.write(text + "\n")
+            self.stream.write(printable(text) + "\n")
             self.stream.flush()
 
 
 class Live(Progress):
-    """One line redrawn in place on a terminal."""
+    """One line redrawn in place on a terminal, cut to the terminal's width (a longer line would wrap,
+    and only its last row would be redrawn). It shows the run whose step started or ended last: a
+    child run while its step runs, its parent again once the parent's step ends."""
 
     def __init__(self, stream: TextIO) -> None:
         super().__init__()
         self.stream = stream
-        self.state = ("", 0, 0)  # (current step, steps done, steps total)
+        self.runs: dict[str, tuple[str, int, int]] = {}  # per run: (current step, steps done, total); last shown
 
     def step_started(self, where: str, step_id: str, done: int, total: int) -> None:
         with self._lock:
-            self.state = (f"{where}{step_id}", done, total)
+            self.runs.pop(where, None)
+            self.runs[where] = (f"{where}{step_id}", done, total)
             self._draw()
 
     def step_ended(self, where: str, step_id: str, status: str, seconds: float) -> None:
         with self._lock:
-            current, done, total = self.state
-            self.state = (current, done + (status == "completed"), total)
+            current, done, total = self.runs.pop(where, (f"{where}{step_id}", 0, 0))
+            self.runs[where] = (current, done + (status == "completed"), total)
             self._draw()
 
     def _units_changed(self) -> None:
         self._draw()
 
     def _draw(self) -> None:
-        current, done, total = self.state
+        current, done, total = next(reversed(self.runs.values()), ("", 0, 0))
         units = f"{self.in_flight} unit{'s' if self.in_flight != 1 else ''} in flight"
-        self.stream.write(f"\r\033[Ksteps {done}/{total} done, at {current}, {units}")
+        line = printable(f"steps {done}/{total} done, at {current}, {units}")[: _columns(self.stream) - 1]
+        self.stream.write(f"\r\033[K{line}")
         self.stream.flush()
 
     def close(self) -> None:
@@ -92,8 +120,91 @@ class Live(Progress):
             self.stream.flush()
 
 
+def _columns(stream: TextIO) -> int:
+    """The width of the terminal `stream` draws on (80 when it does not say)."""
+    try:
+        columns = os.get_terminal_size(stream.fileno()).columns
+    except (AttributeError, OSError, ValueError):
+        columns = 0
+    return columns or 80
+
+
 def for_this_process() -> Progress:
     """Live on a terminal (stdout and stderr both), plain lines otherwise."""
     if sys.stdout.isatty() and sys.stderr.isatty():
         return Live(sys.stderr)
     return Plain(sys.stderr)
+
+
+# -- progress from the journal ---------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Run:
+    where: str
+    steps: dict[str, int]  # step id -> its index in the plan
+    started: dict[str, Event] = field(default_factory=dict)  # the step started and not ended, by id
+
+
+class FromJournal:
+    """Makes the calls a driver makes on `progress`, from the journal of the run it drives (and of
+    its child runs), in the order the journal holds them: a step's start and end, an attempt's start
+    and end (units in flight are attempts started and not ended), a step's duration from the times
+    the journal recorded. `catch_up` reads what was there before the follower came and draws where
+    the run is; `show` draws what follows as it arrives."""
+
+    def __init__(self, progress: Progress, run_of: Callable[[str], RunRow | None]) -> None:
+        self.progress, self.run_of = progress, run_of
+        self.runs: dict[str, _Run | None] = {}
+        self.in_flight: set[tuple[str, str, int]] = set()
+        self.after = 0  # the seq of the last event read
+
+    def catch_up(self, events: Iterable[Event]) -> None:
+        """Read the journal so far without drawing, then draw its open steps and units in flight."""
+        for event in events:
+            self._read(event, draw=False)
+        opened = sorted(((e, run) for run in self.runs.values() if run for e in run.started.values()),
+                        key=lambda pair: pair[0].seq)  # fmt: skip
+        for event, run in opened:
+            assert event.step_id is not None
+            self.progress.step_started(run.where, event.step_id, run.steps[event.step_id], len(run.steps))
+        if self.in_flight:
+            self.progress.unit_started(len(self.in_flight))
+
+    def show(self, events: Iterable[Event]) -> None:
+        for event in events:
+            self._read(event, draw=True)
+
+    def _read(self, event: Event, *, draw: bool) -> None:
+        self.after = max(self.after, event.seq)
+        if event.kind.startswith("unit."):
+            attempt = (event.run_id, str(event.unit_id), int(event.data.get("attempt", 0)))
+            if event.kind == "unit.dispatched":
+                self.in_flight.add(attempt)
+                if draw:
+                    self.progress.unit_started()
+            elif event.kind in ATTEMPT_ENDS and attempt in self.in_flight:  # not a unit failed undispatched
+                self.in_flight.discard(attempt)
+                if draw:
+                    self.progress.unit_ended()
+            return
+        run = self._run(event.run_id)
+        if run is None or event.step_id not in run.steps:
+            return
+        step_id = event.step_id
+        if event.kind == "step.started" and step_id not in run.started:  # again after a crash: still the one
+            run.started[step_id] = event
+            if draw:
+                self.progress.step_started(run.where, step_id, run.steps[step_id], len(run.steps))
+        elif event.kind in STEP_ENDS and step_id in run.started:
+            started = run.started.pop(step_id)
+            if draw:
+                self.progress.step_ended(run.where, step_id, STEP_ENDS[event.kind], max(0.0, event.at - started.at))
+
+    def _run(self, run_id: str) -> _Run | None:
+        """What progress needs of a run, read once (None for a run that is gone)."""
+        if run_id not in self.runs:
+            row = self.run_of(run_id)
+            steps = [] if row is None else json.loads(row.plan_json)["steps"]
+            self.runs[run_id] = None if row is None else _Run(where(row), {s["stepId"]: i for i, s in enumerate(steps)})
+        return self.runs[run_id]

@@ -19,7 +19,6 @@ import socket
 import sys
 import tempfile
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,7 +34,7 @@ from akm_run.engine import DEFAULT_MAX_CONCURRENCY, Engine, Options, settled, st
 from akm_run.hints import Hints
 from akm_run.pgstore import PostgresStore
 from akm_run.plan import PlanError
-from akm_run.progress import Progress
+from akm_run.progress import FromJournal, Progress
 from akm_run.rows import AttemptRow, RunRow
 from akm_run.trust import admission, allowed_signers
 
@@ -384,21 +383,21 @@ def _drives(dbos: DBOSClient, run_id: str) -> list[Any]:
 def follow(
     url: str, store: PostgresStore, args: DriveArgs, progress: Progress, stop: threading.Event
 ) -> Outcome | None:
-    """Submit the run's next drive and follow it to its end, reporting its steps from the journal
-    as the drive reaches them; None when `stop` was set first (the drive goes on)."""
-    steps = [s["stepId"] for s in _plan_steps(store, args.run_id)]
-    seen = len(store.events_after(args.run_id, 0))
+    """Submit the run's next drive and follow it to its end, drawing from the journal what its
+    driver draws on SQLite (from where the run is, for a run already under way); None when `stop`
+    was set first (the drive goes on)."""
+    shown = FromJournal(progress, store.run)
     dbos = client(url)
     try:
         row = store.run(args.run_id)
         if row is not None and row.status != "active" and not any(d.status in LIVE for d in _drives(dbos, row.id)):
             return _settled(store, row, args.hints)  # nothing to drive: no worker needed
         _ready(url, args)
+        shown.catch_up(store.progress_events(args.run_id, 0))  # before submitting: the new drive is drawn whole
         handle: WorkflowHandle[Outcome] = dbos.retrieve_workflow(submit(dbos, args))
-        started: dict[str, float] = {}
         while True:
             status = handle.get_status().status
-            seen = _report(store, args.run_id, seen, steps, started, progress)
+            _report(store, args.run_id, shown)
             if status not in LIVE:
                 break
             if stop.wait(FOLLOW_POLL_S):
@@ -447,27 +446,11 @@ def _settled(store: PostgresStore, row: RunRow, hints: Hints) -> Outcome:
     return Outcome(result=settled(row, store, hints))
 
 
-def _plan_steps(store: PostgresStore, run_id: str) -> list[dict[str, Any]]:
-    import json
-
-    row = store.run(run_id)
-    return [] if row is None else list(json.loads(row.plan_json)["steps"])
-
-
-def _report(
-    store: PostgresStore, run_id: str, seen: int, steps: list[str], started: dict[str, float], progress: Progress
-) -> int:
-    """Show the steps the drive reached since event `seen`; the new count of events."""
-    events = store.events_after(run_id, seen)
-    for kind, step_id in events:
-        if step_id is None or step_id not in steps:
-            continue
-        if kind == "step.started" and step_id not in started:
-            started[step_id] = time.monotonic()
-            progress.step_started("", step_id, steps.index(step_id), len(steps))
-        elif kind in ("step.completed", "step.failed", "step.blocked") and step_id in started:
-            progress.step_ended("", step_id, kind.removeprefix("step."), time.monotonic() - started.pop(step_id))
-    return seen + len(events)
+def _report(store: PostgresStore, run_id: str, shown: FromJournal) -> None:
+    """Draw what the run and its child runs journaled since the last poll. Every event of a run's
+    tree is written by its one driver, on one connection, so they commit in the order of their seq:
+    reading past the last seq seen misses none."""
+    shown.show(store.progress_events(run_id, shown.after))
 
 
 def submit_once(url: str, args: DriveArgs) -> str:

@@ -129,10 +129,6 @@ def test_every_verb_prints_the_same_documents_on_both_stores(runtime: Runtime, o
     assert seen == one_snapshot
 
 
-@pytest.mark.pool_differs(
-    "`run` on PostgreSQL shows the steps of the run it follows but not those of its child runs "
-    "(`workflows/leaf (RUN): step double started`)"
-)
 def test_run_shows_each_step_as_it_goes(runtime: Runtime) -> None:
     runtime.write({"workflows/leaf.akm": LEAF})
     plan = runtime.compile("workflows/documents.akm", DOCUMENTS)

@@ -721,10 +721,6 @@ def test_a_corrupt_state_database_is_a_clear_error(runtime: Runtime) -> None:
     assert (runtime.state / "state.db").read_text() == "not a database"  # nothing overwritten
 
 
-@pytest.mark.pool_differs(
-    "`run` following a drive on PostgreSQL draws `steps 0/2 done, at a, 0 units in flight` and then "
-    "`steps 1/2 done, at a, …` where SQLite draws `1 unit in flight` and then `at b`"
-)
 def test_progress_is_drawn_only_on_a_terminal(runtime: Runtime) -> None:
     """On a terminal (a real pseudo-terminal here) a one-line progress display is drawn on stderr."""
     import os

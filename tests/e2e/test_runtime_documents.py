@@ -10,7 +10,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import pytest
 from syrupy.assertion import SnapshotAssertion
 
 from helpers import Runtime, source

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import stat
 from pathlib import Path
 
 import pytest
 
-from helpers import Runtime, source
+from helpers import Runtime, eventually, source
 
 ECHO_CONTEXT = source("""
     workflow "ctx" {
@@ -721,28 +722,21 @@ def test_a_corrupt_state_database_is_a_clear_error(runtime: Runtime) -> None:
     assert (runtime.state / "state.db").read_text() == "not a database"  # nothing overwritten
 
 
-def test_progress_is_drawn_only_on_a_terminal(runtime: Runtime) -> None:
-    """On a terminal (a real pseudo-terminal here) a one-line progress display is drawn on stderr."""
-    import os
+def on_a_terminal(runtime: Runtime, *args: str | Path, columns: int = 0) -> tuple[int, str]:
+    """`akm-run ARGS` with stdout and stderr on a real pseudo-terminal, `columns` wide (0: it does not
+    say): the exit code and all that was written."""
+    import fcntl
     import pty
+    import struct
     import subprocess
     import sys
+    import termios
 
-    src = source("""
-        workflow "t" {
-          step a {
-            shell "sleep 0.3"
-          }
-          step b {
-            shell "true"
-          }
-        }
-    """)
-    plan = runtime.compile("wf.akm", src)
     leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
     runtime.pool()
     process = subprocess.Popen(
-        [sys.executable, "-m", "akm_run", "run", str(plan)], cwd=runtime.root, env=runtime.env(),
+        [sys.executable, "-m", "akm_run", *map(str, args)], cwd=runtime.root, env=runtime.env(),
         stdin=subprocess.DEVNULL, stdout=follower, stderr=follower,
     )  # fmt: skip
     os.close(follower)
@@ -755,8 +749,159 @@ def test_progress_is_drawn_only_on_a_terminal(runtime: Runtime) -> None:
         if not chunk:
             break
         seen += chunk
-    assert process.wait(timeout=60) == 0
+    code = process.wait(timeout=120)
     os.close(leader)
-    text = seen.decode()
+    return code, seen.decode()
+
+
+def drawn(text: str) -> list[str]:
+    """Each state of the live progress line, in the order drawn (what came before the first and
+    after the line was cleared for good left out)."""
+    return text.split("\r\033[K")[1:-1]
+
+
+def test_progress_is_drawn_only_on_a_terminal(runtime: Runtime) -> None:
+    """On a terminal (a real pseudo-terminal here) a one-line progress display is drawn on stderr."""
+    src = source("""
+        workflow "t" {
+          step a {
+            shell "sleep 0.3"
+          }
+          step b {
+            shell "true"
+          }
+        }
+    """)
+    plan = runtime.compile("wf.akm", src)
+    code, text = on_a_terminal(runtime, "run", plan)
+    assert code == 0
     assert "steps 0/2 done, at a, 1 unit in flight" in text and "steps 1/2 done, at b, 0 units in flight" in text
     assert "completed" in text
+
+
+NESTED = {
+    "workflows/c3.akm": source("""
+        workflow "c3" {
+          step deep {
+            shell "true"
+          }
+        }
+    """),
+    **{
+        f"workflows/c{n}.akm": source(f"""
+            workflow "c{n}" {{
+              step down {{
+                uses "workflows/c{n + 1}" {{}}
+              }}
+            }}
+        """)
+        for n in (1, 2)
+    },
+}
+NESTED_TOP = source("""
+    workflow "top" {
+      step down {
+        uses "workflows/c1" {}
+      }
+      step after {
+        shell "true"
+      }
+    }
+""")
+
+
+def nested_runs(runtime: Runtime) -> list[str]:
+    """The `where` of the child runs, outermost first (a nested run's child is published after it)."""
+    rows = runtime.sql("SELECT ref, id FROM runs WHERE parent_run_id IS NOT NULL ORDER BY created_at")
+    return [f"{ref} ({run_id}): " for ref, run_id in rows]
+
+
+def test_child_runs_nested_three_deep_show_each_step_as_it_goes(runtime: Runtime) -> None:
+    runtime.write(NESTED)
+    plan = runtime.compile("workflows/top.akm", NESTED_TOP)
+    result = runtime.akm("run", plan)
+    assert result.returncode == 0, result.stderr
+    c1, c2, c3 = nested_runs(runtime)
+    assert [line.split(" (took ")[0] for line in result.stderr.splitlines()] == [
+        "step down started", f"{c1}step down started", f"{c2}step down started", f"{c3}step deep started",
+        f"{c3}step deep completed", f"{c2}step down completed", f"{c1}step down completed", "step down completed",
+        "step after started", "step after completed",
+    ]  # fmt: skip
+
+
+def test_the_live_line_of_nested_child_runs_is_one_line_with_the_true_counts(runtime: Runtime) -> None:
+    """Every unit a parent waits on is in flight (its child run's unit too); once a step that drove a
+    child run ends, the line is the parent's again; the line is cut to the terminal's width."""
+    runtime.write(NESTED)
+    plan = runtime.compile("workflows/top.akm", NESTED_TOP)
+    code, text = on_a_terminal(runtime, "run", plan, columns=60)
+    assert code == 0, text
+    c1, c2, c3 = nested_runs(runtime)
+
+    def units(n: int) -> str:
+        return f"{n} unit{'s' if n != 1 else ''} in flight"
+
+    expected = [
+        f"steps 0/2 done, at down, {units(0)}", f"steps 0/2 done, at down, {units(1)}",
+        f"steps 0/1 done, at {c1}down, {units(1)}", f"steps 0/1 done, at {c1}down, {units(2)}",
+        f"steps 0/1 done, at {c2}down, {units(2)}", f"steps 0/1 done, at {c2}down, {units(3)}",
+        f"steps 0/1 done, at {c3}deep, {units(3)}", f"steps 0/1 done, at {c3}deep, {units(4)}",
+        f"steps 0/1 done, at {c3}deep, {units(3)}", f"steps 1/1 done, at {c3}deep, {units(3)}",
+        f"steps 1/1 done, at {c3}deep, {units(2)}", f"steps 1/1 done, at {c2}down, {units(2)}",
+        f"steps 1/1 done, at {c2}down, {units(1)}", f"steps 1/1 done, at {c1}down, {units(1)}",
+        f"steps 1/1 done, at {c1}down, {units(0)}", f"steps 1/2 done, at down, {units(0)}",
+        f"steps 1/2 done, at after, {units(0)}", f"steps 1/2 done, at after, {units(1)}",
+        f"steps 1/2 done, at after, {units(0)}", f"steps 2/2 done, at after, {units(0)}",
+    ]  # fmt: skip
+    assert drawn(text) == [line[:59] for line in expected]
+
+
+def test_the_live_line_of_a_map_of_200_units_counts_each_unit_once(runtime: Runtime) -> None:
+    items = ", ".join(str(i) for i in range(200))
+    plan = runtime.compile("wf.akm", source(f"""
+        workflow "t" {{
+          params {{ items: list[int] = [{items}] }}
+          step m {{
+            map params.items {{
+              shell "true"
+            }}
+          }}
+        }}
+    """))  # fmt: skip
+    code, text = on_a_terminal(runtime, "run", plan, "--max-concurrency", "8")
+    assert code == 0, text
+    states = drawn(text)
+    counts = [int(m.group(2)) for m in (re.fullmatch(r"steps ([01])/1 done, at m, (\d+) units? in flight", s)
+                                        for s in states) if m]  # fmt: skip
+    assert len(counts) == len(states) == 1 + 2 * 200 + 1, states[:5]  # the step, each unit's start and end
+    assert max(counts) <= 8 and min(counts) == 0 and counts[-1] == 0
+    assert states[-1] == "steps 1/1 done, at m, 0 units in flight"
+
+
+def test_run_of_a_run_whose_run_was_killed_draws_from_where_the_run_is(runtime: Runtime) -> None:
+    """On SQLite the killed `run` was the driver, and the next one drives on; on the pool it only
+    followed, and the next one follows the drive under way. Either way it draws the same."""
+    import signal
+
+    plan = runtime.compile("wf.akm", source("""
+        workflow "t" {
+          step a {
+            shell "true"
+          }
+          step b {
+            shell "touch b-started; sleep 3"
+          }
+          step c {
+            shell "true"
+          }
+        }
+    """))  # fmt: skip
+    first = runtime.start("run", plan)
+    eventually(lambda: (runtime.root / "b-started").exists(), "step b to start")
+    first.send_signal(signal.SIGKILL)
+    first.communicate(timeout=30)
+    [run] = runtime.store().runs()
+    code, text = on_a_terminal(runtime, "run", run.id)
+    assert code == 0, text
+    assert drawn(text)[:2] == ["steps 1/3 done, at b, 0 units in flight", "steps 1/3 done, at b, 1 unit in flight"]
+    assert drawn(text)[-1] == "steps 3/3 done, at c, 0 units in flight"

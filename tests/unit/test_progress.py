@@ -1,0 +1,49 @@
+"""What progress draws, from the calls a driver makes: the live line and the plain lines."""
+
+from __future__ import annotations
+
+import io
+import re
+
+from akm_run.progress import Live, Plain, Progress
+
+CHILD = "workflows/leaf (r2): "
+
+
+def drawn(stream: io.StringIO) -> list[str]:
+    """Each state of the live line, in the order drawn."""
+    return [line for line in stream.getvalue().split("\r\033[K") if line]
+
+
+def test_the_live_line_shows_the_parent_again_once_its_step_that_drove_a_child_run_ends() -> None:
+    stream = io.StringIO()
+    live = Live(stream)
+    live.step_started("", "child", 2, 5)
+    live.unit_started()
+    live.step_started(CHILD, "double", 0, 1)
+    live.step_ended(CHILD, "double", "completed", 0.1)
+    live.unit_ended()
+    live.step_ended("", "child", "completed", 0.2)
+    assert drawn(stream)[-3:] == [
+        f"steps 1/1 done, at {CHILD}double, 1 unit in flight",
+        f"steps 1/1 done, at {CHILD}double, 0 units in flight",
+        "steps 3/5 done, at child, 0 units in flight",
+    ]
+
+
+def test_the_live_line_stays_within_the_terminal_width() -> None:
+    stream = io.StringIO()  # not a terminal: 80 columns
+    live = Live(stream)
+    live.step_started("workflows/a-rather-long-name/of-a-child-workflow (20261201T101218-abcdef12): ", "x", 0, 1)
+    live.unit_started(200)
+    assert drawn(stream) and all(len(line) == 79 for line in drawn(stream))
+
+
+def test_no_line_carries_a_control_character() -> None:
+    for kind in (Plain, Live):
+        progress: Progress = kind(stream := io.StringIO())
+        progress.step_started("evil\033]0;title\a (r\n1): ", "step\033[2J", 0, 1)
+        progress.step_ended("evil\033]0;title\a (r\n1): ", "step\033[2J", "completed", 0.0)
+        text = stream.getvalue().replace("\r\033[K", "")
+        assert not re.search(r"[\x00-\x09\x0b-\x1f\x7f]", text), text
+        assert "\\x1b[2J" in text

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import io
 import re
+from pathlib import Path
 
-from akm_run.progress import Live, Plain, Progress
+from akm_run.progress import FromJournal, Live, Plain, Progress
+from akm_run.store import Store
 
 CHILD = "workflows/leaf (r2): "
 
@@ -47,3 +49,45 @@ def test_no_line_carries_a_control_character() -> None:
         text = stream.getvalue().replace("\r\033[K", "")
         assert not re.search(r"[\x00-\x09\x0b-\x1f\x7f]", text), text
         assert "\\x1b[2J" in text
+
+
+class Recorded(Progress):
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[object, ...]] = []
+
+    def step_started(self, where: str, step_id: str, done: int, total: int) -> None:
+        self.calls.append(("started", where, step_id, done, total))
+
+    def step_ended(self, where: str, step_id: str, status: str, seconds: float) -> None:
+        self.calls.append(("ended", where, step_id, status))
+
+    def _units_changed(self) -> None:
+        self.calls.append(("units", self.in_flight))
+
+
+PLAN = {"irVersion": 1, "ref": "workflows/w", "title": "w", "limits": {},
+        "steps": [{"stepId": "a", "index": 0}, {"stepId": "b", "index": 1}]}  # fmt: skip
+
+
+def test_a_follower_that_comes_later_draws_where_the_run_is_and_a_step_started_again_once(tmp_path: Path) -> None:
+    """A drive died in step b with its attempt running (the pool re-attaches to it): a follower that
+    comes now draws b and one unit in flight; the recovered drive's start of b draws nothing more."""
+    store = Store(tmp_path)
+    store.publish_run("r", PLAN, "sha256:x", {})
+    store.start_step("r", "a", 0)
+    store.begin_attempt("r", "u1", "a", None, "h", "d-1", new_unit=True)
+    store.complete_attempt("r", "u1", "a", 1, None, None)
+    store.complete_step("r", "a", None)
+    store.start_step("r", "b", 1)
+    store.begin_attempt("r", "u2", "b", None, "h", "d-2", new_unit=True)
+    shown = FromJournal(recorded := Recorded(), store.run)
+    shown.catch_up(store.progress_events("r", 0))
+    assert recorded.calls == [("started", "", "b", 1, 2), ("units", 1)]
+    store.start_step("r", "b", 1)  # the recovered drive
+    store.fail_unit("r", "u3", "b", None, "input_unresolved", "never dispatched")
+    store.complete_attempt("r", "u2", "b", 1, None, None)
+    store.complete_step("r", "b", None)
+    shown.show(store.progress_events("r", shown.after))
+    assert recorded.calls[2:] == [("units", 0), ("ended", "", "b", "completed")]
+    store.close()

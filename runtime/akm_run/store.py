@@ -497,17 +497,22 @@ class Store(Database):
         ).fetchall()
         return [(k, s, u, json.loads(d) if d else {}) for k, s, u, d in rows]
 
+    # A run and its child runs at any depth (on runs_by_parent), then their events after a seq. SQLite
+    # takes CROSS JOIN's order as written, so each run's events are read on events_by_run.
+    RUN_TREE = (
+        "WITH RECURSIVE tree(id) AS (SELECT id FROM runs WHERE id = ? "
+        "UNION ALL SELECT r.id FROM runs r JOIN tree ON r.parent_run_id = tree.id) "
+    )
+    PROGRESS_EVENTS = (
+        RUN_TREE + "SELECT e.seq, e.run_id, e.kind, e.step_id, e.unit_id, e.data_json, e.at FROM tree "
+        "CROSS JOIN events e WHERE e.run_id = tree.id AND e.seq > ? ORDER BY e.seq"
+    )
+
     def progress_events(self, run_id: str, after: int) -> list[Event]:
         """The events of a run and of its child runs at any depth after event `after` (a seq),
         oldest first: what `run` draws progress from when another process drives the run. One
-        query, on the indexes of runs by parent and of events by run."""
-        rows = self._execute(
-            "WITH RECURSIVE tree(id) AS (SELECT id FROM runs WHERE id = ? "
-            "UNION ALL SELECT r.id FROM runs r JOIN tree ON r.parent_run_id = tree.id) "
-            "SELECT e.seq, e.run_id, e.kind, e.step_id, e.unit_id, e.data_json, e.at FROM tree "
-            "JOIN events e ON e.run_id = tree.id WHERE e.seq > ? ORDER BY e.seq",
-            (run_id, after),
-        ).fetchall()
+        indexed query, whatever the other runs in the journal."""
+        rows = self._execute(self.PROGRESS_EVENTS, (run_id, after)).fetchall()
         return [Event(int(seq), run, kind, step, unit, json.loads(data) if data else {}, float(at))
                 for seq, run, kind, step, unit, data, at in rows]  # fmt: skip
 

@@ -8,6 +8,7 @@ import os
 import re
 import sqlite3
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -722,9 +723,12 @@ def test_a_corrupt_state_database_is_a_clear_error(runtime: Runtime) -> None:
     assert (runtime.state / "state.db").read_text() == "not a database"  # nothing overwritten
 
 
-def on_a_terminal(runtime: Runtime, *args: str | Path, columns: int = 0) -> tuple[int, str]:
+def on_a_terminal(
+    runtime: Runtime, *args: str | Path, columns: int = 0, when: tuple[str, Callable[[], None]] | None = None
+) -> tuple[int, str]:
     """`akm-run ARGS` with stdout and stderr on a real pseudo-terminal, `columns` wide (0: it does not
-    say): the exit code and all that was written."""
+    say): the exit code and all that was written. `when` (text, action): the action is taken once,
+    as soon as the text was written."""
     import fcntl
     import pty
     import struct
@@ -749,6 +753,9 @@ def on_a_terminal(runtime: Runtime, *args: str | Path, columns: int = 0) -> tupl
         if not chunk:
             break
         seen += chunk
+        if when is not None and when[0].encode() in seen:
+            when[1]()
+            when = None
     code = process.wait(timeout=120)
     os.close(leader)
     return code, seen.decode()
@@ -889,7 +896,7 @@ def test_run_of_a_run_whose_run_was_killed_draws_from_where_the_run_is(runtime: 
             shell "true"
           }
           step b {
-            shell "touch b-started; sleep 3"
+            shell "touch b-started; while [ ! -e release ]; do sleep 0.05; done"
           }
           step c {
             shell "true"
@@ -901,7 +908,8 @@ def test_run_of_a_run_whose_run_was_killed_draws_from_where_the_run_is(runtime: 
     first.send_signal(signal.SIGKILL)
     first.communicate(timeout=30)
     [run] = runtime.store().runs()
-    code, text = on_a_terminal(runtime, "run", run.id)
+    release = (", 1 unit in flight", (runtime.root / "release").touch)  # b ends once the new `run` drew it
+    code, text = on_a_terminal(runtime, "run", run.id, when=release)
     assert code == 0, text
     assert drawn(text)[:2] == ["steps 1/3 done, at b, 0 units in flight", "steps 1/3 done, at b, 1 unit in flight"]
     assert drawn(text)[-1] == "steps 3/3 done, at c, 0 units in flight"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import sys
 from pathlib import Path
@@ -17,11 +18,21 @@ def state_dir(args: argparse.Namespace) -> Path:
     return Path(os.environ.get("AKM_STATE_DIR") or ".akm-run")
 
 
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def escaped(text: str, keep: str = "") -> str:
+    """`text` with its control characters written out (`\\x1b`), but those in `keep`: what a unit
+    printed or a journal row holds never drives the terminal it is shown on (escape sequences clear
+    it, retitle it, write to its clipboard)."""
+    return CONTROL.sub(lambda m: m.group() if m.group() in keep else f"\\x{ord(m.group()):02x}", text)
+
+
 def emit(document: dict[str, Any], text: str, fmt: str) -> None:
     if fmt == "json":
         sys.stdout.write(json.dumps(document, ensure_ascii=False, sort_keys=True, indent=2, allow_nan=False) + "\n")
     else:
-        sys.stdout.write(text)
+        sys.stdout.write(escaped(text, keep="\n\t"))
     sys.stdout.flush()
 
 

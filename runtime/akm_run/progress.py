@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TextIO
 
+from akm_run.console import escaped
 from akm_run.rows import Event, RunRow
 
 STEP_ENDS = {"step.completed": "completed", "step.failed": "failed", "step.blocked": "blocked"}
@@ -24,13 +25,6 @@ ATTEMPT_ENDS = ("unit.completed", "unit.failed", "unit.aborted", "unit.interrupt
 def where(run: RunRow) -> str:
     """How progress names a run's steps: bare for a top-level run, after the run for a child run."""
     return "" if run.parent_run_id is None else f"{run.ref} ({run.id}): "
-
-
-def printable(text: str) -> str:
-    """`text` with control characters escaped: a line drawn on a terminal never carries one."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 class Progress:
@@ -78,7 +72,7 @@ class Plain(Progress):
 
     def _line(self, text: str) -> None:
         with self._lock:
-            self.stream.write(printable(text) + "\n")
+            self.stream.write(escaped(text) + "\n")
             self.stream.flush()
 
 
@@ -110,7 +104,7 @@ class Live(Progress):
     def _draw(self) -> None:
         current, done, total = next(reversed(self.runs.values()), ("", 0, 0))
         units = f"{self.in_flight} unit{'s' if self.in_flight != 1 else ''} in flight"
-        line = printable(f"steps {done}/{total} done, at {current}, {units}")[: _columns(self.stream) - 1]
+        line = escaped(f"steps {done}/{total} done, at {current}, {units}")[: _columns(self.stream) - 1]
         self.stream.write(f"\r\033[K{line}")
         self.stream.flush()
 

@@ -645,6 +645,25 @@ def test_status_list_and_abandon(runtime: Runtime) -> None:
     assert runtime.akm("run", blocked["runId"]).returncode == 1
 
 
+def test_what_a_unit_prints_never_drives_the_terminal(runtime: Runtime) -> None:
+    """A unit's stderr in `run`'s result, `status` and `logs` (text) has its escape sequences written
+    out: a unit cannot clear the screen, retitle the terminal or write to its clipboard."""
+    plan = runtime.compile("wf.akm", source(r"""
+        workflow "t" {
+          step bad {
+            shell "printf '\\033[2J\\033]0;pwned\\007oops\\n' >&2; exit 3"
+          }
+        }
+    """))  # fmt: skip
+    result = runtime.akm("run", plan)
+    assert result.returncode == 1 and "oops" in result.stdout
+    [run] = runtime.store().runs()
+    shown = [result, runtime.akm("status", run.id), runtime.akm("logs", run.id), runtime.akm("logs", run.id, "bad")]
+    for each in shown:
+        assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f]", each.stdout + each.stderr), each.stdout
+    assert "\\x1b[2J\\x1b]0;pwned\\x07oops" in result.stdout
+
+
 def test_no_progress_decoration_when_not_a_terminal(runtime: Runtime) -> None:
     src = source("""
         workflow "t" {

@@ -68,7 +68,7 @@ def median_ms(call: Callable[[], Any], repeat: int) -> float:
 
 def measure(server: PostgresServer, body: str, args: argparse.Namespace) -> None:
     from akm_run.drives import client
-    from akm_run.pgstore import PostgresStore, _dialect
+    from akm_run.pgstore import PROGRESS_EVENTS, PostgresStore
 
     directory = Path(tempfile.mkdtemp(prefix="akm-bench-"))
     runtime = Runtime(directory)
@@ -108,7 +108,7 @@ def measure(server: PostgresServer, body: str, args: argparse.Namespace) -> None
             print(
                 f"  catch-up from the start:           {median_ms(lambda: store.progress_events(run_id, 0), 20):.2f} ms"
             )
-            sql = "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, TIMING OFF, SUMMARY OFF) " + _dialect(store.PROGRESS_EVENTS)
+            sql = "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, TIMING OFF, SUMMARY OFF) " + PROGRESS_EVENTS
             for what, after in (("the poll at the tail", tail), ("the catch-up", 0)):
                 plan = store._pg.execute(sql, (run_id, after)).fetchall()
                 print(f"  plan of {what}:\n" + "\n".join(f"    {line}" for (line,) in plan))

@@ -9,6 +9,7 @@ server releases when its holder's connection dies."""
 from __future__ import annotations
 
 import functools
+import json
 import os
 import re
 import socket
@@ -23,6 +24,7 @@ import psycopg
 from akm_run.database import Rows
 from akm_run.locks import LockHeld
 from akm_run.migrations import migrate
+from akm_run.rows import Event
 from akm_run.store import Store
 
 SCHEMA = "akm_run"
@@ -38,6 +40,13 @@ _WORDS = (
 # SQLite's append-only guard, `BEGIN SELECT RAISE(ABORT, …); END`, as a PostgreSQL trigger function.
 _GUARD = re.compile(
     r"CREATE TRIGGER (\w+) BEFORE (UPDATE|DELETE) ON (\w+)\s+BEGIN SELECT RAISE\(ABORT, '([^']*)'\); END;"
+)
+
+# A run's tree on runs_by_parent, then its events on events_by_run (PostgresStore.progress_events).
+PROGRESS_EVENTS = (
+    "WITH RECURSIVE tree(id) AS (SELECT id FROM runs WHERE id = %s UNION ALL SELECT r.id FROM runs r JOIN tree "
+    "ON r.parent_run_id = tree.id) SELECT seq, run_id, kind, step_id, unit_id, data_json, at FROM events "
+    "WHERE run_id = ANY(ARRAY(SELECT id FROM tree)) AND seq > %s ORDER BY seq"
 )
 
 
@@ -75,13 +84,6 @@ class PostgresStore(Store):
     """The run journal in a PostgreSQL database (akm_run.journal.Journal), shared by every host."""
 
     IntegrityError = (psycopg.errors.IntegrityError,)
-    # The planner cannot tell how few runs a recursive query yields: joined, it hashes the whole
-    # events table (a follower's catch-up took 370 ms at 600,000 events); as an array, the runs'
-    # events are read on events_by_run (3 ms). bench/follow_cost.py measures it.
-    PROGRESS_EVENTS = (
-        Store.RUN_TREE + "SELECT seq, run_id, kind, step_id, unit_id, data_json, at FROM events "
-        "WHERE run_id = ANY(ARRAY(SELECT id FROM tree)) AND seq > ? ORDER BY seq"
-    )
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -92,6 +94,16 @@ class PostgresStore(Store):
 
     def close(self) -> None:
         self._pg.close()
+
+    def progress_events(self, run_id: str, after: int) -> list[Event]:
+        """A run's and its child runs' events after event `after` (a seq), oldest first: what `run`
+        draws progress from while a worker drives the run. One query, indexed: the run's tree on
+        runs_by_parent, then its events on events_by_run. (Joined to the tree instead of read through
+        an array, the events table was hashed whole: the planner cannot tell how few runs a recursive
+        query yields; bench/follow_cost.py measures it.)"""
+        with self._lock:
+            found = self._pg.execute(PROGRESS_EVENTS, (run_id, after)).fetchall()
+        return [Event(q, r, k, s, u, json.loads(d or "{}"), a) for q, r, k, s, u, d, a in found]
 
     def plan_digest(self, run_id: str) -> tuple[str, str] | None:
         """(plan hash, md5 of the stored plan text) of a run: whether its plan changed, cheaply."""

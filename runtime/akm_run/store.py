@@ -11,7 +11,6 @@ import time
 from contextlib import AbstractContextManager
 from typing import Any
 
-from akm_run import rows as records
 from akm_run.database import BUSY_TIMEOUT_MS, DB_NAME, Database, StateReadOnly, writable
 from akm_run.locks import RunLock
 from akm_run.migrations import EVENT_KINDS, MIGRATIONS
@@ -487,16 +486,6 @@ class Store(Database):
             "SELECT kind, step_id, unit_id, data_json FROM events WHERE run_id = ? ORDER BY seq", (run_id,)
         ).fetchall()
         return [(k, s, u, json.loads(d) if d else {}) for k, s, u, d in rows]
-
-    RUN_TREE = "WITH RECURSIVE tree(id) AS (SELECT id FROM runs WHERE id = ? UNION ALL SELECT r.id FROM runs r JOIN tree ON r.parent_run_id = tree.id) "  # fmt: skip
-    PROGRESS_EVENTS = RUN_TREE + "SELECT e.seq, e.run_id, e.kind, e.step_id, e.unit_id, e.data_json, e.at FROM tree CROSS JOIN events e WHERE e.run_id = tree.id AND e.seq > ? ORDER BY e.seq"  # fmt: skip
-
-    def progress_events(self, run_id: str, after: int) -> list[records.Event]:
-        """A run's and its child runs' events after event `after` (a seq), oldest first: what `run` draws
-        progress from when another process drives the run. SQLite joins in CROSS JOIN's order: each
-        run's events are read on events_by_run."""
-        found = self._execute(self.PROGRESS_EVENTS, (run_id, after)).fetchall()
-        return [records.Event(q, r, k, s, u, json.loads(d or "{}"), a) for q, r, k, s, u, d, a in found]
 
     def count_attempts(self, run_id: str) -> int:
         row = self._execute("SELECT COUNT(*) FROM attempts WHERE run_id = ?", (run_id,)).fetchone()

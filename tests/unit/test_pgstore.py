@@ -120,3 +120,28 @@ def test_the_server_releases_the_lock_of_a_killed_holder(database_url: str) -> N
             return False
 
     assert eventually(free, "the server to release the killed holder's lock")
+
+
+PLAN = {"irVersion": 1, "ref": "workflows/w", "title": "w", "steps": [{"stepId": "a", "index": 0}], "limits": {}}
+
+
+def test_progress_events_are_a_runs_and_its_child_runs_at_any_depth_after_a_seq(database_url: str) -> None:
+    store = PostgresStore(database_url)
+    store.publish_run("top", PLAN, "sha256:x", {})
+    store.publish_run("other", PLAN, "sha256:x", {})
+    store.start_step("top", "a", 0)
+    store.publish_run("c1", PLAN, "sha256:x", {}, parent_run_id="top", invocation_key="k1")
+    store.publish_run("c2", PLAN, "sha256:x", {}, parent_run_id="c1", invocation_key="k2")
+    store.start_step("other", "a", 0)
+    store.begin_attempt("c2", "u", "a", None, "h", "d-1", new_unit=True)
+    store.complete_attempt("c2", "u", "a", 1, None, None)
+    events = store.progress_events("top", 0)
+    assert [(e.run_id, e.kind, e.step_id) for e in events] == [
+        ("top", "run.published", None), ("top", "step.started", "a"), ("c1", "run.published", None),
+        ("c2", "run.published", None), ("c2", "unit.dispatched", "a"), ("c2", "unit.completed", "a"),
+    ]  # fmt: skip
+    assert events[-1].unit_id == "u" and events[-1].data == {"attempt": 1}
+    assert [e.seq for e in events] == sorted(e.seq for e in events) and events[0].at > 0
+    assert store.progress_events("top", events[3].seq) == events[4:]
+    assert store.progress_events("top", events[-1].seq) == [] and store.progress_events("nobody", 0) == []
+    store.close()

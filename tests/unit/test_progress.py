@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import io
 import re
-from pathlib import Path
 
+from akm_run.pgstore import PostgresStore
 from akm_run.progress import FromJournal, Live, Plain, Progress
-from akm_run.store import Store
 
 CHILD = "workflows/leaf (r2): "
 
@@ -70,10 +69,10 @@ PLAN = {"irVersion": 1, "ref": "workflows/w", "title": "w", "limits": {},
         "steps": [{"stepId": "a", "index": 0}, {"stepId": "b", "index": 1}]}  # fmt: skip
 
 
-def test_a_follower_that_comes_later_draws_where_the_run_is_and_a_step_started_again_once(tmp_path: Path) -> None:
+def test_a_follower_that_comes_later_draws_where_the_run_is_and_a_step_started_again_once(database_url: str) -> None:
     """A drive died in step b with its attempt running (the pool re-attaches to it): a follower that
     comes now draws b and one unit in flight; the recovered drive's start of b draws nothing more."""
-    store = Store(tmp_path)
+    store = PostgresStore(database_url)
     store.publish_run("r", PLAN, "sha256:x", {})
     store.start_step("r", "a", 0)
     store.begin_attempt("r", "u1", "a", None, "h", "d-1", new_unit=True)

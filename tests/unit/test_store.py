@@ -303,23 +303,3 @@ def test_a_running_attempt_is_claimed_once_and_an_ended_one_never(store: Store) 
     store.complete_attempt("r1", "a:solo", "a", 2, None, None)
     assert not store.claim_attempt("r1", "a:solo", 2, "host-1")  # an ended attempt is not running
     assert not store.claim_attempt("r1", "a:solo", 3, "host-1")  # nor is one never begun
-
-
-def test_progress_events_are_a_runs_and_its_child_runs_at_any_depth_after_a_seq(store: Store) -> None:
-    store.publish_run("top", PLAN2, "sha256:x", {})
-    store.publish_run("other", PLAN2, "sha256:x", {})
-    store.start_step("top", "a", 0)
-    store.publish_run("c1", PLAN, "sha256:x", {}, parent_run_id="top", invocation_key="k1")
-    store.publish_run("c2", PLAN, "sha256:x", {}, parent_run_id="c1", invocation_key="k2")
-    store.start_step("other", "a", 0)
-    store.begin_attempt("c2", "u", "a", None, "h", "d-1", new_unit=True)
-    store.complete_attempt("c2", "u", "a", 1, None, None)
-    events = store.progress_events("top", 0)
-    assert [(e.run_id, e.kind, e.step_id) for e in events] == [
-        ("top", "run.published", None), ("top", "step.started", "a"), ("c1", "run.published", None),
-        ("c2", "run.published", None), ("c2", "unit.dispatched", "a"), ("c2", "unit.completed", "a"),
-    ]  # fmt: skip
-    assert events[-1].unit_id == "u" and events[-1].data == {"attempt": 1}
-    assert [e.seq for e in events] == sorted(e.seq for e in events) and events[0].at > 0
-    assert store.progress_events("top", events[3].seq) == events[4:]
-    assert store.progress_events("top", events[-1].seq) == [] and store.progress_events("nobody", 0) == []

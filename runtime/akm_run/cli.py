@@ -11,6 +11,7 @@ from pathlib import Path
 from akm_run import __version__, exitcodes
 from akm_run.console import state_dir
 from akm_run.database_url import DatabaseError, select, unusable
+from akm_run.migrations import NewerSchema
 
 EXAMPLES = {
     "run": "akm-run run plans/workflows/release.plan.json --param version=1.4.0",
@@ -171,6 +172,9 @@ def main(argv: list[str] | None = None) -> int:
         code: int = commands.COMMANDS[args.command](args)
     except BrokenPipeError:
         return exitcodes.FAILED
+    except NewerSchema as error:
+        print(f"akm-run: error: {error}", file=sys.stderr)
+        return exitcodes.USAGE
     except sqlite3.DatabaseError as error:
         where = state_dir(args) / "state.db" if hasattr(args, "state_dir") else "the state database"
         print(f"akm-run: error: {where} cannot be used: {error}", file=sys.stderr)

@@ -146,4 +146,21 @@ def unusable(database: SharedStore | None, error: Exception) -> str | None:
     if database is None or type(error).__module__.split(".")[0] not in ("psycopg", "sqlalchemy", "dbos"):
         return None
     text = " ".join(str(error).split()).replace(database.url, str(database))
-    return f"the database {database} cannot be used: {text[:500]}"
+    hint = PRIVILEGE_HINT if INSUFFICIENT_PRIVILEGE in (_sqlstate(error), _sqlstate(error.__cause__)) else ""
+    return f"the database {database} cannot be used: {text[:500]}{hint}"
+
+
+INSUFFICIENT_PRIVILEGE = "42501"  # PostgreSQL's SQLSTATE for "permission denied"
+PRIVILEGE_HINT = (
+    "; the first akm-run on a database creates the schemas akm_run and dbos, which needs CREATE on the "
+    "database: run one worker once as a user who has it, then grant the others USAGE on both schemas and "
+    "SELECT, INSERT, UPDATE, DELETE on their tables and sequences (docs/scale-out.md)"
+)
+
+
+def _sqlstate(error: BaseException | None) -> str | None:
+    """A PostgreSQL error's SQLSTATE, also through SQLAlchemy's wrapper (DBOS's errors)."""
+    if error is None:
+        return None
+    state = getattr(error, "sqlstate", None) or getattr(getattr(error, "orig", None), "sqlstate", None)
+    return state if isinstance(state, str) else None

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection
 
+
+class NewerSchema(RuntimeError):
+    """A state database written by a newer akm-run: this one must not use it (a usage error)."""
+
+
 # Ordered and append-only: a released migration is never edited, only followed by a new one.
 # tests/unit/test_store.py pins this list.
 MIGRATIONS: tuple[str, ...] = (
@@ -141,7 +146,7 @@ def migrate(applied: Collection[int], apply: Callable[[int, str], None], store: 
     is refused before anything is applied."""
     newest = max(applied, default=0)
     if newest > len(MIGRATIONS):
-        raise RuntimeError(f"{store} was written by a newer akm-run (schema version {newest}); upgrade akm-run")
+        raise NewerSchema(f"{store} was written by a newer akm-run (schema version {newest}); upgrade akm-run")
     for version, script in enumerate(MIGRATIONS, start=1):
         if version not in applied:
             apply(version, script)

@@ -132,10 +132,13 @@ class PostgresStore(Store):
         with self.transaction():
             # One migrating process at a time, whichever host it runs on.
             self._pg.execute("SELECT pg_advisory_xact_lock(%s, 0)", (LOCK_SPACE,))
-            self._pg.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
-            self._pg.execute(
-                "CREATE TABLE IF NOT EXISTS migrations (version INTEGER PRIMARY KEY, applied_at DOUBLE PRECISION)"
-            )
+            # Created only when missing: even IF NOT EXISTS needs the right to create, which a user
+            # of a database its administrator set up does not have (docs/scale-out.md).
+            if not table_exists(self._pg, f"{SCHEMA}.migrations"):
+                self._pg.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
+                self._pg.execute(
+                    "CREATE TABLE IF NOT EXISTS migrations (version INTEGER PRIMARY KEY, applied_at DOUBLE PRECISION)"
+                )
             applied = {row[0] for row in self._pg.execute("SELECT version FROM migrations")}
             migrate(applied, self._apply, "the database")
 
@@ -163,6 +166,12 @@ class PostgresStore(Store):
         connection). Looked up, never taken: a drive starting meanwhile is not turned away."""
         with self._lock:
             return bool(_holder(self._pg, run_id))
+
+
+def table_exists(connection: psycopg.Connection[Any], table: str) -> bool:
+    """Whether a table (schema-qualified) exists and this user may see it."""
+    row = connection.execute("SELECT to_regclass(%s) IS NOT NULL", (table,)).fetchone()
+    return bool(row and row[0])
 
 
 def _holder(connection: psycopg.Connection[Any], run_id: str) -> dict[str, Any]:

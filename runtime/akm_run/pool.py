@@ -16,6 +16,8 @@ from typing import Any
 import psycopg
 from dbos import DBOS, DBOSConfig
 
+from akm_run.pgstore import table_exists
+
 APP_NAME = "akm-run"
 # DBOS recovers only workflows of the application version that started them, and derives a version
 # from the workflow functions' source unless one is given. akm-run pins it, so that upgrading the
@@ -69,8 +71,9 @@ class Liveness:
         self.executor_id = executor_id
         self.takeover_after_s = takeover_after_s
         with psycopg.connect(self.url, autocommit=True) as connection:
-            for statement in _SETUP:
-                connection.execute(statement)
+            if not table_exists(connection, f"{SCHEMA}.executors"):  # see PostgresStore._migrate
+                for statement in _SETUP:
+                    connection.execute(statement)
 
     def beat(self) -> None:
         with psycopg.connect(self.url, autocommit=True) as connection:

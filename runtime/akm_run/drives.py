@@ -133,7 +133,9 @@ class _Host:
 
     def adopt_queues(self) -> None:
         """Listen on the units queues other workers declared (a map of a width new to this worker)."""
-        for queue in self.client.list_queues():
+        queues = self.client.list_queues()
+        self.worker.overridden(queues)
+        for queue in queues:
             width = queue.name.removeprefix(pool.UNITS_QUEUES)
             if queue.name not in self.declared and width.isdigit() and int(width) > 0:
                 self.units_queue(int(width))
@@ -178,12 +180,19 @@ def serve(
     state = Path(tempfile.mkdtemp(prefix="akm-worker-"))
     _HOST = _Host(url, workdir.absolute(), state, worker, client(url, pool_size=4 + 2 * concurrency), store)
     _HOST.units_queue(1)
+
+    def warn() -> None:  # settings of this worker that the pool does not hold (pool.Worker.overridden)
+        for warning in worker.take_warnings():
+            print(f"akm-run worker {executor_id}: warning: {warning}", file=sys.stderr, flush=True)
+
+    warn()
     print(f"akm-run worker {executor_id}: serving {pool.RUNS_QUEUE} and the units queues with {concurrency} "
           f"unit(s) at a time, taking over workers silent for {takeover_after_s:g}s", file=sys.stderr,
           flush=True)  # fmt: skip
     while not stop.wait(poll_s):
         try:
             _HOST.adopt_queues()
+            warn()
         except Exception as error:  # noqa: BLE001 - a database that is away for a while: try again
             print(f"akm-run worker {executor_id}: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
     print(f"akm-run worker {executor_id}: stopping (up to {grace_s:g}s for the work in flight)", file=sys.stderr,

@@ -147,11 +147,13 @@ class Worker:
         self.dbos_overrides = dbos_overrides
         self._stop = threading.Event()
         self._beating: threading.Thread | None = None
+        self.warnings: list[str] = []  # what the worker should say (once each), taken by its owner
+        self._warned: set[str] = set()
 
     def start(self) -> None:
         DBOS(config=dbos_config(self.url, self.executor_id, **self.dbos_overrides))
         DBOS.launch()
-        DBOS.register_queue(RUNS_QUEUE, polling_interval_sec=self.queue_poll_s, on_conflict="always_update")
+        self._declare(RUNS_QUEUE)
         liveness = Liveness(self.url, self.executor_id, self.takeover_after_s)
         liveness.beat()
         self._beating = threading.Thread(target=self._beat, args=(liveness,), name="akm-liveness", daemon=True)
@@ -173,14 +175,50 @@ class Worker:
     def declare_units_queue(self, map_concurrency: int) -> str:
         """Declare (idempotently) the units queue for maps of this concurrency; its name."""
         name = units_queue(map_concurrency)
-        DBOS.register_queue(
-            name,
-            partition_concurrency=map_concurrency,
-            worker_concurrency=self.concurrency,
-            polling_interval_sec=self.queue_poll_s,
-            on_conflict="always_update",
-        )
+        self._declare(name, partition_concurrency=map_concurrency, worker_concurrency=self.concurrency)
         return name
+
+    def _declare(self, name: str, **limits: int) -> None:
+        """Declare a queue with this worker's settings, saying so (`warnings`) when they replace
+        other values a worker had stored: DBOS keeps one value per queue, for every worker."""
+        before = DBOS.retrieve_queue(name)
+        DBOS.register_queue(name, polling_interval_sec=self.queue_poll_s, on_conflict="always_update", **limits)
+        if before is not None:
+            for option, theirs, ours in self._settings(before):
+                if theirs != ours:
+                    self._warn(f"{option} {ours} replaces {theirs}, another worker's, for every worker in the pool: "
+                               f"DBOS keeps one value per queue; give every worker the same {option}")  # fmt: skip
+
+    def overridden(self, queues: Sequence[Any]) -> None:
+        """Say (`warnings`, once per value) where the pool's queues, as listed now, no longer hold this
+        worker's settings: a worker started since declared them with its own, which every worker
+        (this one too) now uses."""
+        for queue in queues:
+            if queue.name != RUNS_QUEUE and not queue.name.startswith(UNITS_QUEUES):
+                continue
+            for option, theirs, ours in self._settings(queue):
+                if theirs != ours:
+                    self._warn(f"the pool now uses {option} {theirs}, not this worker's {ours}, for every worker: "
+                               f"another worker declared its own (DBOS keeps one value per queue); give every "
+                               f"worker the same {option}")  # fmt: skip
+
+    def _settings(self, queue: Any) -> list[tuple[str, str, str]]:
+        """(option, the queue's stored value, this worker's) for the options a queue stores. DBOS's
+        Queue caches them in private fields; its public properties would read the database again."""
+        found = [("--poll", f"{queue._polling_interval_sec * 1000:g}ms", f"{self.queue_poll_s * 1000:g}ms")]
+        if queue.name.startswith(UNITS_QUEUES) and queue._worker_concurrency is not None:
+            found.append(("--concurrency", str(queue._worker_concurrency), str(self.concurrency)))
+        return found
+
+    def take_warnings(self) -> list[str]:
+        """The warnings not taken yet."""
+        taken, self.warnings = self.warnings, []
+        return taken
+
+    def _warn(self, message: str) -> None:
+        if message not in self._warned:
+            self._warned.add(message)
+            self.warnings.append(message)
 
     def stop(self, grace_s: float) -> None:
         """Stop beating and give the workflows in flight up to `grace_s` to finish; those that do

@@ -79,3 +79,26 @@ def test_a_database_written_by_a_newer_akm_run_is_a_clear_error(
     assert result.returncode == 2, result.stderr
     assert "newer akm-run (schema version 9999); upgrade akm-run" in result.stderr
     assert "internal error" not in result.stderr and SECRET not in result.stderr
+
+
+# -- workers that disagree ---------------------------------------------------------------------------
+
+
+def test_workers_started_with_different_settings_say_which_value_the_pool_uses(
+    database_url: str, tmp_path: Path
+) -> None:
+    """DBOS keeps a queue's per-worker limit and polling interval in the database: the last worker to
+    declare a queue sets them for every worker. Neither worker may ignore its option silently."""
+    workers = Workers(database_url, tmp_path)
+    try:
+        workers.start("big", "--concurrency", "8")
+        workers.start("small", "--concurrency", "2", "--poll", "50ms")
+        small = workers.log("small")
+        assert "--concurrency 2 replaces 8, another worker's, for every worker in the pool" in small
+        assert "--poll 50ms replaces 100ms" in small
+        eventually(lambda: "the pool now uses --concurrency 2, not this worker's 8" in workers.log("big"), "warning")
+        eventually(lambda: "the pool now uses --poll 50ms, not this worker's 100ms" in workers.log("big"), "warning")
+        assert workers.log("big").count("--concurrency 2, not") == 1  # once, not on every poll
+    finally:
+        workers.stop()
+    assert "warning" not in workers.log("big").split("serving")[0]  # the first worker changed nothing

@@ -309,6 +309,9 @@ def _locked(args: argparse.Namespace, action: Callable[[Store, RunRow], int], *,
         return _fail(f"no run named {args.run_id!r}", exitcodes.USAGE)
     try:
         with store.lock(row.id):
+            # Read again under the lock: a change that held it meanwhile (an abandon racing an approve,
+            # a drive that ended) must not be decided on from the row read before.
+            row = store.run(row.id) or row
             refused = _recheck(store, row, allowed_signers(args.allowed_signers)) if trusted else None
             code = refused if refused is not None else action(store, row)
     except LockHeld as held:

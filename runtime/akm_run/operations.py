@@ -45,6 +45,8 @@ def approval_refusal(plan: pf.Plan, run: RunRow, current: StepRow | None, decisi
     step = next((s for s in plan["steps"] if s["stepId"] == decision.step_id), None)
     if step is None or step["kind"] == "route" or step["target"]["kind"] != "approval":
         return f"run {run.id} has no approval step {decision.step_id!r}"
+    if run.status in ("completed", "failed"):  # an abandoned run leaves its gate blocked: still settled
+        return f"run {run.id} is {run.status}, not waiting for approval"
     if current is None or current.status != "blocked":
         state = current.status if current else "unknown"
         return f"step {decision.step_id} of run {run.id} is {state}, not waiting for approval"

@@ -10,12 +10,14 @@ import json
 import subprocess
 import sys
 import uuid
+from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
 
-from helpers import Runtime, Workers, eventually
+from helpers import Runtime, Workers, eventually, source
 
 SECRET = "s3cr3t-PW"
 
@@ -23,6 +25,34 @@ SECRET = "s3cr3t-PW"
 def akm_run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "akm_run", *args], cwd=cwd, capture_output=True, text=True,
                           timeout=60)  # fmt: skip
+
+
+def racing(workers: Workers, *commands: tuple[str, ...]) -> list[subprocess.CompletedProcess[str]]:
+    """The commands started at once, each in its own process; their results, in order."""
+    started = [subprocess.Popen([sys.executable, "-m", "akm_run", *argv, "--database", workers.url],
+                                cwd=workers.workspace, env=workers.env(), text=True, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE) for argv in commands]  # fmt: skip
+    results = []
+    for process in started:
+        out, err = process.communicate(timeout=120)
+        results.append(subprocess.CompletedProcess(process.args, process.returncode, out, err))
+    return results
+
+
+def drives(url: str, run_id: str) -> list[str]:
+    """The ids of a run's drive workflows in DBOS's table."""
+    with psycopg.connect(url) as connection:
+        rows = connection.execute("SELECT workflow_uuid FROM dbos.workflow_status WHERE name = 'akm-run-drive' "
+                                  "AND (workflow_uuid = %s OR workflow_uuid LIKE %s)", (run_id, f"{run_id}/%")).fetchall()  # fmt: skip
+    return sorted(str(row[0]) for row in rows)
+
+
+def completed_attempts(url: str, run_id: str) -> Counter[str]:
+    """How many completed attempts each unit of a run has in the journal."""
+    with psycopg.connect(url) as connection:
+        rows = connection.execute("SELECT unit_id FROM akm_run.attempts WHERE run_id = %s AND status = 'completed'",
+                                  (run_id,)).fetchall()  # fmt: skip
+    return Counter(str(row[0]) for row in rows)
 
 
 def as_user(url: str, user: str) -> str:
@@ -102,3 +132,127 @@ def test_workers_started_with_different_settings_say_which_value_the_pool_uses(
     finally:
         workers.stop()
     assert "warning" not in workers.log("big").split("serving")[0]  # the first worker changed nothing
+
+
+# -- racing commands ----------------------------------------------------------------------------------
+
+# Each unit appends its name to `ran`: a test counts how often each one ran.
+GATED = source("""
+    workflow "gated" {
+      step first {
+        shell "echo first >> ran; echo 1"
+      }
+      step ok {
+        approval "Ship it?"
+      }
+      step after {
+        shell "echo after >> ran; echo 2"
+      }
+    }
+""")
+FLAKY = source("""
+    workflow "flaky" {
+      step first {
+        shell "echo first >> ran; test -f go && echo 1"
+      }
+      step after {
+        shell "echo after >> ran; echo 2"
+      }
+    }
+""")
+
+
+@pytest.fixture
+def workers(database_url: str, tmp_path: Path) -> Iterator[Workers]:
+    """Two workers on a fresh database, stopped with SIGTERM at the end (each must exit 0)."""
+    pool = Workers(database_url, tmp_path)
+    (tmp_path / "akm.toml").write_text("")
+    pool.start("w1")
+    pool.start("w2")
+    yield pool
+    pool.stop()
+
+
+def ran(workers: Workers) -> list[str]:
+    path = workers.workspace / "ran"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def published(workers: Workers, source_text: str, *args: str) -> tuple[int, dict[str, object]]:
+    plan = Runtime(workers.workspace).compile("wf.akm", source_text)
+    result = workers.akm("run", str(plan), "--format", "json", *args)
+    return result.returncode, json.loads(result.stdout)
+
+
+def test_two_resumes_at_once_continue_the_run_once(workers: Workers) -> None:
+    code, document = published(workers, FLAKY)
+    run_id = str(document["runId"])
+    assert code == 1 and ran(workers) == ["first"]
+    (workers.workspace / "go").write_text("")
+    results = racing(workers, ("resume", run_id), ("resume", run_id))
+    assert all(r.returncode in (0, 5) and "Traceback" not in r.stderr for r in results), results
+    assert sum("reopened run" in r.stdout for r in results) == 1, results  # one reopened it
+    followed = workers.akm("run", run_id, "--format", "json")
+    assert followed.returncode == 0, followed.stderr
+    assert json.loads(followed.stdout)["status"] == "completed"
+    assert ran(workers) == ["first", "first", "after"]  # the failed unit again, then the next: once each
+    assert drives(workers.url, run_id) == [run_id, f"{run_id}/1"]
+
+
+def test_two_detached_runs_of_one_interrupted_run_start_one_drive(workers: Workers) -> None:
+    slow = FLAKY.replace("test -f go && ", "sleep 3; ")
+    code, document = published(workers, slow, "--timeout", "1s")  # the drive ends; the run stays active
+    run_id = str(document["runId"])
+    assert code == 130, document
+    results = racing(workers, ("run", run_id, "--detach"), ("run", run_id, "--detach"))
+    assert [r.returncode for r in results] == [0, 0] and {r.stdout.strip() for r in results} == {run_id}, results
+    followed = workers.akm("run", run_id, "--format", "json")
+    assert followed.returncode == 0 and json.loads(followed.stdout)["status"] == "completed", followed.stderr
+    assert drives(workers.url, run_id) == [run_id, f"{run_id}/1"]
+    assert set(completed_attempts(workers.url, run_id).values()) == {1}
+
+
+def test_two_followers_of_one_run_print_the_same_document(workers: Workers) -> None:
+    plan = Runtime(workers.workspace).compile("wf.akm", FLAKY.replace("test -f go && ", "sleep 1; "))
+    detached = workers.akm("run", str(plan), "--detach")
+    run_id = detached.stdout.strip()
+    results = racing(workers, ("run", run_id, "--format", "json"), ("run", run_id, "--format", "json"))
+    assert [r.returncode for r in results] == [0, 0], results
+    one, two = (json.loads(r.stdout) for r in results)
+    assert one == two and one["status"] == "completed"
+    assert drives(workers.url, run_id) == [run_id] and ran(workers) == ["first", "after"]
+
+
+def test_approve_racing_abandon_leaves_one_consistent_outcome(workers: Workers) -> None:
+    for _ in range(3):  # either may win: each outcome must be whole
+        (workers.workspace / "ran").unlink(missing_ok=True)
+        code, document = published(workers, GATED)
+        run_id = str(document["runId"])
+        assert code == 3, document
+        approve, abandon = racing(workers, ("approve", run_id, "ok", "--by", "ada"), ("abandon", run_id))
+        assert "Traceback" not in approve.stderr + abandon.stderr
+        followed = workers.akm("run", run_id, "--format", "json")
+        status = json.loads(followed.stdout)["status"] if followed.stdout.strip() else None
+        if "abandoned run" in abandon.stdout:  # abandon won: nothing of the run goes on
+            assert status == "failed" and ran(workers) == ["first"], (approve, abandon, followed)
+            assert approve.returncode != 0 or drives(workers.url, run_id) == [run_id, f"{run_id}/1"]
+        else:  # approve won: the run goes on, and abandon said why it did not stop it
+            assert approve.returncode == 0 and abandon.returncode != 0 or "already" in abandon.stdout, abandon
+            assert status in ("completed", "failed")
+            if status == "completed":
+                assert ran(workers) == ["first", "after"]
+        assert set(completed_attempts(workers.url, run_id).values()) == {1}
+
+
+def test_an_abandoned_run_is_not_revived_by_approving_its_gate(runtime: Runtime) -> None:
+    """What the race above found, in sequence, on both stores: abandon leaves the gate `blocked`, and
+    approve took that for a run waiting on it."""
+    plan = runtime.compile("wf.akm", GATED)
+    code, document = runtime.run_json(plan)
+    run_id = str(document["runId"])
+    assert code == 3 and runtime.akm("abandon", run_id).returncode == 0
+    approved = runtime.akm("approve", run_id, "ok", "--by", "ada")
+    assert approved.returncode == 2 and f"run {run_id} is failed" in approved.stderr, approved
+    assert runtime.store().run(run_id).status == "failed"
+    code, document = runtime.run_json(run_id)
+    assert code == 1 and document["status"] == "failed" and not (runtime.root / "ran").read_text().count("after")

@@ -244,6 +244,8 @@ def pooled_run(args: argparse.Namespace, shared: SharedStore, store: Store, run_
                      f"`{hints('run', run_id)}`", exitcodes.INTERRUPTED)  # fmt: skip
     if outcome.result is None:
         return _fail(outcome.message or "the drive ended without a result", outcome.code or exitcodes.INTERNAL)
+    if store.broken:  # the server restarted while this followed: the journal is there again
+        store = PostgresStore(shared.url)
     return show_result(store, outcome.result, hints, args.format)
 
 

@@ -41,7 +41,8 @@ from akm_run.trust import admission, allowed_signers
 DRIVE = "akm-run-drive"  # the workflow functions' names: part of what APP_VERSION pins
 UNIT = "akm-run-unit"
 RESULT_POLL_S = 0.02  # how often a drive looks whether a dispatched attempt ended
-FOLLOW_POLL_S = 0.1  # how often `run` reads the journal of the run it follows
+FOLLOW_POLL_S = 0.1
+RECONNECT_S = 600.0  # how long a drive waits for a database that went away before it gives up  # how often `run` reads the journal of the run it follows
 LIVE = ("PENDING", "ENQUEUED", "DELAYED")  # a workflow that has not ended
 # A workflow that ended without a result (an exception, a cancellation, too many recoveries).
 ENDED_BADLY = ("ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED")
@@ -213,6 +214,22 @@ def drive_workflow(args: DriveArgs) -> Outcome:
 
 
 def drive_here(host: _Host, args: DriveArgs) -> Outcome:
+    """Drive the run here. A database that goes away meanwhile (a restart, a failover) does not end
+    the drive, which nobody might submit again (a detached run): it starts again from the top once
+    the database is back, as a recovered drive does, for up to RECONNECT_S."""
+    deadline, pause = time.monotonic() + RECONNECT_S, RESULT_POLL_S
+    while True:
+        try:
+            return _drive_here(host, args)
+        except psycopg.OperationalError as error:
+            if time.monotonic() + pause > deadline:
+                code, message = drive_failure(error, args.run_id, args.hints)
+                return Outcome(code=code, message=message)
+            time.sleep(pause)
+            pause = min(pause * 2, 5.0)
+
+
+def _drive_here(host: _Host, args: DriveArgs) -> Outcome:
     store = PostgresStore(host.url)
     try:
         row = store.run(args.run_id)
@@ -232,6 +249,8 @@ def drive_here(host: _Host, args: DriveArgs) -> Outcome:
                 return Outcome(code=code, message=message)
             what = f"attempt {error.attempt} of unit {error.unit}"
             return Outcome(result=_given_up(store, args.run_id, what, args.hints("run", args.run_id)))
+        except psycopg.OperationalError:
+            raise  # the database went away: see drive_here
         except Exception as error:  # noqa: BLE001 - every way a drive cannot go on is reported to `run`
             code, message = drive_failure(error, args.run_id, args.hints)
             return Outcome(code=code, message=message)

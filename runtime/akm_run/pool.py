@@ -9,12 +9,15 @@ DBOS's own recovery call, which is idempotent (only one executor can dequeue a w
 
 from __future__ import annotations
 
+import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import psycopg
 from dbos import DBOS, DBOSConfig
+from dbos import _sys_db as dbos_sys_db
 
 from akm_run.pgstore import table_exists
 
@@ -45,6 +48,22 @@ _BEAT = f"""INSERT INTO {SCHEMA}.executors (executor_id, beat) VALUES (%s, now()
 _SILENT = f"""SELECT executor_id FROM {SCHEMA}.executors
     WHERE beat < now() - make_interval(secs => %s) AND executor_id <> %s ORDER BY executor_id"""
 _FORGET = f"""DELETE FROM {SCHEMA}.executors WHERE executor_id = %s AND beat < now() - make_interval(secs => %s)"""
+
+
+def _lost_connection(error: Exception) -> bool:
+    """Whether DBOS should retry a failed database call (DBOS's rule, widened): libpq's client-side
+    connection failures, which carry no SQLSTATE, too. DBOS 3.4 retries "connection failed" but not
+    "connection is bad", libpq's error for a Unix socket that is gone while the server restarts:
+    the call then raised, and a workflow that ended meanwhile was never marked ended, its drive
+    waiting on it for ever (tests/e2e/test_pool_hostile.py)."""
+    if _dbos_retriable(error):
+        return True
+    cause = getattr(error, "orig", None)
+    return isinstance(cause, psycopg.OperationalError) and cause.sqlstate is None
+
+
+_dbos_retriable: Callable[[Exception], bool] = dbos_sys_db.retriable_postgres_exception  # type: ignore[attr-defined]
+dbos_sys_db.retriable_postgres_exception = _lost_connection  # type: ignore[attr-defined,assignment]  # DBOS is pinned
 
 
 def dbos_config(database_url: str, executor_id: str, **overrides: Any) -> DBOSConfig:
@@ -166,11 +185,31 @@ class Worker:
         return min(self.takeover_after_s / 3, BEAT_MAX_S)
 
     def _beat(self, liveness: Liveness) -> None:
+        """Beat and take over, until stopped, whatever the database does meanwhile. After a beat
+        failed (the database away, restarting), every worker's last beat may be older than the
+        takeover time, the live ones' too: this worker takes none over until it has beaten for a
+        whole takeover time again, by when every live worker has beaten too."""
+        failed_at: float | None = None
+        beating_since = -float("inf")
         while not self._stop.wait(self.beat_s):
-            liveness.beat()
-            for executor in liveness.take_over():
-                if self.on_takeover is not None:
-                    self.on_takeover(executor)
+            try:
+                liveness.beat()
+                if failed_at is not None:
+                    self._say(f"beating again after {time.monotonic() - failed_at:.0f}s without the database")
+                    failed_at, beating_since = None, time.monotonic()
+                if time.monotonic() - beating_since < self.takeover_after_s:
+                    continue
+                for executor in liveness.take_over():
+                    if self.on_takeover is not None:
+                        self.on_takeover(executor)
+            except Exception as error:  # noqa: BLE001 - a database away for a while: beat again next time
+                if failed_at is None:
+                    failed_at = time.monotonic()
+                    self._say(f"cannot beat: {type(error).__name__}: {' '.join(str(error).split())[:300]}")
+
+    def _say(self, text: str) -> None:
+        """One line on the worker's log (stderr), as `akm-run worker` prints its own."""
+        print(f"akm-run worker {self.executor_id}: {text}", file=sys.stderr, flush=True)
 
     def declare_units_queue(self, map_concurrency: int) -> str:
         """Declare (idempotently) the units queue for maps of this concurrency; its name."""
@@ -178,11 +217,14 @@ class Worker:
         self._declare(name, partition_concurrency=map_concurrency, worker_concurrency=self.concurrency)
         return name
 
-    def _declare(self, name: str, **limits: int) -> None:
+    def _declare(
+        self, name: str, partition_concurrency: int | None = None, worker_concurrency: int | None = None
+    ) -> None:
         """Declare a queue with this worker's settings, saying so (`warnings`) when they replace
         other values a worker had stored: DBOS keeps one value per queue, for every worker."""
         before = DBOS.retrieve_queue(name)
-        DBOS.register_queue(name, polling_interval_sec=self.queue_poll_s, on_conflict="always_update", **limits)
+        DBOS.register_queue(name, partition_concurrency=partition_concurrency, worker_concurrency=worker_concurrency,
+                            polling_interval_sec=self.queue_poll_s, on_conflict="always_update")  # fmt: skip
         if before is not None:
             for option, theirs, ours in self._settings(before):
                 if theirs != ours:

@@ -17,7 +17,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from helpers import Runtime, Workers, eventually, source
+from helpers import PostgresServer, Runtime, Workers, eventually, source
 
 SECRET = "s3cr3t-PW"
 
@@ -255,3 +255,83 @@ def test_an_abandoned_run_is_not_revived_by_approving_its_gate(runtime: Runtime)
     assert runtime.store().run(run_id).status == "failed"
     code, document = runtime.run_json(run_id)
     assert code == 1 and document["status"] == "failed" and not (runtime.root / "ran").read_text().count("after")
+
+
+# -- the server restarted under the pool --------------------------------------------------------------
+
+SLOW = source("""
+    workflow "slow" {
+      step a {
+        shell "echo a >> ran; sleep 4; echo 1"
+      }
+      step b {
+        shell "echo b >> ran; echo 2"
+      }
+    }
+""")
+
+
+@pytest.fixture
+def own_server() -> Iterator[PostgresServer]:
+    """A server of this test's own, which it may stop and start (not the session's)."""
+    server = PostgresServer()
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def restartable(own_server: PostgresServer, tmp_path: Path) -> Iterator[Workers]:
+    """Two workers on a database of `own_server`."""
+    pool = Workers(own_server.database(), tmp_path)
+    (tmp_path / "akm.toml").write_text("")
+    pool.start("w1")
+    pool.start("w2")
+    yield pool
+    pool.stop()
+    for name in ("w1", "w2"):
+        assert "Traceback" not in pool.log(name), pool.log(name)
+
+
+@pytest.mark.parametrize("away_s", [0, 4], ids=["restart", "away-longer-than-the-takeover-time"])
+def test_a_run_finishes_by_itself_when_the_server_restarts_under_its_unit(
+    restartable: Workers, own_server: PostgresServer, away_s: float
+) -> None:
+    """Nobody follows the run (--detach): the pool alone must notice the database is back and finish
+    it. Away longer than the takeover time (2s), every worker's beat is stale once it is back: no
+    live worker may take another over (its unit would run twice)."""
+    workers = restartable
+    plan = Runtime(workers.workspace).compile("wf.akm", SLOW)
+    said = workers.workspace / "follower.err"
+    with said.open("w") as err:
+        follower = subprocess.Popen([sys.executable, "-m", "akm_run", "run", str(plan), "--database", workers.url],
+                                    cwd=workers.workspace, env=workers.env(), text=True, stdout=subprocess.PIPE,
+                                    stderr=err)  # fmt: skip
+    eventually(lambda: ran(workers) == ["a"] and "step a started" in said.read_text(), "unit a runs, followed")
+    own_server.restart(away_s)
+    eventually(lambda: "b" in ran(workers), "the run goes on, followed or not")
+    follower.communicate(timeout=120)
+    [run_id] = {line.split()[1] for line in workers.akm("list").stdout.splitlines()}
+    err = said.read_text().split("step a started\n", 1)[1]
+    assert "Traceback" not in err
+    if follower.returncode != 0:  # it may give up following, in one line saying how to go on
+        assert follower.returncode == 2 and len(err.splitlines()) == 1, err
+        assert f"run {run_id} goes on once the database is back" in err
+    followed = workers.akm("run", run_id, "--format", "json")
+    assert followed.returncode == 0 and json.loads(followed.stdout)["status"] == "completed", followed.stderr
+    assert ran(workers) == ["a", "b"]  # each unit once
+    assert set(completed_attempts(workers.url, run_id).values()) == {1}
+
+
+def test_a_run_waiting_on_a_gate_goes_on_after_the_server_restarts(
+    restartable: Workers, own_server: PostgresServer
+) -> None:
+    code, document = published(restartable, GATED)
+    assert code == 3, document
+    own_server.restart()
+    run_id = str(document["runId"])
+    approved = restartable.akm("approve", run_id, "ok", "--by", "ada")
+    assert approved.returncode == 0, approved.stderr
+    followed = restartable.akm("run", run_id, "--format", "json")
+    assert followed.returncode == 0 and json.loads(followed.stdout)["status"] == "completed", followed.stderr
+    assert ran(restartable) == ["first", "after"]

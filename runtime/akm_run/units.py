@@ -232,7 +232,7 @@ def _run(
                 break
     finally:
         streams.close()
-    tail = streams.stderr.decode("utf-8", "replace") or None
+    tail = _text(bytes(streams.stderr)) or None
     if ended == "aborted":
         return End("aborted", reason="aborted", message=f"the drive was aborted; {stopped}", stderr_tail=tail)
     if ended == "timeout":
@@ -245,7 +245,7 @@ def _run(
         status = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
         message = f"{_what(unit)} failed with {status}" + (f": {last[0][:200]}" if last[0] else "")
         # stdout of a failed unit is kept as text: a gate check's stdout is the feedback of its loop
-        text = bytes(streams.stdout[:STDERR_TAIL_BYTES]).decode("utf-8", "replace")
+        text = _text(bytes(streams.stdout[:STDERR_TAIL_BYTES]))
         return End("failed", output=text[:-1] if text.endswith("\n") else text, reason="exit", message=message,
                        exit_code=code, stderr_tail=tail)  # fmt: skip
     return _result(streams, unit, tail)
@@ -383,12 +383,18 @@ def stop_leftover(pid: int | None, host: str | None) -> None:
     stop_group(pid)
 
 
+def _text(data: bytes) -> str:
+    """A unit's bytes as the journal keeps them, alike on both stores: what is not UTF-8, and NUL
+    (which PostgreSQL's text cannot hold), as U+FFFD. A NUL escaped inside JSON stays itself."""
+    return data.decode("utf-8", "replace").replace("\x00", "\ufffd")
+
+
 def _result(streams: _Streams, unit: Unit, tail: str | None) -> End:
     if streams.stdout_size > MAX_OUTPUT_BYTES:
         return End("failed", reason="output_too_large",
                        message=f"{_what(unit)} wrote {streams.stdout_size} bytes to stdout; the limit is {MAX_OUTPUT_BYTES}",
                        stderr_tail=tail)  # fmt: skip
-    text = bytes(streams.stdout).decode("utf-8", "replace")
+    text = _text(bytes(streams.stdout))
     try:
         value: Any = strictjson.loads(text)
         parsed = True

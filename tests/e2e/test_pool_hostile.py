@@ -335,3 +335,47 @@ def test_a_run_waiting_on_a_gate_goes_on_after_the_server_restarts(
     followed = restartable.akm("run", run_id, "--format", "json")
     assert followed.returncode == 0 and json.loads(followed.stdout)["status"] == "completed", followed.stderr
     assert ran(restartable) == ["first", "after"]
+
+
+# -- unit output the journal must survive -------------------------------------------------------------
+
+HOSTILE_OUTPUT = source(r"""
+    workflow "t" {
+      step ten_mb {
+        shell "head -c 10485760 /dev/zero | tr '\\0' a"
+        on_error = continue
+      }
+      step bytes {
+        shell "printf 'ok \\377\\376 \\000 end'; printf 'err \\377 \\000 tail' >&2"
+      }
+      step nul_json {
+        shell "printf '{\"a\": \"\\\\u0000\"}'"
+      }
+      step failing_bytes {
+        shell "printf 'out \\000\\377'; printf 'why \\000\\377' >&2; exit 4"
+        on_error = continue
+      }
+    }
+""")
+
+
+def test_output_with_nul_and_bytes_that_are_not_utf8_is_recorded_alike_on_both_stores(runtime: Runtime) -> None:
+    """PostgreSQL's text cannot hold a NUL character, where SQLite's can: a unit's stdout or stderr
+    holding one broke the drive on the pool (exit 70, and again on every resume: a wedged run).
+    Both stores now keep it, like bytes that are not UTF-8, as U+FFFD."""
+    code, document = runtime.run_json(runtime.compile("wf.akm", HOSTILE_OUTPUT))
+    assert code == 0, document
+    run_id = str(document["runId"])
+    store = runtime.store()
+    big = store.step(run_id, "ten_mb")
+    assert big.failure_reason == "output_too_large" and "10485760 bytes" in (big.failure_message or "")
+    assert store.step(run_id, "bytes").output == "ok \ufffd\ufffd \ufffd end"
+    [attempt] = store.attempts(run_id, "bytes:solo")
+    assert attempt.stderr_tail == "err \ufffd \ufffd tail"
+    assert store.step(run_id, "nul_json").output == {"a": "\x00"}
+    failing = store.step(run_id, "failing_bytes")
+    assert failing.failure_reason == "exit" and failing.status == "failed"
+    logs = runtime.akm("logs", run_id, "--format", "json")
+    assert logs.returncode == 0 and "Traceback" not in logs.stderr
+    status = runtime.akm("status", run_id)
+    assert status.returncode == 0 and "\x00" not in status.stdout

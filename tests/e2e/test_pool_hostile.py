@@ -379,3 +379,52 @@ def test_output_with_nul_and_bytes_that_are_not_utf8_is_recorded_alike_on_both_s
     assert logs.returncode == 0 and "Traceback" not in logs.stderr
     status = runtime.akm("status", run_id)
     assert status.returncode == 0 and "\x00" not in status.stdout
+
+
+# -- a large map ----------------------------------------------------------------------------------------
+
+WIDE = source("""
+    workflow "wide" {
+      params { items: list[int] = [] }
+      step fan {
+        map params.items {
+          concurrency = 8
+          shell "echo $AKM_UNIT_ID >> ran; echo $AKM_ATTEMPT"
+        }
+      }
+    }
+""")
+
+
+def rss_kb(pid: int) -> int:
+    """A process's resident memory now (VmRSS), in kB."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:")))
+
+
+@pytest.mark.slow
+def test_a_map_of_500_units_on_two_workers_runs_each_unit_once_in_bounded_memory(
+    database_url: str, tmp_path: Path
+) -> None:
+    workers = Workers(database_url, tmp_path)
+    (tmp_path / "akm.toml").write_text("")
+    processes = [workers.start(name, "--concurrency", "4") for name in ("w1", "w2")]
+    try:
+        plan = Runtime(tmp_path).compile("wide.akm", WIDE)
+        warm = workers.akm("run", str(plan), "--param", f"items={list(range(20))}", "--format", "json")
+        assert warm.returncode == 0, warm.stderr
+        before = [rss_kb(p.pid) for p in processes]
+        (tmp_path / "ran").unlink()
+        result = workers.akm("run", str(plan), "--param", f"items={list(range(500))}", "--format", "json",
+                             timeout=900)  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        run_id = json.loads(result.stdout)["runId"]
+        after = [rss_kb(p.pid) for p in processes]
+        lines = (tmp_path / "ran").read_text().split()
+        assert len(lines) == 500 and len(set(lines)) == 500  # each unit ran once
+        attempts = completed_attempts(database_url, run_id)
+        assert len(attempts) == 500 and set(attempts.values()) == {1}
+        print(f"worker RSS after a 20-unit map {before} kB, after the 500-unit map {after} kB")
+        assert all(a < b + 100_000 for a, b in zip(after, before, strict=True)), (before, after)  # < 100 MB more
+    finally:
+        workers.stop()

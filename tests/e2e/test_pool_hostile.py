@@ -17,7 +17,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from helpers import PostgresServer, Runtime, Workers, eventually, source
+from helpers import Keys, PostgresServer, Runtime, Workers, eventually, run_cli, source
 
 SECRET = "s3cr3t-PW"
 
@@ -428,3 +428,43 @@ def test_a_map_of_500_units_on_two_workers_runs_each_unit_once_in_bounded_memory
         assert all(a < b + 100_000 for a, b in zip(after, before, strict=True)), (before, after)  # < 100 MB more
     finally:
         workers.stop()
+
+
+# -- forged rows -------------------------------------------------------------------------------------------
+
+SIGNED_WAIT = source("""
+    workflow "w" {
+      step wait {
+        approval "ok?"
+      }
+      step after {
+        shell "touch after"
+      }
+    }
+""")
+
+
+def test_a_consistent_forgery_of_a_signed_runs_plan_is_refused_wherever_the_drive_runs(
+    runtime: Runtime, keys: Keys
+) -> None:
+    """Plan text and hash changed together, so the hash matches: only the signature can tell. The
+    forgery lands after `approve` checked the run and submitted its drive (on the pool, before any
+    worker takes the drive): the drive itself must refuse it, on the worker as on the driver."""
+    from akm_run.plan import plan_hash
+
+    plan = runtime.compile("workflows/wf.akm", SIGNED_WAIT)
+    assert run_cli("sign", plan, "--key", keys.key("ci")).returncode == 0
+    code, document = runtime.run_json(plan, "--allowed-signers", keys.allowed("ci"))
+    run_id = str(document["runId"])
+    assert code == 3, document
+    with runtime.paused():
+        assert runtime.akm("approve", run_id, "wait", "--by", "ada").returncode == 0
+        [[stored]] = runtime.sql("SELECT plan_json FROM runs WHERE id = ?", run_id)
+        forged = json.loads(stored)
+        forged["steps"][1]["target"]["command"] = "touch evil"
+        runtime.sql("UPDATE runs SET plan_json = ?, plan_hash = ? WHERE id = ?", json.dumps(forged),
+                    plan_hash(forged), run_id)  # fmt: skip
+    result = runtime.akm("run", run_id)
+    assert result.returncode == 4 and "was signed" in result.stderr, result.stderr
+    assert not (runtime.root / "evil").exists() and not (runtime.root / "after").exists()
+    assert runtime.store().run(run_id).status == "active"  # refused, not failed: put the row back to go on

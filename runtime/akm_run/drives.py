@@ -221,8 +221,8 @@ def drive_here(host: _Host, args: DriveArgs) -> Outcome:
     while True:
         try:
             return _drive_here(host, args)
-        except psycopg.OperationalError as error:
-            if time.monotonic() + pause > deadline:
+        except Exception as error:  # noqa: BLE001 - every way a drive cannot go on is reported to `run`
+            if not pool.lost_connection(error) or time.monotonic() + pause > deadline:
                 code, message = drive_failure(error, args.run_id, args.hints)
                 return Outcome(code=code, message=message)
             time.sleep(pause)
@@ -249,9 +249,9 @@ def _drive_here(host: _Host, args: DriveArgs) -> Outcome:
                 return Outcome(code=code, message=message)
             what = f"attempt {error.attempt} of unit {error.unit}"
             return Outcome(result=_given_up(store, args.run_id, what, args.hints("run", args.run_id)))
-        except psycopg.OperationalError:
-            raise  # the database went away: see drive_here
-        except Exception as error:  # noqa: BLE001 - every way a drive cannot go on is reported to `run`
+        except Exception as error:
+            if pool.lost_connection(error):
+                raise  # the database went away: see drive_here
             code, message = drive_failure(error, args.run_id, args.hints)
             return Outcome(code=code, message=message)
     finally:

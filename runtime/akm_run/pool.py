@@ -50,20 +50,27 @@ _SILENT = f"""SELECT executor_id FROM {SCHEMA}.executors
 _FORGET = f"""DELETE FROM {SCHEMA}.executors WHERE executor_id = %s AND beat < now() - make_interval(secs => %s)"""
 
 
-def _lost_connection(error: Exception) -> bool:
-    """Whether DBOS should retry a failed database call (DBOS's rule, widened): libpq's client-side
-    connection failures, which carry no SQLSTATE, too. DBOS 3.4 retries "connection failed" but not
-    "connection is bad", libpq's error for a Unix socket that is gone while the server restarts:
-    the call then raised, and a workflow that ended meanwhile was never marked ended, its drive
-    waiting on it for ever (tests/e2e/test_pool_hostile.py)."""
-    if _dbos_retriable(error):
-        return True
-    cause = getattr(error, "orig", None)
-    return isinstance(cause, psycopg.OperationalError) and cause.sqlstate is None
+def lost_connection(error: BaseException) -> bool:
+    """Whether an error (psycopg's, or SQLAlchemy's around one) says the database went away: a
+    connection that failed or broke on the client side (no SQLSTATE), a connection exception (08),
+    or the server shutting down (57P). Anything else is no reason to wait for it."""
+    cause = getattr(error, "orig", None) or error
+    if not isinstance(cause, psycopg.OperationalError):
+        return False
+    state = cause.sqlstate
+    return state is None or state.startswith(("08", "57P"))
+
+
+def _dbos_should_retry(error: Exception) -> bool:
+    """DBOS's rule for retrying a failed database call, widened to `lost_connection`: DBOS 3.4
+    retries "connection failed" but not "connection is bad", libpq's error for a Unix socket that
+    is gone while the server restarts. The call then raised, and a workflow that ended meanwhile was
+    never marked ended: its drive waited on it for ever (tests/e2e/test_pool_hostile.py)."""
+    return _dbos_retriable(error) or lost_connection(error)
 
 
 _dbos_retriable: Callable[[Exception], bool] = dbos_sys_db.retriable_postgres_exception  # type: ignore[attr-defined]
-dbos_sys_db.retriable_postgres_exception = _lost_connection  # type: ignore[attr-defined,assignment]  # DBOS is pinned
+dbos_sys_db.retriable_postgres_exception = _dbos_should_retry  # type: ignore[attr-defined,assignment]  # DBOS is pinned
 
 
 def dbos_config(database_url: str, executor_id: str, **overrides: Any) -> DBOSConfig:

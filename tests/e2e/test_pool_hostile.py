@@ -190,7 +190,8 @@ def test_two_resumes_at_once_continue_the_run_once(workers: Workers) -> None:
     assert code == 1 and ran(workers) == ["first"]
     (workers.workspace / "go").write_text("")
     results = racing(workers, ("resume", run_id), ("resume", run_id))
-    assert all(r.returncode in (0, 5) and "Traceback" not in r.stderr for r in results), results
+    # The other finds the run reopened (exit 0), or its drive under way (exit 75, the lock held).
+    assert all(r.returncode in (0, 75) and "Traceback" not in r.stderr for r in results), results
     assert sum("reopened run" in r.stdout for r in results) == 1, results  # one reopened it
     followed = workers.akm("run", run_id, "--format", "json")
     assert followed.returncode == 0, followed.stderr

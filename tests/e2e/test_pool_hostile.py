@@ -17,7 +17,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from helpers import Keys, PostgresServer, Runtime, Workers, eventually, run_cli, source
+from helpers import Keys, PostgresServer, Runtime, eventually, run_cli, source
 
 SECRET = "s3cr3t-PW"
 
@@ -27,11 +27,12 @@ def akm_run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
                           timeout=60)  # fmt: skip
 
 
-def racing(workers: Workers, *commands: tuple[str, ...]) -> list[subprocess.CompletedProcess[str]]:
+def racing(runtime: Runtime, *commands: tuple[str, ...]) -> list[subprocess.CompletedProcess[str]]:
     """The commands started at once, each in its own process; their results, in order."""
-    started = [subprocess.Popen([sys.executable, "-m", "akm_run", *argv, "--database", workers.url],
-                                cwd=workers.workspace, env=workers.env(), text=True, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE) for argv in commands]  # fmt: skip
+    runtime.pool()
+    started = [subprocess.Popen([sys.executable, "-m", "akm_run", *argv], cwd=runtime.root, env=runtime.env(),
+                                text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+               for argv in commands]  # fmt: skip
     results = []
     for process in started:
         out, err = process.communicate(timeout=120)
@@ -39,19 +40,16 @@ def racing(workers: Workers, *commands: tuple[str, ...]) -> list[subprocess.Comp
     return results
 
 
-def drives(url: str, run_id: str) -> list[str]:
+def drives(runtime: Runtime, run_id: str) -> list[str]:
     """The ids of a run's drive workflows in DBOS's table."""
-    with psycopg.connect(url) as connection:
-        rows = connection.execute("SELECT workflow_uuid FROM dbos.workflow_status WHERE name = 'akm-run-drive' "
-                                  "AND (workflow_uuid = %s OR workflow_uuid LIKE %s)", (run_id, f"{run_id}/%")).fetchall()  # fmt: skip
+    rows = runtime.sql("SELECT workflow_uuid FROM dbos.workflow_status WHERE name = 'akm-run-drive' "
+                       "AND (workflow_uuid = ? OR workflow_uuid LIKE ?)", run_id, f"{run_id}/%")  # fmt: skip
     return sorted(str(row[0]) for row in rows)
 
 
-def completed_attempts(url: str, run_id: str) -> Counter[str]:
+def completed_attempts(runtime: Runtime, run_id: str) -> Counter[str]:
     """How many completed attempts each unit of a run has in the journal."""
-    with psycopg.connect(url) as connection:
-        rows = connection.execute("SELECT unit_id FROM akm_run.attempts WHERE run_id = %s AND status = 'completed'",
-                                  (run_id,)).fetchall()  # fmt: skip
+    rows = runtime.sql("SELECT unit_id FROM attempts WHERE run_id = ? AND status = 'completed'", run_id)
     return Counter(str(row[0]) for row in rows)
 
 
@@ -80,22 +78,21 @@ def test_a_user_without_create_rights_uses_a_database_an_administrator_set_up(
     refused = akm_run("worker", "--database", weak, cwd=tmp_path)  # nothing set up yet: it cannot create it
     assert refused.returncode == 2 and "permission denied" in refused.stderr, refused.stderr
     assert "CREATE" in refused.stderr and SECRET not in refused.stderr and "Traceback" not in refused.stderr
-    workers = Workers(database_url, tmp_path)
-    workers.start("admin")  # an administrator's first worker creates both schemas
-    workers.stop()
+    admin = Runtime(tmp_path, database_url)
+    admin.start_worker(name="admin")  # an administrator's first worker creates both schemas
+    assert admin.close() == []
     sql(database_url, *(f"GRANT USAGE ON SCHEMA {s} TO {user}" for s in ("akm_run", "dbos")),
         *(f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {s} TO {user}" for s in ("akm_run", "dbos")),
         *(f"GRANT USAGE ON ALL SEQUENCES IN SCHEMA {s} TO {user}" for s in ("akm_run", "dbos")))  # fmt: skip
-    plan = Runtime(tmp_path).compile("w.akm", 'workflow "w" {\n  step a {\n    shell "echo 1"\n  }\n}\n')
-    workers.url = weak
-    workers.start("w1")
+    runtime = Runtime(tmp_path, weak)
+    plan = runtime.compile("w.akm", 'workflow "w" {\n  step a {\n    shell "echo 1"\n  }\n}\n')
+    runtime.start_worker(name="w1")
     try:
-        result = akm_run("run", str(plan), "--database", weak, "--format", "json", cwd=tmp_path)
-        assert result.returncode == 0, result.stderr
-        assert json.loads(result.stdout)["status"] == "completed"
-        assert akm_run("list", "--database", weak, cwd=tmp_path).returncode == 0
+        code, document = runtime.run_json(plan)
+        assert code == 0 and document["status"] == "completed", document
+        assert runtime.akm("list").returncode == 0
     finally:
-        workers.stop()
+        assert runtime.close() == []
 
 
 @pytest.mark.parametrize("verb", [["list"], ["status", "r1"], ["worker"]])
@@ -114,24 +111,17 @@ def test_a_database_written_by_a_newer_akm_run_is_a_clear_error(
 # -- workers that disagree ---------------------------------------------------------------------------
 
 
-def test_workers_started_with_different_settings_say_which_value_the_pool_uses(
-    database_url: str, tmp_path: Path
-) -> None:
+def test_workers_started_with_different_settings_say_which_value_the_pool_uses(pooled: Runtime) -> None:
     """DBOS keeps a queue's per-worker limit and polling interval in the database: the last worker to
     declare a queue sets them for every worker. Neither worker may ignore its option silently."""
-    workers = Workers(database_url, tmp_path)
-    try:
-        workers.start("big", "--concurrency", "8")
-        workers.start("small", "--concurrency", "2", "--poll", "50ms")
-        small = workers.log("small")
-        assert "--concurrency 2 replaces 8, another worker's, for every worker in the pool" in small
-        assert "--poll 50ms replaces 100ms" in small
-        eventually(lambda: "the pool now uses --concurrency 2, not this worker's 8" in workers.log("big"), "warning")
-        eventually(lambda: "the pool now uses --poll 50ms, not this worker's 100ms" in workers.log("big"), "warning")
-        assert workers.log("big").count("--concurrency 2, not") == 1  # once, not on every poll
-    finally:
-        workers.stop()
-    assert "warning" not in workers.log("big").split("serving")[0]  # the first worker changed nothing
+    big = pooled.start_worker(name="big", options=("--concurrency", "8"))
+    small = pooled.start_worker(name="small", options=("--concurrency", "2", "--poll", "50ms"))
+    assert "--concurrency 2 replaces 8, another worker's, for every worker in the pool" in small.output()
+    assert "--poll 50ms replaces 100ms" in small.output()
+    eventually(lambda: "the pool now uses --concurrency 2, not this worker's 8" in big.output(), "a warning")
+    eventually(lambda: "the pool now uses --poll 50ms, not this worker's 100ms" in big.output(), "a warning")
+    assert big.output().count("--concurrency 2, not") == 1  # once, not on every poll
+    assert "warning" not in big.output().split("serving")[0]  # the first worker changed nothing
 
 
 # -- racing commands ----------------------------------------------------------------------------------
@@ -163,32 +153,27 @@ FLAKY = source("""
 
 
 @pytest.fixture
-def workers(database_url: str, tmp_path: Path) -> Iterator[Workers]:
-    """Two workers on a fresh database, stopped with SIGTERM at the end (each must exit 0)."""
-    pool = Workers(database_url, tmp_path)
-    (tmp_path / "akm.toml").write_text("")
-    pool.start("w1")
-    pool.start("w2")
-    yield pool
-    pool.stop()
+def workers(pooled: Runtime) -> Runtime:
+    """Two workers on a fresh database (stopped with SIGTERM at the end: each must exit 0)."""
+    pooled.start_worker(name="w1")
+    pooled.start_worker(name="w2")
+    return pooled
 
 
-def ran(workers: Workers) -> list[str]:
-    path = workers.workspace / "ran"
+def ran(runtime: Runtime) -> list[str]:
+    path = runtime.root / "ran"
     return path.read_text().splitlines() if path.exists() else []
 
 
-def published(workers: Workers, source_text: str, *args: str) -> tuple[int, dict[str, object]]:
-    plan = Runtime(workers.workspace).compile("wf.akm", source_text)
-    result = workers.akm("run", str(plan), "--format", "json", *args)
-    return result.returncode, json.loads(result.stdout)
+def published(runtime: Runtime, source_text: str, *args: str) -> tuple[int, dict[str, object]]:
+    return runtime.run_json(runtime.compile("wf.akm", source_text), *args)  # type: ignore[no-any-return]
 
 
-def test_two_resumes_at_once_continue_the_run_once(workers: Workers) -> None:
+def test_two_resumes_at_once_continue_the_run_once(workers: Runtime) -> None:
     code, document = published(workers, FLAKY)
     run_id = str(document["runId"])
     assert code == 1 and ran(workers) == ["first"]
-    (workers.workspace / "go").write_text("")
+    (workers.root / "go").write_text("")
     results = racing(workers, ("resume", run_id), ("resume", run_id))
     # The other finds the run reopened (exit 0), or its drive under way (exit 75, the lock held).
     assert all(r.returncode in (0, 75) and "Traceback" not in r.stderr for r in results), results
@@ -197,10 +182,10 @@ def test_two_resumes_at_once_continue_the_run_once(workers: Workers) -> None:
     assert followed.returncode == 0, followed.stderr
     assert json.loads(followed.stdout)["status"] == "completed"
     assert ran(workers) == ["first", "first", "after"]  # the failed unit again, then the next: once each
-    assert drives(workers.url, run_id) == [run_id, f"{run_id}/1"]
+    assert set(completed_attempts(workers, run_id).values()) == {1}
 
 
-def test_two_detached_runs_of_one_interrupted_run_start_one_drive(workers: Workers) -> None:
+def test_two_detached_runs_of_one_interrupted_run_start_one_drive(workers: Runtime) -> None:
     slow = FLAKY.replace("test -f go && ", "sleep 3; ")
     code, document = published(workers, slow, "--timeout", "1s")  # the drive ends; the run stays active
     run_id = str(document["runId"])
@@ -209,24 +194,24 @@ def test_two_detached_runs_of_one_interrupted_run_start_one_drive(workers: Worke
     assert [r.returncode for r in results] == [0, 0] and {r.stdout.strip() for r in results} == {run_id}, results
     followed = workers.akm("run", run_id, "--format", "json")
     assert followed.returncode == 0 and json.loads(followed.stdout)["status"] == "completed", followed.stderr
-    assert drives(workers.url, run_id) == [run_id, f"{run_id}/1"]
-    assert set(completed_attempts(workers.url, run_id).values()) == {1}
+    assert drives(workers, run_id) == [run_id, f"{run_id}/1"]
+    assert set(completed_attempts(workers, run_id).values()) == {1}
 
 
-def test_two_followers_of_one_run_print_the_same_document(workers: Workers) -> None:
-    plan = Runtime(workers.workspace).compile("wf.akm", FLAKY.replace("test -f go && ", "sleep 1; "))
+def test_two_followers_of_one_run_print_the_same_document(workers: Runtime) -> None:
+    plan = workers.compile("wf.akm", FLAKY.replace("test -f go && ", "sleep 1; "))
     detached = workers.akm("run", str(plan), "--detach")
     run_id = detached.stdout.strip()
     results = racing(workers, ("run", run_id, "--format", "json"), ("run", run_id, "--format", "json"))
     assert [r.returncode for r in results] == [0, 0], results
     one, two = (json.loads(r.stdout) for r in results)
     assert one == two and one["status"] == "completed"
-    assert drives(workers.url, run_id) == [run_id] and ran(workers) == ["first", "after"]
+    assert drives(workers, run_id) == [run_id] and ran(workers) == ["first", "after"]
 
 
-def test_approve_racing_abandon_leaves_one_consistent_outcome(workers: Workers) -> None:
+def test_approve_racing_abandon_leaves_one_consistent_outcome(workers: Runtime) -> None:
     for _ in range(3):  # either may win: each outcome must be whole
-        (workers.workspace / "ran").unlink(missing_ok=True)
+        (workers.root / "ran").unlink(missing_ok=True)
         code, document = published(workers, GATED)
         run_id = str(document["runId"])
         assert code == 3, document
@@ -236,12 +221,12 @@ def test_approve_racing_abandon_leaves_one_consistent_outcome(workers: Workers) 
         status = json.loads(followed.stdout)["status"] if followed.stdout.strip() else None
         if "abandoned run" in abandon.stdout:  # abandon won: nothing of the run goes on
             assert status == "failed" and ran(workers) == ["first"], (approve, abandon, followed)
-            assert approve.returncode != 0 or drives(workers.url, run_id) == [run_id, f"{run_id}/1"]
+            assert approve.returncode != 0 or drives(workers, run_id) == [run_id, f"{run_id}/1"]
         else:  # approve won: the run goes on, and abandon said why it did not stop it
             assert approve.returncode == 0, approve
             assert abandon.returncode == 75 or "already completed" in abandon.stdout, abandon  # the lock was held
             assert status == "completed" and ran(workers) == ["first", "after"]
-        assert set(completed_attempts(workers.url, run_id).values()) == {1}
+        assert set(completed_attempts(workers, run_id).values()) == {1}
 
 
 def test_an_abandoned_run_is_not_revived_by_approving_its_gate(runtime: Runtime) -> None:
@@ -282,32 +267,30 @@ def own_server() -> Iterator[PostgresServer]:
 
 
 @pytest.fixture
-def restartable(own_server: PostgresServer, tmp_path: Path) -> Iterator[Workers]:
-    """Two workers on a database of `own_server`."""
-    pool = Workers(own_server.database(), tmp_path)
-    (tmp_path / "akm.toml").write_text("")
-    pool.start("w1")
-    pool.start("w2")
-    yield pool
-    pool.stop()
-    for name in ("w1", "w2"):
-        assert "Traceback" not in pool.log(name), pool.log(name)
+def restartable(own_server: PostgresServer, tmp_path: Path) -> Iterator[Runtime]:
+    """Two workers on a database of `own_server`; each must stop with exit 0 and no traceback."""
+    runtime = Runtime(tmp_path, own_server.database())
+    runtime.start_worker(name="w1")
+    runtime.start_worker(name="w2")
+    yield runtime
+    assert runtime.close() == []
+    for worker in runtime.workers:
+        assert "Traceback" not in worker.output(), worker.output()
 
 
 @pytest.mark.parametrize("away_s", [0, 4], ids=["restart", "away-longer-than-the-takeover-time"])
 def test_a_run_finishes_by_itself_when_the_server_restarts_under_its_unit(
-    restartable: Workers, own_server: PostgresServer, away_s: float
+    restartable: Runtime, own_server: PostgresServer, away_s: float
 ) -> None:
     """Nobody follows the run (--detach): the pool alone must notice the database is back and finish
     it. Away longer than the takeover time (2s), every worker's beat is stale once it is back: no
     live worker may take another over (its unit would run twice)."""
     workers = restartable
-    plan = Runtime(workers.workspace).compile("wf.akm", SLOW)
-    said = workers.workspace / "follower.err"
+    plan = workers.compile("wf.akm", SLOW)
+    said = workers.root / "follower.err"
     with said.open("w") as err:
-        follower = subprocess.Popen([sys.executable, "-m", "akm_run", "run", str(plan), "--database", workers.url],
-                                    cwd=workers.workspace, env=workers.env(), text=True, stdout=subprocess.PIPE,
-                                    stderr=err)  # fmt: skip
+        follower = subprocess.Popen([sys.executable, "-m", "akm_run", "run", str(plan)], cwd=workers.root,
+                                    env=workers.env(), text=True, stdout=subprocess.PIPE, stderr=err)  # fmt: skip
     eventually(lambda: ran(workers) == ["a"] and "step a started" in said.read_text(), "unit a runs, followed")
     own_server.restart(away_s)
     eventually(lambda: "b" in ran(workers), "the run goes on, followed or not")
@@ -321,11 +304,11 @@ def test_a_run_finishes_by_itself_when_the_server_restarts_under_its_unit(
     followed = workers.akm("run", run_id, "--format", "json")
     assert followed.returncode == 0 and json.loads(followed.stdout)["status"] == "completed", followed.stderr
     assert ran(workers) == ["a", "b"]  # each unit once
-    assert set(completed_attempts(workers.url, run_id).values()) == {1}
+    assert set(completed_attempts(workers, run_id).values()) == {1}
 
 
 def test_a_run_waiting_on_a_gate_goes_on_after_the_server_restarts(
-    restartable: Workers, own_server: PostgresServer
+    restartable: Runtime, own_server: PostgresServer
 ) -> None:
     code, document = published(restartable, GATED)
     assert code == 3, document
@@ -404,31 +387,23 @@ def rss_kb(pid: int) -> int:
 
 
 @pytest.mark.slow
-def test_a_map_of_500_units_on_two_workers_runs_each_unit_once_in_bounded_memory(
-    database_url: str, tmp_path: Path
-) -> None:
-    workers = Workers(database_url, tmp_path)
-    (tmp_path / "akm.toml").write_text("")
-    processes = [workers.start(name, "--concurrency", "4") for name in ("w1", "w2")]
-    try:
-        plan = Runtime(tmp_path).compile("wide.akm", WIDE)
-        warm = workers.akm("run", str(plan), "--param", f"items={list(range(20))}", "--format", "json")
-        assert warm.returncode == 0, warm.stderr
-        before = [rss_kb(p.pid) for p in processes]
-        (tmp_path / "ran").unlink()
-        result = workers.akm("run", str(plan), "--param", f"items={list(range(500))}", "--format", "json",
-                             timeout=900)  # fmt: skip
-        assert result.returncode == 0, result.stderr
-        run_id = json.loads(result.stdout)["runId"]
-        after = [rss_kb(p.pid) for p in processes]
-        lines = (tmp_path / "ran").read_text().split()
-        assert len(lines) == 500 and len(set(lines)) == 500  # each unit ran once
-        attempts = completed_attempts(database_url, run_id)
-        assert len(attempts) == 500 and set(attempts.values()) == {1}
-        print(f"worker RSS after a 20-unit map {before} kB, after the 500-unit map {after} kB")
-        assert all(a < b + 100_000 for a, b in zip(after, before, strict=True)), (before, after)  # < 100 MB more
-    finally:
-        workers.stop()
+def test_a_map_of_500_units_on_two_workers_runs_each_unit_once_in_bounded_memory(pooled: Runtime) -> None:
+    processes = [pooled.start_worker(name=name, options=("--concurrency", "4")).process for name in ("w1", "w2")]
+    plan = pooled.compile("wide.akm", WIDE)
+    code, _ = pooled.run_json(plan, "--param", f"items={list(range(20))}")
+    assert code == 0
+    before = [rss_kb(p.pid) for p in processes]
+    (pooled.root / "ran").unlink()
+    result = pooled.akm("run", plan, "--param", f"items={list(range(500))}", "--format", "json", timeout=900)
+    assert result.returncode == 0, result.stderr
+    run_id = json.loads(result.stdout)["runId"]
+    after = [rss_kb(p.pid) for p in processes]
+    lines = ran(pooled)
+    assert len(lines) == 500 and len(set(lines)) == 500  # each unit ran once
+    attempts = completed_attempts(pooled, run_id)
+    assert len(attempts) == 500 and set(attempts.values()) == {1}
+    print(f"worker RSS after a 20-unit map {before} kB, after the 500-unit map {after} kB")
+    assert all(a < b + 100_000 for a, b in zip(after, before, strict=True)), (before, after)  # < 100 MB more
 
 
 # -- forged rows -------------------------------------------------------------------------------------------

@@ -335,6 +335,9 @@ def resume(args: argparse.Namespace) -> int:
     hint = hints_for(args)
 
     def reopen(store: Store, row: RunRow) -> int:
+        if row.failure is not None and row.failure.get("reason") == operations.ABANDONED["reason"]:
+            return _fail(f"run {row.id} was abandoned: it is never driven again (publish its plan as a new run)",
+                         exitcodes.USAGE)  # fmt: skip
         if row.status in ("active", "completed"):
             more = f"; drive it with `{hint('run', row.id)}`" if row.status == "active" else ""
             print(f"run {row.id} is {row.status}: nothing to reopen{more}")

@@ -444,3 +444,13 @@ def test_a_consistent_forgery_of_a_signed_runs_plan_is_refused_wherever_the_driv
     assert result.returncode == 4 and "was signed" in result.stderr, result.stderr
     assert not (runtime.root / "evil").exists() and not (runtime.root / "after").exists()
     assert runtime.store().run(run_id).status == "active"  # refused, not failed: put the row back to go on
+
+
+def test_an_abandoned_run_is_not_reopened_by_resume(runtime: Runtime) -> None:
+    """`abandon`: the run "is never driven again" (docs/runtime.md); resume reopened it."""
+    code, document = runtime.run_json(runtime.compile("wf.akm", GATED))
+    run_id = str(document["runId"])
+    assert code == 3 and runtime.akm("abandon", run_id).returncode == 0
+    resumed = runtime.akm("resume", run_id)
+    assert resumed.returncode == 2 and f"run {run_id} was abandoned" in resumed.stderr, resumed
+    assert runtime.store().run(run_id).status == "failed"

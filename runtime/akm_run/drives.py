@@ -19,6 +19,7 @@ import socket
 import sys
 import tempfile
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,8 +42,8 @@ from akm_run.trust import admission, allowed_signers
 DRIVE = "akm-run-drive"  # the workflow functions' names: part of what APP_VERSION pins
 UNIT = "akm-run-unit"
 RESULT_POLL_S = 0.02  # how often a drive looks whether a dispatched attempt ended
-FOLLOW_POLL_S = 0.1
-RECONNECT_S = 600.0  # how long a drive waits for a database that went away before it gives up  # how often `run` reads the journal of the run it follows
+FOLLOW_POLL_S = 0.1  # how often `run` reads the journal of the run it follows
+RECONNECT_S = 600.0  # how long a drive waits for a database that went away before it gives up
 LIVE = ("PENDING", "ENQUEUED", "DELAYED")  # a workflow that has not ended
 # A workflow that ended without a result (an exception, a cancellation, too many recoveries).
 ENDED_BADLY = ("ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED")

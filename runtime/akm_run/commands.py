@@ -13,7 +13,7 @@ from typing import Any
 
 from akm_run import children, exitcodes, operations, progress, report
 from akm_run import planformat as pf
-from akm_run.console import emit, on_signals, state_dir
+from akm_run.console import emit, escaped, on_signals, state_dir
 from akm_run.core import DriveResult
 from akm_run.database_url import ENV, SharedStore, redacted, select, shown, unusable
 from akm_run.drive_errors import drive_failure
@@ -33,7 +33,7 @@ EXIT_OF = {"completed": exitcodes.COMPLETED, "failed": exitcodes.FAILED, "blocke
 
 
 def _fail(message: str, code: int) -> int:
-    print(f"akm-run: {message}", file=sys.stderr)
+    print(f"akm-run: {escaped(message, keep=chr(10))}", file=sys.stderr)
     return code
 
 

@@ -19,6 +19,9 @@ def state_dir(args: argparse.Namespace) -> Path:
 
 
 CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# What json.dumps leaves raw with ensure_ascii=False (it escapes only \x00-\x1f): DEL and the C1
+# controls, one of which (\x9b) starts an escape sequence on terminals that read 8-bit controls.
+C1 = re.compile(r"[\x7f-\x9f]")
 
 
 def escaped(text: str, keep: str = "") -> str:
@@ -30,7 +33,8 @@ def escaped(text: str, keep: str = "") -> str:
 
 def emit(document: dict[str, Any], text: str, fmt: str) -> None:
     if fmt == "json":
-        sys.stdout.write(json.dumps(document, ensure_ascii=False, sort_keys=True, indent=2, allow_nan=False) + "\n")
+        text = json.dumps(document, ensure_ascii=False, sort_keys=True, indent=2, allow_nan=False)
+        sys.stdout.write(C1.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n")
     else:
         sys.stdout.write(escaped(text, keep="\n\t"))
     sys.stdout.flush()

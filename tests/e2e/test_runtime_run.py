@@ -646,12 +646,13 @@ def test_status_list_and_abandon(runtime: Runtime) -> None:
 
 
 def test_what_a_unit_prints_never_drives_the_terminal(runtime: Runtime) -> None:
-    """A unit's stderr in `run`'s result, `status` and `logs` (text) has its escape sequences written
-    out: a unit cannot clear the screen, retitle the terminal or write to its clipboard."""
+    """A unit's stderr in `run`'s result, `status` and `logs` has its escape sequences written out,
+    in text and in JSON (where json.dumps leaves DEL and the C1 controls raw, U+009B among them, an
+    8-bit CSI): a unit cannot clear the screen, retitle the terminal or write to its clipboard."""
     plan = runtime.compile("wf.akm", source(r"""
         workflow "t" {
           step bad {
-            shell "printf '\\033[2J\\033]0;pwned\\007oops\\n' >&2; exit 3"
+            shell "printf '\\033[2J\\033]0;pwned\\007oops\\302\\2332J\\n' >&2; exit 3"
           }
         }
     """))  # fmt: skip
@@ -659,9 +660,14 @@ def test_what_a_unit_prints_never_drives_the_terminal(runtime: Runtime) -> None:
     assert result.returncode == 1 and "oops" in result.stdout
     [run] = runtime.store().runs()
     shown = [result, runtime.akm("status", run.id), runtime.akm("logs", run.id), runtime.akm("logs", run.id, "bad")]
+    shown += [runtime.akm(*verb, "--format", "json") for verb in (("status", run.id), ("logs", run.id, "bad"))]
     for each in shown:
-        assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f]", each.stdout + each.stderr), each.stdout
-    assert "\\x1b[2J\\x1b]0;pwned\\x07oops" in result.stdout
+        assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", each.stdout + each.stderr), each.stdout
+    assert "\\x1b[2J\\x1b]0;pwned\\x07oops\\x9b2J" in result.stdout
+    [attempt] = json.loads(shown[-1].stdout)["units"][0]["attempts"]
+    assert attempt["stderrTail"] == "\x1b[2J\x1b]0;pwned\x07oops\x9b2J\n"  # JSON escapes, the text intact
+    missing = runtime.akm("run", "p\x1b[2J.json")  # an error message quoting what it was given
+    assert missing.returncode == 2 and "plan file p\\x1b[2J.json does not exist" in missing.stderr
 
 
 def test_no_progress_decoration_when_not_a_terminal(runtime: Runtime) -> None:

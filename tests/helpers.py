@@ -137,6 +137,25 @@ WORKER_READY = ": serving "  # what a worker prints once it serves the pool
 STOP_PATIENCE_S = 15
 
 
+def unit_processes(run_id: str) -> list[int]:
+    """The live processes of a run's units, wherever they run on this machine: every process whose
+    environment names the run (a unit's children inherit it), zombies excepted. A test that leaves
+    one running fails with this."""
+    wanted = f"AKM_RUN_ID={run_id}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:  # gone meanwhile, or not ours
+            continue
+        if wanted in environ and state != "Z":
+            found.append(int(entry.name))
+    return found
+
+
 class Runtime:
     """A workspace whose workflows are compiled with akmc and run by a real `akm-run` process, on
     either store: SQLite in a real state directory (`database` None), or a PostgreSQL database

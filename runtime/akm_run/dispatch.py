@@ -58,17 +58,23 @@ class Settings:
 class ProcessDispatcher:
     """Shell, script and agent targets: one process group per attempt, its pid journaled."""
 
-    def __init__(self, journal: Journal, settings: Settings, abort: threading.Event) -> None:
-        self.journal, self.settings, self.abort = journal, settings, abort
+    def __init__(
+        self, journal: Journal, settings: Settings, abort: threading.Event,
+        on_spawn: Callable[[int], None] = lambda pid: None,
+    ) -> None:  # fmt: skip
+        """`on_spawn` learns each attempt's process group once its pid is journaled."""
+        self.journal, self.settings, self.abort, self.on_spawn = journal, settings, abort, on_spawn
 
     def dispatch(self, request: Request) -> End:
         spec = units.Unit(
             dict(request.target), request.context, [dict(e) for e in request.env], request.output_schema,
             request.timeout_ms, self.settings.workdir, self.settings.agent_cmd,
         )  # fmt: skip
-        spawned = functools.partial(
-            self.journal.attempt_process, request.run_id, request.place.journal, request.attempt, host=_host()
-        )
+
+        def spawned(pid: int) -> None:
+            self.journal.attempt_process(request.run_id, request.place.journal, request.attempt, pid, host=_host())
+            self.on_spawn(pid)
+
         return units.execute(spec, self.abort, spawned, self.settings.environ, request.scratch)
 
 

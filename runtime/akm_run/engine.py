@@ -465,10 +465,12 @@ class _Drive:
             self.options.progress.unit_ended()
 
     def _record(self, work: _Work, attempt: int, outcome: End, *, final: bool) -> End:
-        """Journal how an attempt ended; an aborted one ends the drive."""
+        """Journal how an attempt ended; an aborted one ends the drive (a pool's worker journals the
+        abort of an attempt it stopped itself: `recorded`)."""
         run_id, journal, step_id = self.run_id, work.place.journal, work.step["stepId"]
         if outcome.status == "aborted":
-            self.store.abort_attempt(run_id, journal, step_id, attempt, outcome.message, outcome.stderr_tail)
+            if not outcome.recorded:
+                self.store.abort_attempt(run_id, journal, step_id, attempt, outcome.message, outcome.stderr_tail)
             raise Aborted
         if outcome.status == "completed":
             with self.store.transaction(durable=False):

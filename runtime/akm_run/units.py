@@ -16,7 +16,7 @@ import socket
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -351,23 +351,36 @@ def stop_group(pid: int, reap: Callable[[], object] = lambda: None) -> str:
     KILL_GRACE_SECONDS. `reap` collects the group leader when it is this process's child: a leader
     that exited but was not reaped (a zombie) would keep the group alive for the whole grace period.
     Returns how the group ended, in words."""
-    try:
-        os.killpg(pid, signal.SIGTERM)
-    except (ProcessLookupError, PermissionError):
-        return "it had already exited"
-    end = time.monotonic() + KILL_GRACE_SECONDS
-    while time.monotonic() < end:
-        reap()
+    return stop_groups([pid], reap)[pid]
+
+
+def stop_groups(pids: Iterable[int], reap: Callable[[], object] = lambda: None) -> dict[int, str]:
+    """`stop_group` for several groups at once (one grace period for all): how each one ended."""
+    ended, left = {}, set()
+    for pid in pids:
         try:
-            os.killpg(pid, 0)
+            os.killpg(pid, signal.SIGTERM)
+            left.add(pid)
         except (ProcessLookupError, PermissionError):
-            return "stopped by SIGTERM"
-        time.sleep(0.01)
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        return "stopped by SIGTERM"
-    return f"killed by SIGKILL after the {KILL_GRACE_SECONDS:g} s grace period"
+            ended[pid] = "it had already exited"
+    end = time.monotonic() + KILL_GRACE_SECONDS
+    while left and time.monotonic() < end:
+        reap()
+        for pid in list(left):
+            try:
+                os.killpg(pid, 0)
+            except (ProcessLookupError, PermissionError):
+                ended[pid] = "stopped by SIGTERM"
+                left.discard(pid)
+        if left:
+            time.sleep(0.01)
+    for pid in left:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+            ended[pid] = f"killed by SIGKILL after the {KILL_GRACE_SECONDS:g} s grace period"
+        except (ProcessLookupError, PermissionError):
+            ended[pid] = "stopped by SIGTERM"
+    return ended
 
 
 def stop_leftover(pid: int | None, host: str | None) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from akm_run.identity import unit_id
-from helpers import Runtime, eventually, source
+from helpers import Runtime, eventually, source, unit_processes
 
 # Side effect first (a line in `log`), then, once, kill the driver's process group and the unit itself.
 CRASH = source("""
@@ -233,13 +233,16 @@ def test_the_run_timeout_interrupts_and_resume_finishes(runtime: Runtime) -> Non
     src = source("""
         workflow "slow" {
           step slow {
-            shell "if [ -e fast ]; then echo done; else sleep 10; fi"
+            shell "if [ -e fast ]; then echo done; else sleep 30; fi"
           }
         }
     """)
     plan = runtime.compile("wf.akm", src)
     code, document = runtime.run_json(plan, "--timeout", "1s")
     assert code == 130 and "timeout" in document["error"]["message"]
+    assert unit_processes(document["runId"]) == []  # stopped before the drive ended, wherever it ran
+    [aborted] = runtime.store().attempts(document["runId"], "slow:solo")
+    assert (aborted.status, aborted.message) == ("aborted", "the drive was aborted; stopped by SIGTERM")
     (runtime.root / "fast").touch()
     _resume(runtime, document["runId"])
     attempts = runtime.store().attempts(document["runId"], "slow:solo")

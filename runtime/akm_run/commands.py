@@ -386,7 +386,12 @@ def _child_waits(store: Store, hint: Hints, plan: pf.Plan, row: RunRow, current:
 
 def abandon(args: argparse.Namespace) -> int:
     def give_up(store: Store, row: RunRow) -> int:
+        running = store.interrupted_attempts(row.id)  # no driver: on the pool, they may run on a worker
         if operations.abandon(store, row):
+            if (shared := _shared(args)) is not None and running:
+                from akm_run import drives
+
+                drives.stop_attempts(shared.url, [attempt for _, _, attempt in running])
             print(f"abandoned run {row.id}")
         else:
             print(f"run {row.id} is already {row.status}")

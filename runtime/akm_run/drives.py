@@ -394,6 +394,16 @@ class PoolDispatcher:
         return End("aborted", reason="aborted", message="the drive was aborted while the unit ran on the pool")
 
 
+def stop_attempts(url: str, attempts: list[AttemptRow]) -> None:
+    """`abandon`: cancel the workflows of attempts the journal has running; the workers running them
+    stop their processes (a queued one never starts)."""
+    dbos = client(url)
+    try:
+        dbos.cancel_workflows([attempt_workflow_id(a.dispatch_id, a.attempt) for a in attempts])
+    finally:
+        dbos.destroy()
+
+
 def attempt_workflow_id(dispatch_id: str, attempt: int) -> str:
     """The workflow of one attempt: its dispatch id (new on every retry, kept when an interrupted or
     aborted attempt's unit runs again, as on SQLite) and its number, so that a drive re-attaching to
@@ -454,8 +464,8 @@ def attempt(job: UnitJob) -> End:
         return ended
     # Its workflow was cancelled: journal the abort here, where the process was stopped.
     row = host.store.run(request.run_id)
-    if row is not None and row.status != "active":
-        ended.message = (ended.message or "").replace("the drive was aborted", f"the run is {row.status}", 1)
+    if row is not None and (row.failure or {}).get("reason") == "abandoned":
+        ended.message = (ended.message or "").replace("the drive was aborted", "the run was abandoned", 1)
     host.store.abort_attempt(request.run_id, request.place.journal, request.place.step_id, request.attempt,
                              ended.message, ended.stderr_tail)  # fmt: skip
     return dataclasses.replace(ended, recorded=True)

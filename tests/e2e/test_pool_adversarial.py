@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
+import psycopg
 import pytest
 
-from helpers import Runtime
+from helpers import Runtime, eventually, source, unit_processes
 
 SECRET = "s3cr3t-PW"
 
@@ -72,3 +74,79 @@ def test_a_worker_with_a_long_takeover_time_still_beats_often_enough_to_count_as
     worker = pool.Worker("postgresql://h/db", "w1", takeover_after_s=24 * 3600)
     assert worker.beat_s * 2 <= pool.SERVING_WITHIN_S  # else `run` warns that no worker serves
     assert pool.Worker("postgresql://h/db", "w1", takeover_after_s=3).beat_s == 1.0
+
+
+# -- stopping a worker: its units' processes stop with it ------------------------------------------------
+
+# Each unit notes when it starts and when its `sleep` ends, by unit and attempt (the unit's shell is a
+# child of the worker running it).
+SLOW_MAP = source("""
+    workflow "slow" {
+      params { items: list[int] = [1, 2, 3, 4, 5, 6] }
+      step fan {
+        map params.items {
+          concurrency = 3
+          shell "echo \\"start $AKM_UNIT_ID\\" >> ran; sleep SLEEP; echo \\"end $AKM_UNIT_ID\\" >> ran; echo 1"
+        }
+      }
+    }
+""")
+
+
+def _submit(pooled: Runtime, seconds: int) -> str:
+    plan = pooled.compile("slow.akm", SLOW_MAP.replace("SLEEP", str(seconds)))
+    detached = pooled.akm("run", plan, "--detach")
+    assert detached.returncode == 0, detached.stderr
+    return detached.stdout.strip()
+
+
+def _ran(pooled: Runtime, what: str) -> Counter[str]:
+    path = pooled.root / "ran"
+    lines = path.read_text().splitlines() if path.exists() else []
+    return Counter(line.split()[1] for line in lines if line.startswith(what + " "))
+
+
+def test_a_worker_stopped_with_sigterm_stops_its_units_at_the_end_of_its_grace(pooled: Runtime) -> None:
+    t1 = pooled.start_worker(name="t1", options=("--grace", "1s"))
+    run_id = _submit(pooled, 3)
+    eventually(lambda: sum(_ran(pooled, "start").values()) == 3, "three units running on t1")
+    assert t1.stop() is None  # SIGTERM: exits 0
+    assert unit_processes(run_id) == []  # stopped at the end of the grace, before t1 exited
+    assert "stopped 3 unit(s) still running after the grace period" in t1.output()
+    pooled.start_worker(name="t2")
+    code, document = pooled.run_json(run_id)  # follows the taken-over drive
+    assert code == 0, document
+    ends = _ran(pooled, "end")
+    assert len(ends) == 6 and set(ends.values()) == {1}, ends  # never two copies of one unit
+    assert max(_ran(pooled, "start").values()) == 2  # t1's three ran again on t2
+
+
+def test_a_worker_killed_with_sigkill_takes_its_units_processes_along(pooled: Runtime) -> None:
+    k1 = pooled.start_worker(name="k1")
+    run_id = _submit(pooled, 30)
+    eventually(lambda: sum(_ran(pooled, "start").values()) == 3, "three units running on k1")
+    k1.kill()  # its process group: its units lead sessions of their own
+    eventually(lambda: unit_processes(run_id) == [], "the units of the killed worker stopped")
+    assert _ran(pooled, "end") == Counter()  # stopped, not finished
+
+
+def test_abandon_stops_a_unit_running_on_another_worker_than_the_dead_drive(pooled: Runtime) -> None:
+    for name in ("a", "b"):  # one unit each: the drive runs on one of them
+        pooled.start_worker(name=name, options=("--concurrency", "1"))
+    run_id = _submit(pooled, 30)
+    eventually(lambda: sum(_ran(pooled, "start").values()) == 2, "a unit running on each worker")
+    assert pooled.database is not None
+    with psycopg.connect(pooled.database) as connection:
+        query = "SELECT executor_id FROM dbos.workflow_status WHERE workflow_uuid = %s"
+        [(driver,)] = connection.execute(query, (run_id,)).fetchall()
+    pooled.worker(driver).kill()  # the drive dies (and its worker's unit): the other unit runs on
+    result = eventually(lambda: (r := pooled.akm("abandon", run_id)).returncode != 75 and r, "the run's lock")
+    assert result.returncode == 0 and f"abandoned run {run_id}" in result.stdout, result.stderr
+    eventually(lambda: unit_processes(run_id) == [], "the abandoned run's unit stopped")
+    assert _ran(pooled, "end") == Counter()
+    store = pooled.store()
+
+    def aborted() -> list[str | None]:
+        return [a.message for _, tried in store.run_attempts(run_id) for a in tried if a.status == "aborted"]
+
+    assert eventually(aborted, "the stop journaled") == ["the run was abandoned; stopped by SIGTERM"]

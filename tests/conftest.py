@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from syrupy.assertion import SnapshotAssertion
 
-from helpers import STORES, Checker, Keys, OneForEveryStore, Pool, PostgresServer, Runtime
+from helpers import STORES, Checker, Keys, OneForEveryStore, Pool, PostgresServer, Runtime, leftover_units
 
 
 @pytest.fixture
@@ -50,7 +50,8 @@ def runtime(runtime_store: str, tmp_path: Path, request: pytest.FixtureRequest) 
     """helpers.Runtime on the store of this variant: on PostgreSQL a fresh database on the session's
     server and a worker (started with the test, waited for by the first command), stopped at the
     end with SIGTERM; a worker
-    that dies by itself or does not stop fails the test, and its output is shown on failure."""
+    that dies by itself or does not stop fails the test, and so does a unit process left running
+    in the workspace; the workers' output is shown on failure."""
     database = request.getfixturevalue("database_url") if runtime_store == "postgres" else None
     runtime = Runtime(tmp_path, database)
     if database is not None:
@@ -70,8 +71,11 @@ def pooled(database_url: str, tmp_path: Path) -> Iterator[Runtime]:
 
 def _close(runtime: Runtime) -> None:
     """The end of a Runtime's test: its workers stopped (their output shown on failure), and the
-    test failed for a worker that died by itself or did not stop."""
+    test failed for a worker that died by itself or did not stop, or for a unit process left
+    running in its workspace."""
     problems = runtime.close()
+    if left := leftover_units(runtime.root):
+        problems.append(left)
     for worker in runtime.workers:
         print(f"-- output of {worker.executor_id} --\n{worker.output()}")
     if problems:

@@ -135,13 +135,15 @@ WORKER_OPTIONS = ("--takeover-after", "2s", "--poll", "100ms", "--grace", "5s")
 WORKER_READY = ": serving "  # what a worker prints once it serves the pool
 # How long a stopping worker may take before the test fails for it (it is killed then).
 STOP_PATIENCE_S = 15
+# How long a unit process may outlive its test: a stop's SIGTERM-then-SIGKILL grace, and some slack.
+LEFTOVER_GRACE_S = 5
 
 
-def unit_processes(run_id: str) -> list[int]:
-    """The live processes of a run's units, wherever they run on this machine: every process whose
-    environment names the run (a unit's children inherit it), zombies excepted. A test that leaves
-    one running fails with this."""
-    wanted = f"AKM_RUN_ID={run_id}".encode()
+def unit_processes(run_id: str | None = None, under: Path | None = None) -> list[int]:
+    """The live processes of a run's units (of any run's when `run_id` is None), wherever they run on
+    this machine: every process whose environment names the run (a unit's children inherit it) and,
+    with `under`, whose working directory is there; zombies excepted."""
+    wanted = f"AKM_RUN_ID={run_id}".encode() if run_id is not None else b"AKM_RUN_ID="
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -149,11 +151,32 @@ def unit_processes(run_id: str) -> list[int]:
         try:
             environ = (entry / "environ").read_bytes().split(b"\0")
             state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            cwd = Path(os.readlink(entry / "cwd"))
         except OSError:  # gone meanwhile, or not ours
             continue
-        if wanted in environ and state != "Z":
+        named = any(v == wanted or (run_id is None and v.startswith(wanted)) for v in environ)
+        if named and state != "Z" and (under is None or cwd.is_relative_to(under)):
             found.append(int(entry.name))
     return found
+
+
+def leftover_units(under: Path) -> str | None:
+    """At the end of a test: unit processes still running in its workspace, which a stop must have
+    ended (a unit stopped as the test ends gets the stop's grace period). They are killed; what was
+    left, if anything."""
+    deadline = time.monotonic() + LEFTOVER_GRACE_S
+    while (left := unit_processes(under=under)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if not left:
+        return None
+    commands = []
+    for pid in left:
+        try:
+            commands.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip())
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    return f"unit processes left running: {commands}"
 
 
 class Runtime:

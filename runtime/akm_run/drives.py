@@ -266,7 +266,7 @@ def serve(
     worker.stop(grace_s)
     if stopped := _HOST.stop_units():
         print(f"akm-run worker {executor_id}: stopped {stopped} unit(s) still running after the grace period; "
-              f"they run again as new attempts", file=sys.stderr, flush=True)  # fmt: skip
+              f"they run again on a takeover or on this worker's next start", file=sys.stderr, flush=True)  # fmt: skip
     watching.set()
     shutil.rmtree(state, ignore_errors=True)
     sys.stderr.flush()
@@ -391,7 +391,8 @@ class PoolDispatcher:
             if row.status != "running":
                 return End("aborted", reason="aborted", message=row.message, stderr_tail=row.stderr_tail, recorded=True)
             time.sleep(RESULT_POLL_S)
-        return End("aborted", reason="aborted", message="the drive was aborted while the unit ran on the pool")
+        where = "before the unit started" if status == "ENQUEUED" else "while the unit ran"
+        return End("aborted", reason="aborted", message=f"the drive was aborted {where} on the pool")
 
 
 def stop_attempts(url: str, attempts: list[AttemptRow]) -> None:

@@ -391,7 +391,11 @@ def abandon(args: argparse.Namespace) -> int:
             if (shared := _shared(args)) is not None and running:
                 from akm_run import drives
 
-                drives.stop_attempts(shared.url, [attempt for _, _, attempt in running])
+                dbos = drives.client(shared.url)  # their workers stop the processes; a queued one never starts
+                try:
+                    dbos.cancel_workflows([drives.attempt_workflow_id(a.dispatch_id, a.attempt) for _, _, a in running])
+                finally:
+                    dbos.destroy()
             print(f"abandoned run {row.id}")
         else:
             print(f"run {row.id} is already {row.status}")

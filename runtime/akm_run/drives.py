@@ -26,7 +26,6 @@ from typing import Any
 
 import psycopg
 from dbos import DBOS, DBOSClient, EnqueueOptions, WorkflowHandle
-from dbos._error import DBOSAwaitedWorkflowCancelledError, DBOSWorkflowCancelledError
 
 from akm_run import exitcodes, pool, units
 from akm_run.core import DriveResult, End
@@ -39,15 +38,12 @@ from akm_run.pgstore import PostgresStore
 from akm_run.plan import PlanError
 from akm_run.progress import FromJournal, Progress
 from akm_run.rows import AttemptRow, RunRow
+from akm_run.stopping import Attempts, quiet_cancellations, stop_attempt
 from akm_run.trust import admission, allowed_signers
 
 DRIVE = "akm-run-drive"  # the workflow functions' names: part of what APP_VERSION pins
 UNIT = "akm-run-unit"
 RESULT_POLL_S = 0.02  # how often a drive looks whether a dispatched attempt ended
-CANCEL_POLL_S = 0.1  # how often a worker looks whether an attempt it runs was cancelled (a stop)
-# How long an aborted drive waits for the worker running its attempt to stop it and journal that:
-# the stop's grace period, and time for the worker to notice and write.
-STOPPED_WAIT_S = units.KILL_GRACE_SECONDS + 10.0
 FOLLOW_POLL_S = 0.1  # how often `run` reads the journal of the run it follows
 RECONNECT_S = 600.0  # how long a drive waits for a database that went away before it gives up
 LIVE = ("PENDING", "ENQUEUED", "DELAYED")  # a workflow that has not ended
@@ -99,9 +95,7 @@ class _Host:
     worker: pool.Worker
     client: DBOSClient  # enqueues and watches attempts from any thread, outside DBOS's context
     shared_store: PostgresStore  # the unit workflows' journal reads and writes (their pids): see `store`
-    guard: Guard | None = None  # stops the units' process groups if this process dies
-    running: dict[str, _Running] = field(default_factory=dict)  # the attempts running here, by workflow id
-    stopping: threading.Event = field(default_factory=threading.Event)  # the grace period is over
+    attempts: Attempts = field(default_factory=Attempts)  # the attempts running here (akm_run.stopping)
     declared: set[str] = field(default_factory=set)
     plans: set[tuple[str, str]] = field(default_factory=set)  # (plan hash, md5 of the stored text) verified
     lock: threading.RLock = field(default_factory=threading.RLock)
@@ -141,45 +135,6 @@ class _Host:
         stored_plan(row)
         self.plans.add(digest)
 
-    def run(self, workflow_id: str) -> _Running:
-        """Register an attempt that starts running here (`done` when it ends)."""
-        with self.lock:
-            running = self.running[workflow_id] = _Running(self.guard)
-        return running
-
-    def done(self, workflow_id: str) -> None:
-        with self.lock:
-            running = self.running.pop(workflow_id, None)
-        if running is not None and running.pid is not None and self.guard is not None:
-            self.guard.ended(running.pid)
-
-    def watch(self, stop: threading.Event) -> None:
-        """Stop the attempts running here whose workflow was cancelled (an aborted drive, an abandoned
-        run): DBOS only marks a cancelled workflow, its running step goes on."""
-        while not stop.wait(CANCEL_POLL_S):
-            with self.lock:
-                ids = list(self.running)
-            if not ids:
-                continue
-            try:
-                cancelled = self.client.list_workflows(workflow_ids=ids, status="CANCELLED", load_input=False,
-                                                       load_output=False)  # fmt: skip
-            except Exception:  # noqa: BLE001 - a database that is away for a while: look again
-                continue
-            with self.lock:
-                for workflow in cancelled:
-                    if (running := self.running.get(str(workflow.workflow_id))) is not None:
-                        running.abort.set()
-
-    def stop_units(self) -> int:
-        """At the end of the grace period: stop the units still running here (SIGTERM, then SIGKILL),
-        recording nothing, so their workflows stay this worker's for a takeover; how many."""
-        self.stopping.set()
-        with self.lock:
-            pids = [r.pid for r in self.running.values() if r.pid is not None]
-        units.stop_groups(pids)
-        return len(pids)
-
     def adopt_queues(self) -> None:
         """Listen on the units queues other workers declared (a map of a width new to this worker)."""
         queues = self.client.list_queues()
@@ -188,20 +143,6 @@ class _Host:
             width = queue.name.removeprefix(pool.UNITS_QUEUES)
             if queue.name not in self.declared and width.isdigit() and int(width) > 0:
                 self.units_queue(int(width))
-
-
-@dataclass
-class _Running:
-    """An attempt running on this worker: its abort, and its process group once it started."""
-
-    guard: Guard | None
-    abort: threading.Event = field(default_factory=threading.Event)
-    pid: int | None = None
-
-    def spawned(self, pid: int) -> None:
-        self.pid = pid
-        if self.guard is not None:
-            self.guard.started(pid)
 
 
 _HOST: _Host | None = None
@@ -238,14 +179,15 @@ def serve(
     stop = threading.Event()
     store = PostgresStore(url)  # connects (and migrates) first: an unusable database is one clear error
     worker.start()
-    logging.getLogger("dbos").addFilter(_not_a_cancellation)
+    quiet_cancellations()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
     state = Path(tempfile.mkdtemp(prefix="akm-worker-"))
-    _HOST = _Host(url, workdir.absolute(), state, worker, client(url, pool_size=4 + 2 * concurrency), store, Guard())
+    dbos = client(url, pool_size=4 + 2 * concurrency)
+    _HOST = _Host(url, workdir.absolute(), state, worker, dbos, store, Attempts(Guard()))
     _HOST.units_queue(1)
     watching = threading.Event()
-    threading.Thread(target=_HOST.watch, args=(watching,), name="akm-cancelled", daemon=True).start()
+    threading.Thread(target=_HOST.attempts.watch, args=(dbos, watching), name="akm-cancelled", daemon=True).start()
 
     def warn() -> None:  # settings of this worker that the pool does not hold (pool.Worker.overridden)
         for warning in worker.take_warnings():
@@ -264,20 +206,13 @@ def serve(
     print(f"akm-run worker {executor_id}: stopping (up to {grace_s:g}s for the work in flight)", file=sys.stderr,
           flush=True)  # fmt: skip
     worker.stop(grace_s)
-    if stopped := _HOST.stop_units():
+    if stopped := _HOST.attempts.stop_units():
         print(f"akm-run worker {executor_id}: stopped {stopped} unit(s) still running after the grace period; "
               f"they run again on a takeover or on this worker's next start", file=sys.stderr, flush=True)  # fmt: skip
     watching.set()
     shutil.rmtree(state, ignore_errors=True)
     sys.stderr.flush()
     os._exit(exitcodes.COMPLETED)  # threads still inside a workflow would keep the interpreter alive
-
-
-def _not_a_cancellation(record: logging.LogRecord) -> bool:
-    """DBOS logs the end of a cancelled workflow as an error with a traceback: for an attempt, it is
-    a stop this worker carried out (and journaled), not an error."""
-    error = record.exc_info[1] if record.exc_info else None
-    return not isinstance(error, DBOSAwaitedWorkflowCancelledError | DBOSWorkflowCancelledError)
 
 
 # -- drives -----------------------------------------------------------------------------------------------
@@ -372,37 +307,11 @@ class PoolDispatcher:
             return End("interrupted")
         while (status := handle.get_status()).status in LIVE:
             if self.abort.wait(RESULT_POLL_S):
-                return self._stop(request, workflow_id, status.status)
+                return stop_attempt(client, self.host.store, request, workflow_id, status.status)
         if status.status in ENDED_BADLY:
             raise UnitWorkflowEnded(request, status.status, status.error)
         ended: End = handle.get_result()
         return ended
-
-    def _stop(self, request: Request, workflow_id: str, status: str) -> End:
-        """The drive was aborted while its attempt was on the pool: cancel the attempt's workflow (a
-        queued one never starts), and wait for the worker running it to stop its process and journal
-        the abort, as the SQLite driver does; if it does not in time (a worker gone), the abort is
-        the drive's to journal."""
-        self.host.client.cancel_workflow(workflow_id)
-        deadline = time.monotonic() + STOPPED_WAIT_S
-        while status != "ENQUEUED" and time.monotonic() < deadline:
-            row = next(a for a in self.host.store.attempts(request.run_id, request.place.journal)
-                       if a.attempt == request.attempt)  # fmt: skip
-            if row.status != "running":
-                return End("aborted", reason="aborted", message=row.message, stderr_tail=row.stderr_tail, recorded=True)
-            time.sleep(RESULT_POLL_S)
-        where = "before the unit started" if status == "ENQUEUED" else "while the unit ran"
-        return End("aborted", reason="aborted", message=f"the drive was aborted {where} on the pool")
-
-
-def stop_attempts(url: str, attempts: list[AttemptRow]) -> None:
-    """`abandon`: cancel the workflows of attempts the journal has running; the workers running them
-    stop their processes (a queued one never starts)."""
-    dbos = client(url)
-    try:
-        dbos.cancel_workflows([attempt_workflow_id(a.dispatch_id, a.attempt) for a in attempts])
-    finally:
-        dbos.destroy()
 
 
 def attempt_workflow_id(dispatch_id: str, attempt: int) -> str:
@@ -454,22 +363,12 @@ def attempt(job: UnitJob) -> End:
         return stopped
     settings = Settings(_workdir(job.workdir, host), job.agent_cmd, None, Hints())
     workflow_id = str(DBOS.workflow_id)
-    running = host.run(workflow_id)
+    running = host.attempts.run(workflow_id)
     try:
         ended = ProcessDispatcher(host.store, settings, running.abort, running.spawned).dispatch(request)
     finally:
-        host.done(workflow_id)
-    if host.stopping.is_set():  # stopped at the end of the worker's grace period: record nothing
-        threading.Event().wait()  # until the process exits; the takeover runs the unit again
-    if ended.status != "aborted":
-        return ended
-    # Its workflow was cancelled: journal the abort here, where the process was stopped.
-    row = host.store.run(request.run_id)
-    if row is not None and (row.failure or {}).get("reason") == "abandoned":
-        ended.message = (ended.message or "").replace("the drive was aborted", "the run was abandoned", 1)
-    host.store.abort_attempt(request.run_id, request.place.journal, request.place.step_id, request.attempt,
-                             ended.message, ended.stderr_tail)  # fmt: skip
-    return dataclasses.replace(ended, recorded=True)
+        host.attempts.done(workflow_id)
+    return host.attempts.ended(host.store, request, ended)
 
 
 def _not_to_run(store: PostgresStore, request: Request, recorded: AttemptRow | None) -> End | None:

@@ -432,8 +432,7 @@ class _Drive:
         return sum(1 for a in self.store.attempts(self.run_id, journal) if a.status == "failed")
 
     def _bound(self, work: _Work) -> dict[str, Any] | End | None:
-        """A child-workflow target's bindings, resolved (None for any other target); a binding that
-        does not resolve fails the unit."""
+        """A child-workflow target's bindings, resolved (None for other targets); one unresolved fails the unit."""
         if work.target["kind"] != "child-workflow":
             return None
         bound, missing = core.bindings(work.target, work.place.item, self.params, self.rows)
@@ -465,11 +464,10 @@ class _Drive:
             self.options.progress.unit_ended()
 
     def _record(self, work: _Work, attempt: int, outcome: End, *, final: bool) -> End:
-        """Journal how an attempt ended; an aborted one ends the drive (a pool's worker journals the
-        abort of an attempt it stopped itself: `recorded`)."""
+        """Journal how an attempt ended; an aborted one ends the drive."""
         run_id, journal, step_id = self.run_id, work.place.journal, work.step["stepId"]
         if outcome.status == "aborted":
-            if not outcome.recorded:
+            if not outcome.recorded:  # a pool's worker journals an abort it carried out
                 self.store.abort_attempt(run_id, journal, step_id, attempt, outcome.message, outcome.stderr_tail)
             raise Aborted
         if outcome.status == "completed":

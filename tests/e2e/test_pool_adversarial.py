@@ -119,6 +119,8 @@ def test_a_worker_stopped_with_sigterm_stops_its_units_at_the_end_of_its_grace(p
     ends = _ran(pooled, "end")
     assert len(ends) == 6 and set(ends.values()) == {1}, ends  # never two copies of one unit
     assert max(_ran(pooled, "start").values()) == 2  # t1's three ran again on t2
+    tried = sorted([a.status for a in attempts] for _, attempts in pooled.store().run_attempts(run_id))
+    assert tried == [["completed"]] * 3 + [["interrupted", "completed"]] * 3  # as after a dead worker
 
 
 def test_a_worker_killed_with_sigkill_takes_its_units_processes_along(pooled: Runtime) -> None:

@@ -29,10 +29,9 @@ from dbos import DBOS, DBOSClient, EnqueueOptions, WorkflowHandle
 
 from akm_run import exitcodes, pool, units
 from akm_run.core import DriveResult, End
-from akm_run.dispatch import ProcessDispatcher, Request, Settings
+from akm_run.dispatch import Request, Settings
 from akm_run.drive_errors import drive_failure
 from akm_run.engine import DEFAULT_MAX_CONCURRENCY, Engine, Options, settled, stored_plan
-from akm_run.guard import Guard
 from akm_run.hints import Hints
 from akm_run.pgstore import PostgresStore
 from akm_run.plan import PlanError
@@ -184,10 +183,8 @@ def serve(
         signal.signal(signum, lambda *_: stop.set())
     state = Path(tempfile.mkdtemp(prefix="akm-worker-"))
     dbos = client(url, pool_size=4 + 2 * concurrency)
-    _HOST = _Host(url, workdir.absolute(), state, worker, dbos, store, Attempts(Guard()))
+    _HOST = _Host(url, workdir.absolute(), state, worker, dbos, store, Attempts.for_worker(dbos))
     _HOST.units_queue(1)
-    watching = threading.Event()
-    threading.Thread(target=_HOST.attempts.watch, args=(dbos, watching), name="akm-cancelled", daemon=True).start()
 
     def warn() -> None:  # settings of this worker that the pool does not hold (pool.Worker.overridden)
         for warning in worker.take_warnings():
@@ -206,10 +203,7 @@ def serve(
     print(f"akm-run worker {executor_id}: stopping (up to {grace_s:g}s for the work in flight)", file=sys.stderr,
           flush=True)  # fmt: skip
     worker.stop(grace_s)
-    if stopped := _HOST.attempts.stop_units():
-        print(f"akm-run worker {executor_id}: stopped {stopped} unit(s) still running after the grace period; "
-              f"they run again on a takeover or on this worker's next start", file=sys.stderr, flush=True)  # fmt: skip
-    watching.set()
+    _HOST.attempts.close(executor_id)
     shutil.rmtree(state, ignore_errors=True)
     sys.stderr.flush()
     os._exit(exitcodes.COMPLETED)  # threads still inside a workflow would keep the interpreter alive
@@ -362,13 +356,7 @@ def attempt(job: UnitJob) -> End:
     if (stopped := _not_to_run(host.store, request, recorded)) is not None:
         return stopped
     settings = Settings(_workdir(job.workdir, host), job.agent_cmd, None, Hints())
-    workflow_id = str(DBOS.workflow_id)
-    running = host.attempts.run(workflow_id)
-    try:
-        ended = ProcessDispatcher(host.store, settings, running.abort, running.spawned).dispatch(request)
-    finally:
-        host.attempts.done(workflow_id)
-    return host.attempts.ended(host.store, request, ended)
+    return host.attempts.execute(host.store, settings, request)
 
 
 def _not_to_run(store: PostgresStore, request: Request, recorded: AttemptRow | None) -> End | None:

@@ -7,16 +7,18 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from dbos import DBOSClient
+from dbos import DBOS, DBOSClient
 from dbos._error import DBOSAwaitedWorkflowCancelledError, DBOSWorkflowCancelledError
 
 from akm_run import units
 from akm_run.core import End
+from akm_run.dispatch import ProcessDispatcher, Settings
 from akm_run.guard import Guard
 
 if TYPE_CHECKING:
@@ -52,6 +54,32 @@ class Attempts:
     running: dict[str, Running] = field(default_factory=dict)
     stopping: threading.Event = field(default_factory=threading.Event)  # the grace period is over
     lock: threading.Lock = field(default_factory=threading.Lock)
+    watching: threading.Event = field(default_factory=threading.Event)  # set: the watch ends
+
+    @classmethod
+    def for_worker(cls, client: DBOSClient) -> Attempts:
+        """A worker's attempts, guarded, with a thread that watches for their cancellation."""
+        attempts = cls(Guard())
+        threading.Thread(target=attempts.watch, args=(client, attempts.watching), name="akm-cancelled",
+                         daemon=True).start()  # fmt: skip
+        return attempts
+
+    def execute(self, store: PostgresStore, settings: Settings, request: Request) -> End:
+        """Run an attempt's process here, registered while it runs (see `ended`)."""
+        workflow_id = str(DBOS.workflow_id)
+        running = self.run(workflow_id)
+        try:
+            ended = ProcessDispatcher(store, settings, running.abort, running.spawned).dispatch(request)
+        finally:
+            self.done(workflow_id)
+        return self.ended(store, request, ended)
+
+    def close(self, executor_id: str) -> None:
+        """The worker's grace period is over: stop what still runs, and say so."""
+        if stopped := self.stop_units():
+            print(f"akm-run worker {executor_id}: stopped {stopped} unit(s) still running after the grace period; "
+                  f"they run again on a takeover or on this worker's next start", file=sys.stderr, flush=True)  # fmt: skip
+        self.watching.set()
 
     def run(self, workflow_id: str) -> Running:
         """Register an attempt that starts running here (`done` when it ends)."""

@@ -26,7 +26,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(HERE / "tests"))
 
-from helpers import PostgresServer, Runtime, Workers, source  # noqa: E402
+from helpers import PostgresServer, Runtime, source  # noqa: E402
 
 MAP = """
     workflow "bench" {
@@ -60,16 +60,21 @@ def pooled(server: PostgresServer, workers: int, args: argparse.Namespace, repea
     directory = Path(tempfile.mkdtemp(prefix="akm-bench-"))
     width = min(64, workers * args.per_worker)
     plan_file = plan(directory, width, args.sleep)
-    pool = Workers(server.database(), directory)
+    pool = Runtime(directory, server.database())
+    assert pool.database is not None
+    # A worker's defaults but its width and polling; the tests' short takeover (2 s) would let a
+    # worker starved of CPU on this machine be taken over while it runs units.
+    options = ("--concurrency", str(args.per_worker), "--poll", args.poll, "--takeover-after", "30s")
     try:
         for n in range(workers):
-            pool.start(f"w{n + 1}", "--concurrency", str(args.per_worker), "--poll", args.poll)
+            pool.start_worker(name=f"w{n + 1}", options=options)
         items = json.dumps(list(range(args.units)))
-        argv = ["run", str(plan_file), "--database", pool.url, "--max-concurrency", str(width)]
+        argv = ["run", str(plan_file), "--database", pool.database, "--max-concurrency", str(width)]
         timed([*argv, "--param", "items=[0]"], directory, pool.env())  # warm: queues declared, connections open
         return [timed([*argv, "--param", f"items={items}"], directory, pool.env()) for _ in range(repeat)]
     finally:
-        pool.stop()
+        if problems := pool.close():
+            print("\n".join(problems), file=sys.stderr)
 
 
 def local(width: int, args: argparse.Namespace, repeat: int) -> list[float]:

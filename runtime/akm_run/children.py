@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from akm_run import identity
@@ -35,6 +37,18 @@ def fault(point: str) -> None:
     it. Only a driver that leads its own process group obeys, so it can never take its caller along."""
     if os.environ.get(FAULT_VARIABLE) == point and os.getpgrp() == os.getpid():
         os.killpg(os.getpgrp(), signal.SIGKILL)
+
+
+def hold(point: str) -> None:
+    """Race testing: when AKM_RUN_FAULT is `hold-POINT:FILE`, stop at a named point until FILE exists
+    (up to a minute), after creating FILE.held to say this process got there."""
+    name, _, release = os.environ.get(FAULT_VARIABLE, "").partition(":")
+    if name != f"hold-{point}" or not release:
+        return
+    Path(release + ".held").touch()
+    deadline = time.monotonic() + 60
+    while not Path(release).exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 @dataclass(frozen=True, slots=True)

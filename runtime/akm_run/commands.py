@@ -316,6 +316,7 @@ def _locked(args: argparse.Namespace, action: Callable[[Store, RunRow], int], *,
             row = store.run(row.id) or row
             refused = _recheck(store, row, allowed_signers(args.allowed_signers)) if trusted else None
             code = refused if refused is not None else action(store, row)
+            children.hold("locked")
     except LockHeld as held:
         return _fail(f"{held}; it cannot be changed while it is being driven", exitcodes.LOCKED)
     except PlanError as error:
@@ -325,7 +326,7 @@ def _locked(args: argparse.Namespace, action: Callable[[Store, RunRow], int], *,
         from akm_run import drives
 
         try:
-            drives.submit_once(shared.url, drives.DriveArgs(row.id, hints=hints_for(args)))
+            drives.submit_once(shared.url, drives.DriveArgs(row.id, hints=hints_for(args)), changed=continued != row)
         except drives.NoPool as error:
             print(f"akm-run: {error}", file=sys.stderr)
     return code

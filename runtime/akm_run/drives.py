@@ -28,11 +28,14 @@ import psycopg
 from dbos import DBOS, DBOSClient, EnqueueOptions, WorkflowHandle
 
 from akm_run import exitcodes, pool, units
+from akm_run.children import hold
 from akm_run.core import DriveResult, End
 from akm_run.dispatch import Request, Settings
-from akm_run.drive_errors import drive_failure
+from akm_run.drive_errors import drive_failure, given_up
+from akm_run.drive_lock import DriveStore, took_lock
 from akm_run.engine import DEFAULT_MAX_CONCURRENCY, Engine, Options, settled, stored_plan
 from akm_run.hints import Hints
+from akm_run.locks import LockHeld
 from akm_run.pgstore import PostgresStore
 from akm_run.plan import PlanError
 from akm_run.progress import FromJournal, Progress
@@ -225,7 +228,9 @@ def drive_here(host: _Host, args: DriveArgs) -> Outcome:
     deadline, pause = time.monotonic() + RECONNECT_S, RESULT_POLL_S
     while True:
         try:
-            return _drive_here(host, args)
+            outcome = _drive_here(host, args)
+            hold("drive-ended")
+            return outcome
         except Exception as error:  # noqa: BLE001 - every way a drive cannot go on is reported to `run`
             if not pool.lost_connection(error) or time.monotonic() + pause > deadline:
                 code, message = drive_failure(error, args.run_id, args.hints)
@@ -235,7 +240,7 @@ def drive_here(host: _Host, args: DriveArgs) -> Outcome:
 
 
 def _drive_here(host: _Host, args: DriveArgs) -> Outcome:
-    store = PostgresStore(host.url)
+    store = DriveStore(host.url, args.run_id)
     try:
         row = store.run(args.run_id)
         if row is None:
@@ -253,10 +258,12 @@ def _drive_here(host: _Host, args: DriveArgs) -> Outcome:
                 code, message = drive_failure(error, args.run_id, args.hints)
                 return Outcome(code=code, message=message)
             what = f"attempt {error.attempt} of unit {error.unit}"
-            return Outcome(result=_given_up(store, args.run_id, what, args.hints("run", args.run_id)))
+            return Outcome(result=given_up(store, args.run_id, what, args.hints("run", args.run_id)))
         except Exception as error:
             if pool.lost_connection(error):
                 raise  # the database went away: see drive_here
+            if isinstance(error, LockHeld):
+                hold("drive-turned-away")
             code, message = drive_failure(error, args.run_id, args.hints)
             return Outcome(code=code, message=message)
     finally:
@@ -394,12 +401,16 @@ def _ready(url: str, args: DriveArgs) -> None:
               f"(`{start}`)", file=sys.stderr, flush=True)  # fmt: skip
 
 
-def submit(dbos: DBOSClient, args: DriveArgs) -> str:
+def submit(dbos: DBOSClient, args: DriveArgs, *, changed: bool = False) -> str:
     """Submit the run's next drive, or find the one under way; its workflow id. The first drive's id
     is the run id, the n-th continuation's `RUN/n`, n counting the drives the database holds: two
-    hosts submitting at once compute the same id and start one drive."""
+    hosts submitting at once compute the same id and start one drive. After a command `changed` the
+    run under its lock, a live drive that already took the lock counts for nothing: it may be about
+    to end on what it read before (docs/scale-out.md)."""
     drives = _drives(dbos, args.run_id)
     live = [str(d.workflow_id) for d in drives if d.status in LIVE]
+    if changed:
+        live = [w for w in live if not took_lock(dbos, w)]
     if live:
         return live[0]
     workflow_id = args.run_id if not drives else f"{args.run_id}/{len(drives)}"
@@ -422,12 +433,16 @@ def follow(
     shown = FromJournal(progress, store.run)
     dbos = client(url)
     try:
+        # The drives first, then the run, and the live drive found is the one followed: a drive that
+        # settled the run and ended between two reads must not look like an active run left undriven
+        # (a needless drive would be submitted for it).
+        live = [str(d.workflow_id) for d in _drives(dbos, args.run_id) if d.status in LIVE]
         row = store.run(args.run_id)
-        if row is not None and row.status != "active" and not any(d.status in LIVE for d in _drives(dbos, row.id)):
+        if row is not None and row.status != "active" and not live:
             return _settled(store, row, args.hints)  # nothing to drive: no worker needed
         _ready(url, args)
         shown.catch_up(store.progress_events(args.run_id, 0))  # before submitting: the new drive is drawn whole
-        handle: WorkflowHandle[Outcome] = dbos.retrieve_workflow(submit(dbos, args))
+        handle: WorkflowHandle[Outcome] = dbos.retrieve_workflow(live[0] if live else submit(dbos, args))
         while True:
             status = handle.get_status().status
             _report(store, args.run_id, shown)
@@ -452,21 +467,7 @@ def _ended_badly(store: PostgresStore, args: DriveArgs, status: str) -> Outcome:
     if status != "MAX_RECOVERY_ATTEMPTS_EXCEEDED":
         return Outcome(code=exitcodes.INTERNAL, message=f"the drive of run {args.run_id} ended {status}; the run "
                        f"stays active and resumable: `{resume}`")  # fmt: skip
-    return Outcome(result=_given_up(store, args.run_id, "the drive of this run", resume))
-
-
-def _given_up(store: PostgresStore, run_id: str, what: str, resume: str) -> DriveResult:
-    """The pool gave up on `what` after recovering it too many times: the run, active and resumable,
-    as an interrupted drive reports it, with the units its dead workers interrupted."""
-    counts = {u.unit_id: sum(a.status in ("interrupted", "running") for a in attempts)
-              for u, attempts in store.run_attempts(run_id)}  # fmt: skip
-    named = ", ".join(f"{unit} ({n} time{'s' * (n > 1)})" for unit, n in counts.items() if n)
-    units_hint = f"; interrupted by a dying worker: {named}" if named else ""
-    message = (
-        f"the worker pool gave up on {what}: its worker died each time DBOS recovered it (a unit that "
-        f"kills its worker or its host does that){units_hint}; the run stays active and resumable: `{resume}`"
-    )
-    return DriveResult(run_id, "aborted", error={"code": "ABORTED", "message": message})
+    return Outcome(result=given_up(store, args.run_id, "the drive of this run", resume))
 
 
 def _settled(store: PostgresStore, row: RunRow, hints: Hints) -> Outcome:
@@ -486,12 +487,12 @@ def _report(store: PostgresStore, run_id: str, shown: FromJournal) -> None:
     shown.show(store.progress_events(run_id, shown.after))
 
 
-def submit_once(url: str, args: DriveArgs) -> str:
+def submit_once(url: str, args: DriveArgs, *, changed: bool = False) -> str:
     """`run --detach`, `approve` and `resume`: submit the run's next drive and return its id; the
-    pool continues the run."""
+    pool continues the run. `changed`: the caller changed the run under its lock (see `submit`)."""
     _ready(url, args)
     dbos = client(url)
     try:
-        return submit(dbos, args)
+        return submit(dbos, args, changed=changed)
     finally:
         dbos.destroy()

@@ -152,13 +152,21 @@ class PostgresStore(Store):
         return int(row[0] or 0) if row else 0
 
     @contextmanager
-    def lock(self, run_id: str) -> Iterator[None]:
+    def lock(self, run_id: str, wait_s: float = 0.0) -> Iterator[None]:
         """The run's driver lock: an advisory lock on a connection of its own, which the server
-        releases when that connection ends, however its process ended. Raises LockHeld."""
+        releases when that connection ends, however its process ended. Raises LockHeld when another
+        holds it, after waiting up to `wait_s` for it (a pooled drive: see drives.DriveStore)."""
         with _connect(self.url) as connection:
-            taken = connection.execute("SELECT pg_try_advisory_lock(%s, hashtext(%s))", (LOCK_SPACE, run_id)).fetchone()
-            if not (taken and taken[0]):
-                raise LockHeld(run_id, _holder(connection, run_id))
+            if wait_s > 0:
+                try:
+                    connection.execute(f"SET lock_timeout = {max(1, int(wait_s * 1000))}")
+                    connection.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", (LOCK_SPACE, run_id))
+                except psycopg.errors.LockNotAvailable:
+                    raise LockHeld(run_id, _holder(connection, run_id)) from None
+            else:
+                taken = connection.execute("SELECT pg_try_advisory_lock(%s, hashtext(%s))", (LOCK_SPACE, run_id))
+                if not ((row := taken.fetchone()) and row[0]):
+                    raise LockHeld(run_id, _holder(connection, run_id))
             yield
 
     def driven(self, run_id: str) -> bool:

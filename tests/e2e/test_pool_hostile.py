@@ -194,7 +194,7 @@ def test_two_detached_runs_of_one_interrupted_run_start_one_drive(workers: Runti
     assert [r.returncode for r in results] == [0, 0] and {r.stdout.strip() for r in results} == {run_id}, results
     followed = workers.akm("run", run_id, "--format", "json")
     assert followed.returncode == 0 and json.loads(followed.stdout)["status"] == "completed", followed.stderr
-    assert drives(workers, run_id)[:2] == [run_id, f"{run_id}/1"]  # both submitted RUN/1: one workflow
+    assert drives(workers, run_id) == [run_id, f"{run_id}/1"]  # both submitted RUN/1: one workflow
     assert set(completed_attempts(workers, run_id).values()) == {1}  # one completion per unit
 
 
@@ -227,6 +227,60 @@ def test_approve_racing_abandon_leaves_one_consistent_outcome(workers: Runtime) 
             assert abandon.returncode == 75 or "already completed" in abandon.stdout, abandon  # the lock was held
             assert status == "completed" and ran(workers) == ["first", "after"]
         assert set(completed_attempts(workers, run_id).values()) == {1}
+
+
+def test_a_drive_that_meets_an_approve_holding_the_lock_still_continues_the_detached_run(pooled: Runtime) -> None:
+    """A `run --detach` whose drive starts while `approve` holds the run's lock: that drive was turned
+    away ("lock held") and the approve, which found it live, submitted none: nothing drove the run.
+    The approve holds the lock until told (an AKM_RUN_FAULT hold), and a drive turned away holds too."""
+    worker_hold, approve_hold = pooled.root / "drive-go", pooled.root / "approve-go"
+    pooled.start_worker(pooled.env(AKM_RUN_FAULT=f"hold-drive-turned-away:{worker_hold}"))
+    code, document = published(pooled, GATED)
+    run_id = str(document["runId"])
+    assert code == 3, document
+    approve = subprocess.Popen([sys.executable, "-m", "akm_run", "approve", run_id, "ok", "--by", "ada"],
+                               cwd=pooled.root, env=pooled.env(AKM_RUN_FAULT=f"hold-locked:{approve_hold}"),
+                               text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    eventually(lambda: held(approve_hold), "approve holding the run's lock")
+    assert pooled.akm("run", run_id, "--detach").returncode == 0
+    eventually(lambda: held(worker_hold) or waiting_for_a_lock(pooled), "the drive meeting the held lock")
+    approve_hold.write_text("")
+    out, err = approve.communicate(timeout=120)
+    assert approve.returncode == 0 and "approved step ok" in out, (out, err)
+    worker_hold.write_text("")
+    eventually(lambda: pooled.store().run(run_id).status == "completed", f"run {run_id} driven to its end")
+    assert ran(pooled) == ["first", "after"]
+
+
+def test_an_approve_right_after_a_drive_released_the_lock_submits_the_next_drive(pooled: Runtime) -> None:
+    """A drive that blocked the run released its lock and had not ended yet: an `approve` then found it
+    live and submitted none, and the drive ended on the run as it read it. The drive holds at its end
+    (an AKM_RUN_FAULT hold) until the run went on without it."""
+    release = pooled.root / "drive-go"
+    pooled.start_worker(pooled.env(AKM_RUN_FAULT=f"hold-drive-ended:{release}"))
+    detached = pooled.akm("run", str(pooled.compile("wf.akm", GATED)), "--detach")
+    run_id = detached.stdout.strip()
+    assert detached.returncode == 0, detached.stderr
+    eventually(lambda: held(release), "the drive that blocked the run, at its end")
+    assert pooled.store().run(run_id).status == "blocked"
+    approved = pooled.akm("approve", run_id, "ok", "--by", "ada")
+    assert approved.returncode == 0, approved.stderr
+    eventually(lambda: pooled.store().run(run_id).status == "completed", f"run {run_id} driven to its end")
+    release.write_text("")
+    assert ran(pooled) == ["first", "after"] and drives(pooled, run_id) == [run_id, f"{run_id}/1"]
+
+
+def held(release: Path) -> bool:
+    """Whether a process reached the AKM_RUN_FAULT hold that `release` ends."""
+    return release.with_name(release.name + ".held").exists()
+
+
+def waiting_for_a_lock(runtime: Runtime) -> bool:
+    """Whether a session waits for a run's lock (a drive behind a command)."""
+    assert runtime.database is not None
+    with psycopg.connect(runtime.database) as connection:
+        row = connection.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted").fetchone()
+    return bool(row and row[0])
 
 
 def test_an_abandoned_run_is_not_revived_by_approving_its_gate(runtime: Runtime) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 from akm_run import children, exitcodes, operations, progress, report
 from akm_run import planformat as pf
 from akm_run.console import emit, escaped, on_signals, state_dir
-from akm_run.core import DriveResult
+from akm_run.core import SIGNALLED, DriveResult
 from akm_run.database_url import ENV, SharedStore, redacted, select, shown, unusable
 from akm_run.drive_errors import drive_failure
 from akm_run.durations import parse_option as parse_duration
@@ -187,7 +187,7 @@ def drive(store: Store, run_id: str, options: Options, fmt: str) -> int:
     engine = Engine(store, options)
 
     def stop(signum: int, frame: Any) -> None:
-        engine.why_aborted = "interrupted by a signal"
+        engine.why_aborted = SIGNALLED
         engine.abort.set()
 
     on_signals(stop)
@@ -239,9 +239,6 @@ def pooled_run(args: argparse.Namespace, shared: SharedStore, store: Store, run_
                      f"`{hints('run', run_id)}`)", exitcodes.USAGE)  # fmt: skip
     finally:
         shows.close()
-    if outcome is None:
-        return _fail(f"stopped following run {run_id}, which goes on on the worker pool; follow it again with "
-                     f"`{hints('run', run_id)}`", exitcodes.INTERRUPTED)  # fmt: skip
     if outcome.result is None:
         return _fail(outcome.message or "the drive ended without a result", outcome.code or exitcodes.INTERNAL)
     if store.broken:  # the server restarted while this followed: the journal is there again

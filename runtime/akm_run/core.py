@@ -296,3 +296,13 @@ class DriveResult:
     blocked: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
     exported: Any = None
+
+
+SIGNALLED = "interrupted by a signal"  # why a drive was aborted when `run` got SIGINT or SIGTERM
+
+
+def aborted(run_id: str, why: str, resume: str) -> DriveResult:
+    """How a drive that was aborted (`why`) ends: the run stays active, and `resume` continues it."""
+    return DriveResult(
+        run_id, "aborted", error={"code": "ABORTED", "message": f"{why}; the run is resumable: {resume}"}
+    )

@@ -27,9 +27,9 @@ from typing import Any
 import psycopg
 from dbos import DBOS, DBOSClient, EnqueueOptions, WorkflowHandle
 
-from akm_run import exitcodes, pool, units
+from akm_run import exitcodes, pool, stopping, units
 from akm_run.children import hold
-from akm_run.core import DriveResult, End
+from akm_run.core import SIGNALLED, DriveResult, End, aborted
 from akm_run.dispatch import Request, Settings
 from akm_run.drive_errors import drive_failure, given_up
 from akm_run.drive_lock import DriveStore, took_lock
@@ -252,7 +252,8 @@ def _drive_here(host: _Host, args: DriveArgs) -> Outcome:
         engine = Engine(store, options, process=dispatcher, pooled=True)
         dispatcher.abort = engine.abort
         try:
-            return Outcome(result=engine.drive(args.run_id))
+            with host.attempts.watched(str(DBOS.workflow_id), engine.abort):  # `run` interrupted on any host
+                return Outcome(result=engine.drive(args.run_id))
         except UnitWorkflowEnded as error:
             if error.status != "MAX_RECOVERY_ATTEMPTS_EXCEEDED":
                 code, message = drive_failure(error, args.run_id, args.hints)
@@ -424,18 +425,15 @@ def _drives(dbos: DBOSClient, run_id: str) -> list[Any]:
     return list(dbos.list_workflows(workflow_id_prefix=run_id, name=DRIVE, load_input=False, load_output=False))
 
 
-def follow(
-    url: str, store: PostgresStore, args: DriveArgs, progress: Progress, stop: threading.Event
-) -> Outcome | None:
+def follow(url: str, store: PostgresStore, args: DriveArgs, progress: Progress, stop: threading.Event) -> Outcome:
     """Submit the run's next drive and follow it to its end, drawing from the journal what its
-    driver draws on SQLite (from where the run is, for a run already under way); None when `stop`
-    was set first (the drive goes on)."""
+    driver draws on SQLite (from where the run is, for a run already under way). `stop` set (a
+    signal) aborts the drive wherever it runs, as a signal aborts a drive on SQLite."""
     shown = FromJournal(progress, store.run)
     dbos = client(url)
     try:
-        # The drives first, then the run, and the live drive found is the one followed: a drive that
-        # settled the run and ended between two reads must not look like an active run left undriven
-        # (a needless drive would be submitted for it).
+        # The drives first, then the run, and the live drive found is followed: a drive that settled the
+        # run and ended between the two reads must not look like an active run left undriven (resubmitted).
         live = [str(d.workflow_id) for d in _drives(dbos, args.run_id) if d.status in LIVE]
         row = store.run(args.run_id)
         if row is not None and row.status != "active" and not live:
@@ -448,8 +446,12 @@ def follow(
             _report(store, args.run_id, shown)
             if status not in LIVE:
                 break
-            if stop.wait(FOLLOW_POLL_S):
-                return None
+            if stop.wait(FOLLOW_POLL_S):  # as a signal to SQLite's driver: the drive is aborted
+                stopping.interrupt(dbos, store, handle.get_workflow_id(), args.run_id)
+                if (status := handle.get_status().status) in ("SUCCESS", "ERROR"):
+                    break  # it ended by itself first (DBOS cancels no ended workflow)
+                _report(store, args.run_id, shown)
+                return Outcome(result=aborted(args.run_id, SIGNALLED, args.hints("run", args.run_id)))
         if status in ENDED_BADLY:
             return _ended_badly(store, args, status)
         outcome: Outcome = handle.get_result()

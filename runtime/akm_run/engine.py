@@ -155,7 +155,7 @@ class _Drive:
         try:
             return self._spine()
         except Aborted:
-            return DriveResult(self.run_id, "aborted", error={"code": "ABORTED", "message": self._abort_message()})
+            return core.aborted(self.run_id, self.engine.why_aborted, self.options.hints("run", self.run_id))
         finally:
             if timer is not None:
                 timer.cancel()
@@ -183,9 +183,6 @@ class _Drive:
         timer.daemon = True
         timer.start()
         return timer
-
-    def _abort_message(self) -> str:
-        return f"{self.engine.why_aborted}; the run is resumable: {self.options.hints('run', self.run_id)}"
 
     def _spine(self) -> DriveResult:
         steps = self.plan["steps"]

@@ -1,7 +1,7 @@
 """How a unit's process stops on the worker pool (docs/scale-out.md, "Stopping units"): the attempts
 running on one worker, stopped when their workflow is cancelled (an aborted drive, an abandoned run)
-or at the end of the worker's grace period, and the drive's side of an abort. Needs the `postgres`
-extra; only akm_run.drives imports it."""
+or at the end of the worker's grace period, the drive's side of an abort, and a drive aborted when
+the `run` following it is interrupted. Needs the `postgres` extra; only akm_run.drives imports it."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import logging
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -87,6 +89,17 @@ class Attempts:
             running = self.running[workflow_id] = Running(self.guard)
         return running
 
+    @contextmanager
+    def watched(self, workflow_id: str, abort: threading.Event) -> Iterator[None]:
+        """A drive running here inside the block, aborted (`abort` set) once its workflow is
+        cancelled: `run` interrupted on any host (see `interrupt`)."""
+        with self.lock:
+            self.running[workflow_id] = Running(None, abort)
+        try:
+            yield
+        finally:
+            self.done(workflow_id)
+
     def done(self, workflow_id: str) -> None:
         with self.lock:
             running = self.running.pop(workflow_id, None)
@@ -150,6 +163,17 @@ def stop_attempt(client: DBOSClient, store: PostgresStore, request: Request, wor
         time.sleep(POLL_S)
     where = "before the unit started" if status == "ENQUEUED" else "while the unit ran"
     return End("aborted", reason="aborted", message=f"the drive was aborted {where} on the pool")
+
+
+def interrupt(client: DBOSClient, store: PostgresStore, workflow_id: str, run_id: str) -> None:
+    """`run` interrupted (SIGINT, SIGTERM) while it followed drive `workflow_id`: cancel the drive,
+    whose worker then aborts it as a signal aborts a drive on SQLite (its attempts stopped and
+    journaled `aborted`, the run left active and resumable), and wait until no drive holds the run
+    (a queued drive never starts). Bounded: a drive whose worker is gone holds nothing."""
+    client.cancel_workflow(workflow_id)
+    deadline = time.monotonic() + STOPPED_WAIT_S + 5.0
+    while store.driven(run_id) and time.monotonic() < deadline:
+        time.sleep(POLL_S)
 
 
 def quiet_cancellations() -> None:

@@ -197,9 +197,10 @@ def _wait_for(path: Path, seconds: float = 30) -> None:
         time.sleep(0.02)
 
 
-@pytest.mark.sqlite_only
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_aborts_running_units_and_leaves_a_resumable_run(runtime: Runtime, signum: int) -> None:
+    """SIGINT or SIGTERM to `run` aborts the drive wherever it runs: on SQLite `run` is the driver; on
+    PostgreSQL it follows a drive on a worker, which it cancels, and the worker stops the unit."""
     src = source("""
         workflow "slow" {
           step first {
@@ -219,8 +220,13 @@ def test_a_signal_aborts_running_units_and_leaves_a_resumable_run(runtime: Runti
     document = json.loads(out)
     assert document["status"] == "active" and document["error"]["code"] == "ABORTED"
     run_id = document["runId"]
-    assert [a.status for a in runtime.store().attempts(run_id, "slow:solo")] == ["aborted"]
-    assert not (runtime.state / "locks" / f"{run_id}.lock").exists()
+    [stopped] = runtime.store().attempts(run_id, "slow:solo")
+    assert (stopped.status, stopped.message) == ("aborted", "the drive was aborted; stopped by SIGTERM")
+    assert document["error"]["message"].startswith("interrupted by a signal; the run is resumable: akm-run run ")
+    if runtime.sqlite:
+        assert not (runtime.state / "locks" / f"{run_id}.lock").exists()
+    else:
+        assert not runtime.store().driven(run_id)  # the drive ended: nothing holds the run
     (runtime.root / "fast").touch()
     _resume(runtime, run_id)
     attempts = runtime.store().attempts(run_id, "slow:solo")

@@ -598,7 +598,6 @@ def test_a_unit_that_stops_on_sigterm_is_not_waited_on_for_the_grace_period(runt
     assert (steps["stubborn"].failure_message or "").endswith("killed by SIGKILL after the 1 s grace period")
 
 
-@pytest.mark.sqlite_only
 def test_an_aborted_drive_stops_its_units_and_stays_resumable(runtime: Runtime) -> None:
     import signal
 

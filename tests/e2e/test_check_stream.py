@@ -163,6 +163,11 @@ def test_sigint_stops_after_a_whole_line_with_exit_130(tmp_path: Path) -> None:
 
 def test_a_reader_that_goes_away_ends_the_check_quietly(tmp_path: Path) -> None:
     _workspace(tmp_path, 300)
+    # Far more output than a pipe holds (64 KiB), sorted after the first line: the check is still
+    # writing when the reader has gone, however the processes are scheduled.
+    inputs = ", ".join(f"steps.missing{i}.output" for i in range(40))
+    for n in range(10):  # 40 errors each, about 0.6 MiB in all
+        (tmp_path / "workflows" / f"zz{n}.akm").write_text(f'workflow "zz{n}" {{\n  step s {{\n    shell "true"\n    inputs = [{inputs}]\n  }}\n}}\n')  # fmt: skip
     done = subprocess.run(
         f"{sys.executable} -m akmc check workflows --no-cache -j2 | head -1; exit ${{PIPESTATUS[0]}}",
         shell=True,

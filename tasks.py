@@ -16,6 +16,7 @@ from __future__ import annotations
 import glob
 import hashlib
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -28,8 +29,15 @@ BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 STAMP = VENV / ".installed"
 
 
+def shown(argv: tuple[str | Path, ...]) -> str:
+    """The command line as a shell reads it back, with paths inside the repository relative to it:
+    pasted at the repository root, it runs the same command."""
+    words = [str(a.relative_to(ROOT)) if isinstance(a, Path) and a.is_relative_to(ROOT) else str(a) for a in argv]
+    return "+ " + shlex.join(words)
+
+
 def run(*argv: str | Path, check: bool = True) -> int:
-    print("+", " ".join(str(a) for a in argv), file=sys.stderr, flush=True)
+    print(shown(argv), file=sys.stderr, flush=True)
     return subprocess.run([str(a) for a in argv], cwd=ROOT, check=check).returncode
 
 
@@ -99,7 +107,7 @@ def system_tools() -> None:
             ("apt-get", "update", "-q"),
             ("apt-get", "install", "-y", "-q", "--no-install-recommends", *missing),
         ):
-            print("+", " ".join(argv), file=sys.stderr, flush=True)
+            print(shown(argv), file=sys.stderr, flush=True)
             subprocess.run(argv, cwd=ROOT, env=quiet, check=True)
         return
     print(f"note: missing system packages {', '.join(missing)} (Debian: apt-get install {' '.join(missing)});"

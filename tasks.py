@@ -142,15 +142,20 @@ def demo() -> int:
     return 0
 
 
-# pytest runs the suite on PARALLEL's worker processes (pytest-xdist): most tests wait on
+# pytest runs the suite on two worker processes per core (pytest-xdist): most tests wait on
 # subprocesses and sleeps, so more workers than cores pays (docs/performance.md has the figures).
-# Arguments given to `test` come after these, so `test -n0` runs serially; `-p no:xdist` drops them.
-PARALLEL = ("-n", "4", "--dist", "loadgroup")
+# Under CI (`$CI` set) hypothesis runs its thorough profile, a contributor's run the fast one
+# (tests/profiles.py). Arguments given to `test` come after these, so `test -n0` runs serially,
+# `test --hypothesis-profile=fast` overrides CI's profile; `-p no:xdist` drops the workers.
+def workers() -> int:
+    return 2 * (os.cpu_count() or 1)
 
 
-def pytest_args(extra: list[str]) -> list[str]:
+def pytest_args(extra: list[str], ci: bool = False) -> list[str]:
     serial = any(arg.replace(" ", "").endswith("no:xdist") for arg in extra)
-    return [*(() if serial else PARALLEL), *extra]
+    parallel = () if serial else ("-n", str(workers()), "--dist", "loadgroup")
+    profile = ("--hypothesis-profile=thorough",) if ci else ()
+    return [*parallel, *profile, *extra]
 
 
 def test() -> int:
@@ -160,7 +165,7 @@ def test() -> int:
     run(BIN / "ruff", "check", ".")
     run(BIN / "ruff", "format", "--check", ".")
     run(BIN / "mypy")
-    return run(BIN / "python", "-m", "pytest", *pytest_args(sys.argv[2:]), check=False)
+    return run(BIN / "python", "-m", "pytest", *pytest_args(sys.argv[2:], ci=bool(os.environ.get("CI"))), check=False)
 
 
 def main() -> int:

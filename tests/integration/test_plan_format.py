@@ -18,6 +18,7 @@ from akm_run import planformat as pf
 from akm_run.plan import PlanError, render_file, verify_plan
 from akmc import planmodel as pm
 from helpers import REPO
+from profiles import examples
 
 PAIRS = [
     (pf.ShellTarget, pm.Shell), (pf.ScriptTarget, pm.Script), (pf.AgentTarget, pm.Agent),
@@ -160,7 +161,7 @@ def test_both_bound_the_number_of_steps() -> None:
             assert not _verdicts(plan)[0]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(path=st.sampled_from([b[0] for b in BOUNDS]), value=st.integers(min_value=-5, max_value=pf.MAX_INT + 5))
 def test_decoder_and_schema_agree_on_any_integer_at_any_limit(path: tuple[Any, ...], value: int) -> None:
     decoded, schema_ok = _verdicts(_set(_with_list_step(_base()), path, value))
@@ -170,7 +171,7 @@ def test_decoder_and_schema_agree_on_any_integer_at_any_limit(path: tuple[Any, .
 _names = st.text(alphabet="aZ_9-.é$ ", min_size=0, max_size=6)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(name=_names, where=st.sampled_from(["param", "stepId", "env", "secret"]))
 def test_decoder_and_schema_agree_on_names(name: str, where: str) -> None:
     plan = _with_list_step(_base())
@@ -220,7 +221,7 @@ def _places(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     return found
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(data=st.data())
 def test_the_decoder_accepts_no_plan_the_schema_refuses(data: st.DataObject) -> None:
     """Any golden or example plan with one value replaced, or one key dropped or added: whatever the

@@ -19,7 +19,7 @@ from syrupy.assertion import SnapshotAssertion
 
 from akm_run.plan import plan_hash, verify_file
 from akmc.compiler import check_file
-from akmc.planmodel import plan_file_schema
+from akmc.planschema import plan_file_schema
 from akmc.render import text
 from helpers import LANGUAGE_EXAMPLE, REPO
 from profiles import examples

@@ -3,6 +3,7 @@
 
     python3 tasks.py demo   # set up, then check, compile, verify, summarise and run the bundled examples
     python3 tasks.py test   # set up, then lint, type-check and run the whole test suite
+    python3 tasks.py docs   # set up, then build the documentation site into site/
 
 Only Python 3.11+ with pip and venv is needed; everything else is installed
 into .venv from the project's own pyproject files, except the system tools the
@@ -51,7 +52,7 @@ def setup() -> None:
     if not (BIN / "python").exists():
         venv.create(VENV, with_pip=True)
     pip = (BIN / "python", "-m", "pip", "install", "--quiet")
-    run(*pip, "-e", ".[test,lsp]")
+    run(*pip, "-e", ".[test,lsp,docs]")
     # akmc depends on the bundled runtime by direct reference (a plain copy); make it editable too
     # so runtime changes need no reinstall, with its `postgres` extra, which the shared-store tests use.
     run(*pip, "-e", "./runtime[postgres]")
@@ -168,8 +169,18 @@ def test() -> int:
     return run(BIN / "python", "-m", "pytest", *pytest_args(sys.argv[2:], ci=bool(os.environ.get("CI"))), check=False)
 
 
+def docs() -> int:
+    """Build the documentation site into site/ (strictly: a broken link or anchor fails it)."""
+    setup()
+    os.environ.setdefault("NO_MKDOCS_2_WARNING", "1")  # the theme's notice about its successor
+    code = run(BIN / "mkdocs", "build", "--strict", check=False)
+    if code == 0:
+        print(f"the site is in site/: open {(ROOT / 'site' / 'index.html').as_uri()}", file=sys.stderr)
+    return code
+
+
 def main() -> int:
-    jobs = {"demo": demo, "test": test}
+    jobs = {"demo": demo, "test": test, "docs": docs}
     if len(sys.argv) < 2 or sys.argv[1] not in jobs:
         print(__doc__, file=sys.stderr)
         return 2

@@ -56,9 +56,25 @@ def spelled(char: str) -> str:
     return f"⟨U+{ord(char):04X}⟩"
 
 
+class _Shown(dict[int, str]):
+    """Code point → how it is shown, filled on first sight (up to `LIMIT` entries, so a text of every
+    code point does not keep a million of them): `str.translate` then runs at C speed."""
+
+    LIMIT = 1 << 16
+
+    def __missing__(self, code: int) -> str:
+        char = chr(code)
+        shown = spelled(char) if hides(char) else char
+        if len(self) < self.LIMIT:
+            self[code] = shown
+        return shown
+
+
+_SHOWN = _Shown()
+_TRAILING = {ord(" "): spelled(" "), ord("\t"): spelled("\t")}
+
+
 def visible(line: str) -> str:
     """One line with every character a reader could miss spelled out as `⟨U+XXXX⟩`."""
     body = line.rstrip(" \t")
-    out = [spelled(char) if hides(char) else char for char in body]
-    out += [spelled(char) for char in line[len(body) :]]
-    return "".join(out)
+    return body.translate(_SHOWN) + line[len(body) :].translate(_TRAILING)

@@ -13,7 +13,8 @@ from typing import Any
 
 from akmc.diff import ADDED, CHANGED, ORDER, REMOVED, Change, FieldChange, PlanDiff, WorkflowDiff, kinds
 from akmc.render import plan as full
-from akmc.render.summary import binding_text, duration, schema_text, short_hash, visible
+from akmc.render.characters import visible
+from akmc.render.summary import binding_text, duration, schema_text, short_hash
 
 _SECTIONS = (("params", "params:"), ("outputs", "outputs:"), ("limits", "limits:"), ("steps", "steps:"))
 _TEXTS = ("command", "message", "instructions", "text", "description", "title")

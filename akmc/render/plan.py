@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from akmc.render.summary import binding_text, duration, schema_text, value, visible
+from akmc.render.characters import visible
+from akmc.render.summary import binding_text, duration, schema_text, value
 
 INLINE_WIDTH = 100
 

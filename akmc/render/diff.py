@@ -13,7 +13,8 @@ from typing import Any
 
 from akmc.diff import ADDED, CHANGED, ORDER, REMOVED, Change, FieldChange, PlanDiff, WorkflowDiff, kinds
 from akmc.render import plan as full
-from akmc.render.summary import duration, schema_text, short_hash, visible
+from akmc.render.characters import visible
+from akmc.render.summary import binding_text, duration, schema_text, short_hash
 
 _SECTIONS = (("params", "params:"), ("outputs", "outputs:"), ("limits", "limits:"), ("steps", "steps:"))
 _TEXTS = ("command", "message", "instructions", "text", "description", "title")
@@ -135,13 +136,28 @@ def _is_text(f: FieldChange) -> bool:
 
 
 def _inline(fields: list[FieldChange]) -> str:
-    return "; ".join(f"{f.field} {_value(f.old, f.field)} -> {_value(f.new, f.field)}" for f in fields)
+    return "; ".join(_change_text(f) for f in fields)
+
+
+def _change_text(f: FieldChange) -> str:
+    """`field old -> new`; a child's bindings one by one, as the source writes them."""
+    if f.field.endswith("bindings"):
+        return _bindings_text(f.old or [], f.new or [])
+    return f"{f.field} {_value(f.old, f.field)} -> {_value(f.new, f.field)}"
+
+
+def _bindings_text(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> str:
+    """`with environment: item.name -> item.region; with notes: (none) -> "x"`, by name."""
+    before = {b["name"]: binding_text(b) for b in old}
+    after = {b["name"]: binding_text(b) for b in new}
+    changed = [name for name in sorted(before.keys() | after.keys()) if before.get(name) != after.get(name)]
+    return "; ".join(f"with {n}: {before.get(n, '(none)')} -> {after.get(n, '(none)')}" for n in changed)
 
 
 def _field_lines(f: FieldChange, head: str, indent: str) -> list[str]:
     """A text field as a full line diff: every line of both sides, `-` old, `+` new, ` ` both."""
     if not _is_text(f):
-        return [f"{head}{f.field} {_value(f.old, f.field)} -> {_value(f.new, f.field)}"]
+        return [head + _change_text(f)]
     return [f"{head}{f.field}:", *text_diff(f.old, f.new, indent)]
 
 

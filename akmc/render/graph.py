@@ -5,7 +5,7 @@ Steps are nodes in spine order, joined by solid spine edges; dashed edges carry 
 are a route's cases, labelled by their match (`_` for the default). A map is one node marked with its
 subject; a child workflow is a cluster holding its `uses` step and its own steps, down to `depth`
 levels (-1: all). Node ids are `n0`, `n1`, … so no step id or ref can break the syntax; labels are
-escaped for each format."""
+escaped for each format, after characters a reader could miss are spelled out as in `akmc plan`."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from akmc.render.characters import visible
 
 SPINE, DATA, ROUTE = "spine", "data", "route"
 
@@ -52,7 +54,7 @@ class Graph:
 
 
 def build(plan: dict[str, Any], depth: int = -1) -> Graph:
-    graph = Graph(Cluster("c_root", f"{plan['ref']}: {plan['title']}"))
+    graph = Graph(Cluster("c_root", visible(f"{plan['ref']}: {plan['title']}")))
     _add(graph, graph.root, plan, None, depth)
     return graph
 
@@ -95,7 +97,8 @@ def _add(graph: Graph, into: Cluster, plan: dict[str, Any], entry: Node | None, 
     routes = [s for s in plan["steps"] if s["kind"] == "route"]
     for step in routes:
         for case in step["cases"]:
-            graph.edge(ids[step["stepId"]], ids[case["next"]], ROUTE, json.dumps(case["match"], ensure_ascii=False))
+            match = visible(json.dumps(case["match"], ensure_ascii=False))
+            graph.edge(ids[step["stepId"]], ids[case["next"]], ROUTE, match)
         if "default" in step:
             graph.edge(ids[step["stepId"]], ids[step["default"]], ROUTE, "_")
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import html
 import re
 
-from akmc.render.summary import visible
+from akmc.render.characters import visible
 
 LIMIT = 60_000
 

@@ -7,10 +7,10 @@ trailing whitespace) are shown as `⟨U+XXXX⟩`."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from akmc.render.summary import duration, schema_text, visible
+from akmc.render.characters import visible
+from akmc.render.summary import binding_text, duration, schema_text, value
 
 INLINE_WIDTH = 100
 
@@ -25,10 +25,6 @@ def text_lines(label: str, text: str, indent: str) -> list[str]:
 
 def block(text: str, indent: str) -> list[str]:
     return [f"{indent}| {visible(line)}".rstrip() for line in text.split("\n")]
-
-
-def value(data: Any) -> str:
-    return visible(json.dumps(data, ensure_ascii=False, sort_keys=True))
 
 
 def param_line(name: str, param: dict[str, Any]) -> str:
@@ -91,9 +87,7 @@ def target_lines(target: dict[str, Any], indent: str) -> list[str]:
         source = f" (file {visible(target['path'])})" if "path" in target else ""
         return text_lines(f"prompt{source}", target["instructions"], indent)
     lines = [f"{indent}workflow: {visible(target['ref'])}  {target['planHash']}"]
-    for binding in target.get("bindings", []):
-        bound = binding["from"] if binding["kind"] == "reference" else value(binding["value"])
-        lines.append(f"{indent}with {binding['name']} <- {bound}")
+    lines += [f"{indent}with {binding['name']} <- {binding_text(binding)}" for binding in target.get("bindings", [])]
     return lines
 
 

@@ -4,27 +4,24 @@ prompt, approval or script bodies, for logs that must never carry them (`akmc pl
 from __future__ import annotations
 
 import json
-import unicodedata
 from typing import Any
 
 from akm_run.durations import format_ms
+from akmc.render.characters import visible
 
 _TYPES = {"string": "string", "integer": "int", "number": "number", "boolean": "bool", "null": "null"}
-_HIDDEN = frozenset({"Cc", "Cf", "Co", "Cn", "Cs", "Zl", "Zp", "Zs"})
-
-
-def visible(line: str) -> str:
-    """One line with every character a reader could miss spelled out as `⟨U+XXXX⟩`."""
-    body = line.rstrip(" \t")
-    out = []
-    for char in body:
-        hidden = char != " " and ((char != "\t" and unicodedata.category(char) in _HIDDEN) or char == "⟨")
-        out.append(f"⟨U+{ord(char):04X}⟩" if hidden else char)
-    out += [f"⟨U+{ord(char):04X}⟩" for char in line[len(body) :]]
-    return "".join(out)
-
-
 duration = format_ms  # milliseconds as the language writes them: 2h, 1h30m, 90s → 1m30s, 250ms
+
+
+def value(data: Any) -> str:
+    """A JSON value on one line, in full, with every character a reader could miss spelled out."""
+    return visible(json.dumps(data, ensure_ascii=False, sort_keys=True))
+
+
+def binding_text(binding: dict[str, Any]) -> str:
+    """What a child-workflow binding is given, as the source writes it: `params.version`,
+    `steps.build.output.path`, `item.name` (the map's element), or a literal value."""
+    return str(binding["from"]) if binding["kind"] in ("reference", "item") else value(binding["value"])
 
 
 def schema_text(schema: dict[str, Any]) -> str:
@@ -93,7 +90,7 @@ def _env(env: list[dict[str, Any]]) -> str:
     shown = []
     for entry in env:
         if entry["kind"] == "literal":
-            shown.append(f"{entry['name']}={json.dumps(entry['value'])}")
+            shown.append(f"{entry['name']}={value(entry['value'])}")
         elif entry["kind"] == "secret":
             shown.append(f"{entry['name']}=secret({entry['secret']})")
         else:
@@ -104,7 +101,7 @@ def _env(env: list[dict[str, Any]]) -> str:
 def step_line(step: dict[str, Any], width: int = 0, number: str = "") -> str:
     """One step as the summary shows it: `2. review  [map agent]  over … (concurrency 8)`."""
     if step["kind"] == "route":
-        cases = [f"{json.dumps(c['match'])} -> {c['next']}" for c in step["cases"]]
+        cases = [f"{value(c['match'])} -> {c['next']}" for c in step["cases"]]
         if "default" in step:
             cases.append(f"_ -> {step['default']}")
         label, detail = "route", f"{step['input']}: {', '.join(cases)}"
@@ -132,10 +129,7 @@ def _steps(plan: dict[str, Any], indent: str, prefix: str) -> list[str]:
             child = target["plan"]
             sub = indent + "     "
             if target.get("bindings"):
-                bound = ", ".join(
-                    f"{b['name']} <- {b['from'] if b['kind'] == 'reference' else json.dumps(b['value'])}"
-                    for b in target["bindings"]
-                )
+                bound = ", ".join(f"{b['name']} <- {binding_text(b)}" for b in target["bindings"])
                 lines.append(f"{sub}with: {bound}")
             lines.append(f"{sub}exports: {', '.join(child.get('outputs', {})) or 'runId, status'}")
             lines += _steps(child, sub, f"{number}")
@@ -152,11 +146,11 @@ def render(plan: dict[str, Any], digest: str) -> str:
     params = []
     for name, param in plan.get("params", {}).items():
         text = f"{name}: {schema_text(param['schema'])}"
-        text += f" = {json.dumps(param['default'])}" if "default" in param else " (required)"
+        text += f" = {value(param['default'])}" if "default" in param else " (required)"
         params.append(text)
     outputs = [f"{name} <- {output['from']}" for name, output in plan.get("outputs", {}).items()]
     lines = [
-        f"workflow: {plan['ref']}  {json.dumps(plan['title'], ensure_ascii=False)}",
+        f"workflow: {plan['ref']}  {value(plan['title'])}",
         f"plan:     irVersion {plan['irVersion']}, {short_hash(digest)} (not published)",
         f"limits:   {', '.join(limit_text)}",
         f"params:   {', '.join(params) or 'none'}",

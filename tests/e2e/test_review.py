@@ -57,14 +57,54 @@ def test_characters_that_hide_are_spelled_out() -> None:
     assert visible("a\tb") == "a\tb" and visible("⟨U+0041⟩") == "⟨U+27E8⟩U+0041⟩"
 
 
+HIDING = "\u034f\ufe0f\u3164\u115f\u2800"
+
+
+def test_invisible_characters_are_spelled_out_in_plan_and_diff_but_not_in_the_plan(tmp_path: Path) -> None:
+    """A route case `"prod\u034f"` must not read as `"prod"`; the plan itself keeps the bytes."""
+    (tmp_path / "akm.toml").write_text("")
+    (tmp_path / "workflows").mkdir()
+    src = source("""
+        workflow "Deploy CASE" {
+          params {
+            target: string = "prod"
+          }
+          step pick {
+            route params.target {
+              "prodCASE" -> ship
+              _ -> ship
+            }
+          }
+          step ship {
+            shell "echo CASE"
+          }
+        }
+    """)
+    (tmp_path / "workflows" / "deploy.akm").write_text(src.replace("CASE", HIDING))
+    spelled = "⟨U+034F⟩⟨U+FE0F⟩⟨U+3164⟩⟨U+115F⟩⟨U+2800⟩"
+    for args in ([], ["--summary"], ["--format", "markdown"]):
+        shown = run_cli("plan", "workflows/deploy.akm", *args, cwd=tmp_path).stdout
+        assert spelled in shown and not set(HIDING) & set(shown), (args, shown)
+    assert run_cli("compile", "workflows/deploy.akm", "-o", "deploy.plan.json", cwd=tmp_path).returncode == 0
+    plan_json = run_cli("plan", "workflows/deploy.akm", "--format", "json", cwd=tmp_path).stdout
+    assert plan_json.encode() == (tmp_path / "deploy.plan.json").read_bytes() and HIDING in plan_json
+    (tmp_path / "workflows" / "plain.akm").write_text(src.replace("CASE", ""))
+    for output_format in ("text", "markdown"):
+        changed = run_cli(
+            "diff", "workflows/plain.akm", "workflows/deploy.akm", "--format", output_format, cwd=tmp_path
+        )
+        assert changed.returncode == 1, changed.stderr
+        assert spelled in changed.stdout and not set(HIDING) & set(changed.stdout), changed.stdout
+
+
 # -- akmc plan -----------------------------------------------------------------------------------
 
 
 def _sources() -> list[tuple[Path, Path]]:
     found = [(CORPUS, p) for p in sorted((CORPUS / "workflows").glob("*.akm"))]
     found += [(LANGUAGE_EXAMPLE, p) for p in sorted((LANGUAGE_EXAMPLE / "workflows").glob("*.akm"))]
-    nested = REPO / "golden" / "compose" / "nested"
-    return [*found, (nested, nested / "workflows" / "release.akm")]
+    nested, mapped = REPO / "golden" / "compose" / "nested", REPO / "golden" / "compose" / "map-item"
+    return [*found, (nested, nested / "workflows" / "release.akm"), (mapped, mapped / "workflows" / "rollout.akm")]
 
 
 @pytest.mark.parametrize("output_format", ["text", "markdown"])
@@ -374,3 +414,28 @@ def test_markdown_blocks_never_leak_out_of_their_fences(blocks: list[tuple[str, 
         else:
             assert not line.startswith(fence)  # content never closes the fence
     assert fence is None
+
+
+def test_graphs_spell_out_invisible_characters_in_titles_and_route_cases(tmp_path: Path) -> None:
+    (tmp_path / "akm.toml").write_text("")
+    (tmp_path / "workflows").mkdir()
+    src = source("""
+        workflow "Pick CASE" {
+          params {
+            target: string = "prod"
+          }
+          step pick {
+            route params.target {
+              "prodCASE" -> ship
+            }
+          }
+          step ship {
+            shell "true"
+          }
+        }
+    """)
+    (tmp_path / "workflows" / "pick.akm").write_text(src.replace("CASE", HIDING))
+    for output_format in ("mermaid", "dot"):
+        shown = run_cli("graph", "workflows/pick.akm", "--format", output_format, cwd=tmp_path)
+        assert shown.returncode == 0, shown.stderr
+        assert "prod⟨U+034F⟩⟨U+FE0F⟩" in shown.stdout and not set(HIDING) & set(shown.stdout), shown.stdout

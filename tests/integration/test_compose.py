@@ -18,7 +18,7 @@ from akmc.workspace import discover
 from helpers import LANGUAGE_EXAMPLE, REPO, source
 
 COMPOSE = REPO / "golden" / "compose"
-CLEAN = ["direct", "outputs", "nested", "diamond"]
+CLEAN = ["direct", "outputs", "nested", "diamond", "map-item"]
 ERRORS = sorted(p.name for p in COMPOSE.iterdir() if p.name.startswith("E"))
 OTHER_ERRORS = {"output-paths": "E302"}  # deeper segments are typed by the declared output type
 

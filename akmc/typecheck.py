@@ -11,6 +11,7 @@ from akmc.diagnostics import Report, did_you_mean
 from akmc.records import build, field, record
 from akmc.resolve import Model, StepModel
 from akmc.spans import keyword
+from akmc.validation import validation_errors
 
 
 @record
@@ -36,7 +37,7 @@ def typecheck(model: Model, report: Report, children: Mapping[str, Child] | None
     for name, param in model.params.items():
         typed.params[name] = t.from_ast(param.type, report)
         if param.default is not None:
-            problems = t.validation_errors(t.value_of(param.default), typed.params[name])
+            problems = validation_errors(t.value_of(param.default), typed.params[name])
             if problems:
                 described = t.describe(typed.params[name])
                 message = messages.default_mismatch(name=name, type=described, problem=problems[0])
@@ -167,7 +168,7 @@ def _bindings(
                     help=_skip_help(binding.value, skippable, "give the child param a type that admits null"),
                 )  # fmt: skip
         else:
-            problems = t.validation_errors(t.value_of(binding.value), param_type)
+            problems = validation_errors(t.value_of(binding.value), param_type)
             if problems:
                 message = messages.binding_mismatch(
                     name=name, child=child.ref, type=t.describe(param_type), problem=problems[0]
@@ -234,24 +235,23 @@ def _route(sm: StepModel, model: Model, typed: Typed, report: Report, used: set[
     subject = type_of(sm.route.subject, model, typed, report, used)
     if subject is None:
         return
-    covered: list[t.Lit] = []
+    admits = t.Members(subject)  # indexed once: a check per case must not scan every member
+    covered: set[tuple[type, object]] = set()  # (type, value): `1`, `1.0` and `true` are three cases
     for case in sm.route.cases:
         if case.match is None:
             continue
         literal = t.Lit(case.match.value)
-        if not t.fits(literal, subject):
+        if not admits.admit(literal):
             message = messages.case_never_matches(
                 case=t.describe(literal), ref=sm.route.subject.text, type=t.describe(subject)
             )
             report.add(message, case.match.span)
-        covered.append(literal)
+        covered.add((type(literal.value), literal.value))
     if any(case.match is None for case in sm.route.cases):
         return
     finite = t.literals(subject)
     if finite is not None:
-        missing = [
-            lit for lit in finite if not any(c.value == lit.value and type(c.value) is type(lit.value) for c in covered)
-        ]
+        missing = [lit for lit in finite if (type(lit.value), lit.value) not in covered]
         if missing:
             described = ", ".join(t.describe(m) for m in missing)
             message = messages.route_not_covered(ref=sm.route.subject.text, missing=described)

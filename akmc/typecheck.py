@@ -92,7 +92,8 @@ def _step_type(sm: StepModel, typed: Typed, report: Report) -> t.Type:
         if not (sm.target is not None and sm.target.kind == "uses"):
             return declared
     if sm.kind == "map":
-        return t.ListT(t.ANY)
+        child = typed.children.get(sm.id) if sm.target is not None and sm.target.kind == "uses" else None
+        return t.ListT(child.output_type if child is not None else t.ANY)  # one child run per item
     if sm.kind == "route":
         return t.STRING
     if sm.target is not None and sm.target.kind == "approval":
@@ -229,9 +230,12 @@ def type_of(
             return None
         current = typed.steps[name]
         child = typed.children.get(name)
-        if child is not None and child.ok and reference.segments and reference.segments[0].field is not None:
-            first = reference.segments[0]
-            if first.field not in child.exports:
+        # the child's output is the step's (`.name`), or each item's of a map over `uses` (`[i].name`)
+        at = 1 if model.steps[index].kind == "map" else 0
+        segments = reference.segments
+        if child is not None and child.ok and len(segments) > at and segments[at].field is not None:
+            first = segments[at]
+            if (at == 0 or segments[0].index is not None) and first.field not in child.exports:
                 _not_exported(name, reference, first, child, report)
                 return None
     text = reference.text  # once: a long path must not cost quadratic time

@@ -135,3 +135,45 @@ def test_strict_check_fails_on_w705(codes: Checker) -> None:
     strict = subprocess.run([*run, "--strict", "wf.akm"], cwd=codes.root, capture_output=True, text=True, check=False)
     assert lax.returncode == 0 and "warning[W705]" in lax.stdout
     assert strict.returncode == 1 and "warning[W705]" in strict.stdout
+
+
+# -- a map over `uses` is a list of the child's outputs ---------------------------------------------
+
+SITE = source("""
+    workflow "site" {
+      params { environment: string }
+      outputs { url: string = steps.a.output.url }
+      step a { shell "x" inputs = [params.environment] output: { url: string } }
+    }
+""")
+BARE = source("""
+    workflow "bare" {
+      params { environment: string }
+      step a { shell "x" inputs = [params.environment] }
+    }
+""")
+
+
+def mapped(last: str) -> str:
+    return source(f"""
+        workflow "w" {{
+          params {{ envs: list[string] }}
+          step m {{ map params.envs {{ uses "site" {{ environment = item }} }} }}
+          step b {{ map params.envs {{ uses "bare" {{ environment = item }} }} }}
+          {last}
+        }}
+    """)
+
+
+def test_a_map_over_uses_is_typed_as_a_list_of_the_child_outputs(codes: Checker) -> None:
+    files = {"site.akm": SITE, "bare.akm": BARE}
+    good = 'step r { shell "y" inputs = [steps.m.output[0].url, steps.m.output, steps.b.output[1].runId] }'
+    assert codes(mapped(good), files=files) == []
+    bad = codes.diagnostics(mapped('step r { shell "y" inputs = [steps.m.output[0].urlx] }'), files=files)
+    assert [d.code for d in bad] == ["E407"] and bad[0].help is not None and "url" in bad[0].help
+    assert codes(mapped('step r { shell "y" inputs = [steps.b.output[0].url] }'), files=files) == ["E407@5"]
+    assert codes(mapped('step r { shell "y" inputs = [steps.m.output.url] }'), files=files) == ["E302@5"]
+    assert codes(mapped('step r { map steps.m.output[0] { shell "y" } }'), files=files) == ["E303@5"]
+    typed = "outputs { first: string = steps.m.output[0].url  all: list[{ url: string }] = steps.m.output }"
+    assert codes(mapped(typed), files=files) == []
+    assert codes(mapped("outputs { first: int = steps.m.output[0].url }"), files=files) == ["E305@5"]

@@ -63,3 +63,22 @@ def test_a_path_beneath_a_failed_continued_step_does_not_resolve(runtime: Runtim
         "reason": "input_unresolved",
         "message": "steps.own.output.n did not resolve",
     }, json.dumps(document)
+
+
+def test_a_child_exports_null_for_its_failed_continued_step(runtime: Runtime) -> None:
+    """Nested: the child's own step fails and continues, so it exports null; the parent reads it."""
+    child = source("""
+        workflow "child" {
+          outputs { name: string | null = steps.n.output }
+          step n { shell "exit 5" output: string  on_error = continue }
+        }
+    """)
+    src = source("""
+        workflow "t" {
+          outputs { got = steps.c.output.name }
+          step c { uses "child" }
+        }
+    """)
+    plan = runtime.compile("wf.akm", src, files={"child.akm": child})
+    code, document = runtime.run_json(plan)
+    assert code == 0 and document["exported"] == {"got": None}, document

@@ -96,8 +96,8 @@ def test_a_continuing_uses_step_and_a_child_that_continues(codes: Checker) -> No
 
 
 def test_what_does_not_warn(codes: Checker) -> None:
-    """A step reading itself is E206 elsewhere; an approval under continue completes with its decision;
-    the params and outputs of a continuing step's own unit are not reads of it."""
+    """An approval under continue completes with its decision when rejected, so reading it is fine;
+    a continuing step's own inputs are not reads of it."""
     src = source("""
         workflow "w" {
           params { p: string }

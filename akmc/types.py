@@ -331,14 +331,14 @@ def literals(t: Type) -> list[Lit] | None:
         return [Lit(None)]
     if isinstance(t, UnionT):
         out: list[Lit] = []
-        seen: set[Lit] = set()  # what `m not in out` decided, without scanning `out`
+        seen: set[tuple[Any, ...]] = set()  # by value and type: `1`, `1.0` and `true` are three values
         for member in t.members:
             more = literals(member)
             if more is None:
                 return None
             for m in more:
-                if m not in seen:
-                    seen.add(m)
+                if _key(m) not in seen:
+                    seen.add(_key(m))
                     out.append(m)
         return out
     return None

@@ -121,3 +121,17 @@ def test_a_route_still_reports_what_it_does_not_cover(codes: Checker) -> None:
     [never, uncovered] = codes.diagnostics(src)
     assert (never.code, uncovered.code) == ("E304", "W701")
     assert '"c"' in uncovered.message and '"a"' not in uncovered.message
+
+
+def test_a_route_over_literals_of_different_types_must_cover_each(codes: Checker) -> None:
+    """`1`, `1.0` and `true` are equal in Python but three JSON values: a route over `1 | true | 1.0`
+    that covers only `1` does not cover the other two (they were merged, and W701 was missed)."""
+    src = source("""
+        workflow "w" {
+          params { k: 1 | true | 1.0 }
+          step r { route params.k { 1 -> x } }
+          step x { shell "x" }
+        }
+    """)
+    [d] = codes.diagnostics(src)
+    assert d.code == "W701" and "true, 1.0" in d.message

@@ -11,6 +11,7 @@ from akmc.diagnostics import Report, did_you_mean
 from akmc.records import build, field, record
 from akmc.resolve import Model, StepModel
 from akmc.spans import keyword
+from akmc.validation import validation_errors
 
 
 @record
@@ -36,7 +37,7 @@ def typecheck(model: Model, report: Report, children: Mapping[str, Child] | None
     for name, param in model.params.items():
         typed.params[name] = t.from_ast(param.type, report)
         if param.default is not None:
-            problems = t.validation_errors(t.value_of(param.default), typed.params[name])
+            problems = validation_errors(t.value_of(param.default), typed.params[name])
             if problems:
                 described = t.describe(typed.params[name])
                 message = messages.default_mismatch(name=name, type=described, problem=problems[0])
@@ -44,7 +45,8 @@ def typecheck(model: Model, report: Report, children: Mapping[str, Child] | None
     for sm in model.steps:
         typed.steps[sm.id] = _step_type(sm, typed, report)
     used: set[str] = set()
-    skippable = _skippable(model)
+    skippable, continuing = _skippable(model), _continuing(model)
+    nullable = _why_null(skippable, continuing)
     for sm in model.steps:
         for reference in sm.inputs:
             type_of(reference, model, typed, report, used)
@@ -57,9 +59,9 @@ def typecheck(model: Model, report: Report, children: Mapping[str, Child] | None
         if sm.route is not None:
             _route(sm, model, typed, report, used)
         if sm.target is not None and sm.target.kind == "uses":
-            _bindings(sm, model, typed, report, used, item, skippable)
+            _bindings(sm, model, typed, report, used, item, nullable)
     for name, output in model.outputs.items():
-        source = _nullable(type_of(output.source, model, typed, report, used), output.source, skippable)
+        source = _nullable(type_of(output.source, model, typed, report, used), output.source, nullable)
         if output.type is not None:
             declared = t.from_ast(output.type, report)
             typed.output_declared[name] = declared
@@ -70,7 +72,7 @@ def typecheck(model: Model, report: Report, children: Mapping[str, Child] | None
                         name=name, declared=t.describe(declared), ref=output.source.text, actual=t.describe(source)
                     ),
                     output.source.span,
-                    help=_skip_help(output.source, skippable, f"declare it as `{t.describe(declared)} | null`"),
+                    help=_null_help(output.source, nullable, f"declare it as `{t.describe(declared)} | null`"),
                 )
         else:
             typed.outputs[name] = source if source is not None else t.ANY
@@ -79,7 +81,7 @@ def typecheck(model: Model, report: Report, children: Mapping[str, Child] | None
         # a param that an unknown reference was probably meant to name is not reported twice
         if name not in used and not any(did_you_mean(u, [name]) for u in unknown):
             report.add(messages.unused_param(param=name), param.name.span)
-    _skippable_reads(model, report, skippable)
+    _nullable_reads(model, report, skippable, continuing)
     return typed
 
 
@@ -90,7 +92,8 @@ def _step_type(sm: StepModel, typed: Typed, report: Report) -> t.Type:
         if not (sm.target is not None and sm.target.kind == "uses"):
             return declared
     if sm.kind == "map":
-        return t.ListT(t.ANY)
+        child = typed.children.get(sm.id) if sm.target is not None and sm.target.kind == "uses" else None
+        return t.ListT(child.output_type if child is not None else t.ANY)  # one child run per item
     if sm.kind == "route":
         return t.STRING
     if sm.target is not None and sm.target.kind == "approval":
@@ -111,18 +114,40 @@ def _skippable(model: Model) -> dict[str, str]:
     return skippable
 
 
-def _nullable(type_: t.Type | None, reference: ast.Reference, skippable: dict[str, str]) -> t.Type | None:
-    """A reference's type where it is read: `T | null` when a route may skip the step it reads."""
-    if type_ is None or reference.root != "steps" or reference.name.text not in skippable:
+def _continuing(model: Model) -> dict[str, str]:
+    """Step id → where the `on_error = continue` of a step that may fail and continue comes from.
+
+    An approval under `continue` completes with its decision when rejected, so it never reads as null."""
+    continuing: dict[str, str] = {}
+    for sm in model.steps:
+        if sm.on_error != "continue" or (sm.target is not None and sm.target.kind == "approval"):
+            continue
+        items = [*sm.step.items, *(sm.map.items if sm.map is not None else [])]
+        own = any(isinstance(i, ast.Setting) and i.name.text == "on_error" for i in items)
+        continuing[sm.id] = f"on step `{sm.id}`" if own else "from `defaults`"
+    return continuing
+
+
+def _why_null(skippable: dict[str, str], continuing: dict[str, str]) -> dict[str, str]:
+    """Step id → why its output may be null where it is read (a route's skip is named first)."""
+    why = {step: f"step `{step}` has `on_error = continue`{'' if source.startswith('on ') else ' ' + source}, "
+                 "so its output is null when it fails" for step, source in continuing.items()}  # fmt: skip
+    why.update((step, f"route step `{route}` may skip step `{step}`, whose output is then null")
+               for step, route in skippable.items())  # fmt: skip
+    return why
+
+
+def _nullable(type_: t.Type | None, reference: ast.Reference, nullable: dict[str, str]) -> t.Type | None:
+    """A reference's type where it is read: `T | null` when a route may skip the step it reads, or
+    the step may fail and continue."""
+    if type_ is None or reference.root != "steps" or reference.name.text not in nullable:
         return type_
     return t.or_null(type_)
 
 
-def _skip_help(reference: ast.Reference, skippable: dict[str, str], fix: str) -> str | None:
-    route = skippable.get(reference.name.text) if reference.root == "steps" else None
-    if route is None:
-        return None
-    return f"route step `{route}` may skip step `{reference.name.text}`, whose output is then null; {fix}"
+def _null_help(reference: ast.Reference, nullable: dict[str, str], fix: str) -> str | None:
+    why = nullable.get(reference.name.text) if reference.root == "steps" else None
+    return None if why is None else f"{why}; {fix}"
 
 
 def _bindings(
@@ -132,7 +157,7 @@ def _bindings(
     report: Report,
     used: set[str],
     item: t.Type | None,
-    skippable: dict[str, str],
+    nullable: dict[str, str],
 ) -> None:
     """Each binding against the child's params (E405, E300, E307), then every required param bound (E406).
 
@@ -146,7 +171,7 @@ def _bindings(
         value_type = None
         if isinstance(binding.value, ast.Reference):
             value_type = type_of(binding.value, model, typed, report, used, item)
-            value_type = _nullable(value_type, binding.value, skippable)
+            value_type = _nullable(value_type, binding.value, nullable)
         if child is None or not known:
             continue
         bound.add(name)
@@ -164,10 +189,10 @@ def _bindings(
                     messages.binding_type(name=name, value=binding.value.text, value_type=t.describe(value_type),
                                           child=child.ref, param_type=t.describe(param_type)),
                     binding.value.span,
-                    help=_skip_help(binding.value, skippable, "give the child param a type that admits null"),
+                    help=_null_help(binding.value, nullable, "give the child param a type that admits null"),
                 )  # fmt: skip
         else:
-            problems = t.validation_errors(t.value_of(binding.value), param_type)
+            problems = validation_errors(t.value_of(binding.value), param_type)
             if problems:
                 message = messages.binding_mismatch(
                     name=name, child=child.ref, type=t.describe(param_type), problem=problems[0]
@@ -205,9 +230,12 @@ def type_of(
             return None
         current = typed.steps[name]
         child = typed.children.get(name)
-        if child is not None and child.ok and reference.segments and reference.segments[0].field is not None:
-            first = reference.segments[0]
-            if first.field not in child.exports:
+        # the child's output is the step's (`.name`), or each item's of a map over `uses` (`[i].name`)
+        at = 1 if model.steps[index].kind == "map" else 0
+        segments = reference.segments
+        if child is not None and child.ok and len(segments) > at and segments[at].field is not None:
+            first = segments[at]
+            if (at == 0 or segments[0].index is not None) and first.field not in child.exports:
                 _not_exported(name, reference, first, child, report)
                 return None
     text = reference.text  # once: a long path must not cost quadratic time
@@ -234,36 +262,42 @@ def _route(sm: StepModel, model: Model, typed: Typed, report: Report, used: set[
     subject = type_of(sm.route.subject, model, typed, report, used)
     if subject is None:
         return
-    covered: list[t.Lit] = []
+    admits = t.Members(subject)  # indexed once: a check per case must not scan every member
+    covered: set[tuple[type, object]] = set()  # (type, value): `1`, `1.0` and `true` are three cases
     for case in sm.route.cases:
         if case.match is None:
             continue
         literal = t.Lit(case.match.value)
-        if not t.fits(literal, subject):
+        if not admits.admit(literal):
             message = messages.case_never_matches(
                 case=t.describe(literal), ref=sm.route.subject.text, type=t.describe(subject)
             )
             report.add(message, case.match.span)
-        covered.append(literal)
+        covered.add((type(literal.value), literal.value))
     if any(case.match is None for case in sm.route.cases):
         return
     finite = t.literals(subject)
     if finite is not None:
-        missing = [
-            lit for lit in finite if not any(c.value == lit.value and type(c.value) is type(lit.value) for c in covered)
-        ]
+        missing = [lit for lit in finite if (type(lit.value), lit.value) not in covered]
         if missing:
             described = ", ".join(t.describe(m) for m in missing)
             message = messages.route_not_covered(ref=sm.route.subject.text, missing=described)
             report.add(message, keyword(sm.route.span, "route"))
 
 
-def _skippable_reads(model: Model, report: Report, skippable: dict[str, str]) -> None:
+def _nullable_reads(model: Model, report: Report, skippable: dict[str, str], continuing: dict[str, str]) -> None:
+    """W702 and W705 where `inputs`, a `map` subject or a `route` subject reads a step that may not
+    have run or may have failed: its output may be null there."""
     readers: list[tuple[str, ast.Reference]] = [(sm.id, r) for sm in model.steps for r in sm.inputs]
     readers += [(sm.id, sm.map.over) for sm in model.steps if sm.map is not None]
     readers += [(sm.id, sm.route.subject) for sm in model.steps if sm.route is not None]
     for reader, reference in readers:
         name = reference.name.text
-        if reference.root == "steps" and name in skippable and name != reader:
+        if reference.root != "steps" or name == reader:
+            continue
+        if name in skippable:
             message = messages.skippable_read(reader=reader, ref=reference.text, route=skippable[name], step=name)
+            report.add(message, reference.name.span)
+        if name in continuing:
+            message = messages.continuing_read(reader=reader, ref=reference.text, step=name, source=continuing[name])
             report.add(message, reference.name.span)

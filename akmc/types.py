@@ -1,4 +1,6 @@
-"""The type language: types from the AST (E306), JSON Schema lowering, assignability, path typing."""
+"""The type language: types from the AST (E306), JSON Schema lowering, assignability, path typing.
+
+Values are validated against a type in `akmc.validation`."""
 
 from __future__ import annotations
 
@@ -206,104 +208,6 @@ def schema(t: Type) -> dict[str, Any]:
     return {"anyOf": [schema(m) for m in t.members]}
 
 
-def validation_errors(value: Any, t: Type) -> list[str]:
-    """Why `value` does not validate against the lowered schema of `t` (empty when it does).
-
-    Native, so that checking a param default never loads a JSON Schema library; it decides exactly
-    as JSON Schema does on the schemas `schema(t)` produces (tests/unit/test_types.py compares the two)."""
-    problems: list[str] = []
-    _validate(value, t, "", problems)
-    return problems
-
-
-_JSON_TYPES = {"string": (str,), "int": (int,), "number": (int, float), "bool": (bool,), "null": (type(None),)}
-
-
-def _shown(value: Any) -> str:
-    import json
-
-    return json.dumps(value, ensure_ascii=False)
-
-
-def _same(a: Any, b: Any) -> bool:
-    """JSON equality: 1 == 1.0, but true is not 1."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return isinstance(a, bool) and isinstance(b, bool) and a == b
-    if isinstance(a, int | float) and isinstance(b, int | float):
-        return bool(a == b)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    return type(a) is type(b) and bool(a == b)
-
-
-def _is(value: Any, name: str) -> bool:
-    if name in ("int", "number") and isinstance(value, bool):
-        return False
-    if name == "int" and isinstance(value, float):
-        return value.is_integer()
-    return isinstance(value, _JSON_TYPES[name])
-
-
-def _validate(value: Any, t: Type, where: str, problems: list[str]) -> None:
-    at = f"at {where}: " if where else ""
-    if isinstance(t, AnyT):
-        return
-    if isinstance(t, Lit):
-        if not _same(value, t.value):
-            problems.append(f"{at}{_shown(value)} is not {describe(t)}")
-        return
-    if isinstance(t, UnionT):
-        if any(not validation_errors(value, m) for m in t.members):
-            return
-        if all(isinstance(m, Lit) for m in t.members):
-            problems.append(f"{at}{_shown(value)} is not one of {', '.join(describe(m) for m in t.members)}")
-        else:
-            problems.append(f"{at}{_shown(value)} does not match {describe(t)}")
-        return
-    if isinstance(t, Prim):
-        if not _is(value, t.name):
-            problems.append(f"{at}{_shown(value)} is not of type {t.name}")
-            return
-        for key, limit in t.refinements:
-            if key == "pattern" and not re.search(limit, value):
-                problems.append(f"{at}{_shown(value)} does not match the pattern {_shown(limit)}")
-            elif key == "min_length" and len(value) < limit:
-                problems.append(f"{at}{_shown(value)} is shorter than {limit} characters")
-            elif key == "max_length" and len(value) > limit:
-                problems.append(f"{at}{_shown(value)} is longer than {limit} characters")
-            elif key == "min" and value < limit:
-                problems.append(f"{at}{_shown(value)} is less than the minimum {limit}")
-            elif key == "max" and value > limit:
-                problems.append(f"{at}{_shown(value)} is greater than the maximum {limit}")
-        return
-    if isinstance(t, ListT):
-        if not isinstance(value, list):
-            problems.append(f"{at}{_shown(value)} is not a list")
-            return
-        for key, limit in t.refinements:
-            if key == "min_items" and len(value) < limit:
-                problems.append(f"{at}the list has {len(value)} items, fewer than {limit}")
-            elif key == "max_items" and len(value) > limit:
-                problems.append(f"{at}the list has {len(value)} items, more than {limit}")
-        for index, item in enumerate(value):
-            _validate(item, t.item, f"{where}[{index}]", problems)
-        return
-    if not isinstance(value, dict):
-        problems.append(f"{at}{_shown(value)} is not an object")
-        return
-    if isinstance(t, MapT):
-        for key in value:
-            _validate(value[key], t.value, f"{where}.{key}", problems)
-        return
-    for f in t.fields:
-        if f.name in value:
-            _validate(value[f.name], f.type, f"{where}.{f.name}", problems)
-        elif f.required:
-            problems.append(f"{at}the required field `{f.name}` is missing")
-
-
 # -- assignability and paths ----------------------------------------------------------------------
 
 
@@ -324,10 +228,10 @@ def fits(a: Type, b: Type) -> bool:
     """Whether every value of `a` may stand where `b` is expected (structural, gradual)."""
     if isinstance(a, AnyT) or isinstance(b, AnyT):
         return True
+    if isinstance(b, UnionT):
+        return Members(b).admit(a)
     if isinstance(a, UnionT):
         return all(fits(m, b) for m in a.members)
-    if isinstance(b, UnionT):
-        return any(fits(a, m) for m in b.members)
     if isinstance(a, Lit):
         if isinstance(b, Lit):
             return a.value == b.value and type(a.value) is type(b.value)
@@ -339,8 +243,11 @@ def fits(a: Type, b: Type) -> bool:
     if isinstance(a, MapT) and isinstance(b, MapT):
         return fits(a.value, b.value)
     if isinstance(a, ObjT) and isinstance(b, ObjT):
+        have_fields: dict[str, Field] = {}
+        for f in a.fields:
+            have_fields.setdefault(f.name, f)  # the first of a name, as `ObjT.field` finds it
         for wanted in b.fields:
-            have = a.field(wanted.name)
+            have = have_fields.get(wanted.name)
             if have is None:
                 if wanted.required:
                     return False
@@ -349,6 +256,69 @@ def fits(a: Type, b: Type) -> bool:
                 return False
         return True
     return False
+
+
+def _flat(t: Type) -> list[Type]:
+    """The members of a union, unions within it flattened (a type that is no union stands alone)."""
+    out: list[Type] = []
+    stack = [t]
+    while stack:
+        top = stack.pop()
+        if isinstance(top, UnionT):
+            stack.extend(reversed(top.members))
+        else:
+            out.append(top)
+    return out
+
+
+def _key(t: Type) -> tuple[Any, ...]:
+    """A type's shape, without what `fits` ignores (refinements): two types of one key fit each other."""
+    if isinstance(t, Lit):
+        return ("lit", type(t.value), t.value)
+    if isinstance(t, Prim):
+        return ("prim", t.name)
+    if isinstance(t, ListT):
+        return ("list", _key(t.item))
+    if isinstance(t, MapT):
+        return ("map", _key(t.value))
+    if isinstance(t, ObjT):
+        return ("obj", tuple((f.name, f.required, _key(f.type)) for f in t.fields))
+    if isinstance(t, UnionT):
+        return ("union", tuple(_key(m) for m in t.members))
+    return ("any",)
+
+
+class Members:
+    """The members of a union indexed once, so that `admit` answers `fits(a, union)` without
+    comparing `a` with every member: a union of N members checked against one of N was N² checks."""
+
+    __slots__ = ("any", "keys", "prims", "shaped")
+
+    def __init__(self, union: Type) -> None:
+        members = _flat(union)
+        self.any = any(isinstance(m, AnyT) for m in members)
+        self.keys = {_key(m) for m in members}
+        self.prims = {m.name for m in members if isinstance(m, Prim)}
+        self.shaped: dict[type, list[Type]] = {}  # the list, map and object members, by class
+        for m in members:
+            if isinstance(m, ListT | MapT | ObjT):
+                self.shaped.setdefault(type(m), []).append(m)
+
+    def admit(self, a: Type) -> bool:
+        """`fits(a, union)`: every member of `a` fits some member of the union."""
+        return self.any or all(self._one(m) for m in _flat(a))
+
+    def _one(self, a: Type) -> bool:
+        if isinstance(a, AnyT):
+            return True
+        if isinstance(a, Lit | Prim):
+            if isinstance(a, Lit) and _key(a) in self.keys:
+                return True
+            name = _base(a).name if isinstance(a, Lit) else a.name
+            return name in self.prims or (name == "int" and "number" in self.prims)
+        if _key(a) in self.keys:
+            return True
+        return any(fits(a, m) for m in self.shaped.get(type(a), ()))
 
 
 def literals(t: Type) -> list[Lit] | None:
@@ -361,11 +331,15 @@ def literals(t: Type) -> list[Lit] | None:
         return [Lit(None)]
     if isinstance(t, UnionT):
         out: list[Lit] = []
+        seen: set[tuple[Any, ...]] = set()  # by value and type: `1`, `1.0` and `true` are three values
         for member in t.members:
             more = literals(member)
             if more is None:
                 return None
-            out += [m for m in more if m not in out]
+            for m in more:
+                if _key(m) not in seen:
+                    seen.add(_key(m))
+                    out.append(m)
         return out
     return None
 

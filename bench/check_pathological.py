@@ -5,7 +5,9 @@
 - N suppression comment lines (`# akmc: ignore[W700]`), each of which silences nothing (so each
   also produces a W704 that the text renderer prints);
 - a catastrophic pattern refinement (`^(a+)+$`) with a default value built to make a backtracking
-  matcher explode.
+  matcher explode;
+- a `route` over a param of N string literals, with a case for each;
+- an output declared as a union of N object types, read from a step declaring that same union.
 
 Each figure is `akmc check -q --no-cache FILE` as a subprocess, interpreter start-up included: the
 best and the median of `--repeat` runs. Prints figures; asserts nothing.
@@ -41,6 +43,20 @@ def pattern(length: int) -> str:
     )
 
 
+def route(cases: int) -> str:
+    union = " | ".join(f'"c{i}"' for i in range(cases))
+    arms = "".join(f'    "c{i}" -> t{i % 4}\n' for i in range(cases))
+    targets = "".join(f'  step t{i} {{ shell "x" }}\n' for i in range(4))
+    return f'workflow "w" {{\n  params {{ k: {union} }}\n  step r {{ route params.k {{\n{arms}  }} }}\n{targets}}}\n'
+
+
+def objects(members: int) -> str:
+    union = " | ".join(f"{{ f{i}: int, g: string }}" for i in range(members))
+    return (
+        f'workflow "w" {{\n  outputs {{ o: {union} = steps.a.output }}\n  step a {{ shell "x" output: {union} }}\n}}\n'
+    )
+
+
 def measure(root: Path, name: str, source: str, repeat: int) -> tuple[float, float]:
     (root / name).write_text(source)
     times = []
@@ -55,6 +71,7 @@ def measure(root: Path, name: str, source: str, repeat: int) -> tuple[float, flo
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--only", help="run only the cases whose label contains this text")
     args = parser.parse_args()
     cases = [
         ("reference, 1,000 segments", reference(1000)),
@@ -63,12 +80,18 @@ def main() -> None:
         ("suppressions, 1,000 lines", suppressions(1000)),
         ("suppressions, 30,000 lines", suppressions(30_000)),
         ('pattern "^(a+)+$", default of 40 a\'s and a b', pattern(40)),
+        ("route over a union of 1,000 literals", route(1000)),
+        ("route over a union of 4,000 literals", route(4000)),
+        ("union of 1,000 object types", objects(1000)),
+        ("union of 4,000 object types", objects(4000)),
     ]
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         (root / "akm.toml").write_text("")
         print("| case | best | median |\n| --- | --- | --- |")
         for i, (label, source) in enumerate(cases):
+            if args.only and args.only not in label:
+                continue
             best, median = measure(root, f"case{i}.akm", source, args.repeat)
             print(f"| {label} | {best:.2f} s | {median:.2f} s |", flush=True)
 

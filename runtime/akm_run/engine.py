@@ -225,12 +225,14 @@ class _Drive:
         return self._blocked(step["stepId"], ended.notes or "")
 
     def _fail(self, step: pf.Step, ended: End) -> DriveResult | None:
-        """Journal a failed step; the run fails with it unless the step says `continue`."""
+        """Journal a failed step; the run fails with it unless the step says `continue` (its output is null)."""
+        continued = step["onError"] == "continue"
         with self.store.transaction(durable=False):
             self._record_start()
-            self.store.fail_step(self.run_id, step["stepId"], ended.reason, ended.message)
-        self.rows[step["stepId"]].status = "failed"
-        if step["onError"] == "continue":
+            self.store.fail_step(self.run_id, step["stepId"], ended.reason, ended.message, null=continued)
+        row = self.rows[step["stepId"]]
+        row.status, row.output_json = "failed", "null" if continued else row.output_json
+        if continued:
             return None
         failure = core.failure(step, ended)
         self.store.fail_run(self.run_id, failure)

@@ -239,9 +239,10 @@ class Store(Database):
     def complete_step(self, run_id: str, step_id: str, output: Any) -> None:
         self._move_step(run_id, step_id, "completed", {"output_json": dumps(output)}, {})
 
-    def fail_step(self, run_id: str, step_id: str, reason: str | None, message: str | None) -> None:
-        self._move_step(run_id, step_id, "failed", {"failure_reason": reason, "failure_message": message},
-                        {"reason": reason, "message": message})  # fmt: skip
+    def fail_step(self, run_id: str, step_id: str, reason: str | None, message: str | None, null: bool = False) -> None:
+        """`null`: the step says `on_error = continue`, so its output is stored as null (later steps read null)."""
+        columns = {"failure_reason": reason, "failure_message": message} | ({"output_json": "null"} if null else {})
+        self._move_step(run_id, step_id, "failed", columns, {"reason": reason, "message": message})
 
     def block_step(self, run_id: str, step_id: str, notes: str | None, reason: str | None = None) -> None:
         """The step waits for a person; `reason` names why when it is not an approval (gate_rejected …)."""

@@ -1,14 +1,15 @@
-"""akmc/types.py: the native literal validator decides exactly as JSON Schema does on lowered types."""
+"""akmc/validation.py: the native literal validator decides exactly as JSON Schema does on lowered types."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import jsonschema
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from akmc import types as t
+from akmc.validation import validation_errors
 from profiles import examples
 
 NAMES = st.sampled_from(["a", "b", "c", "dry_run"])
@@ -54,17 +55,64 @@ TYPES = st.recursive(
 @given(TYPES, VALUES)
 def test_native_validation_agrees_with_json_schema(kind: t.Type, value: Any) -> None:
     expected = jsonschema.Draft202012Validator(t.schema(kind)).is_valid(value)
-    problems = t.validation_errors(value, kind)
+    problems = validation_errors(value, kind)
     assert (not problems) == expected, (t.schema(kind), value, problems)
 
 
 def test_messages_speak_the_language() -> None:
     channel = t.UnionT((t.Lit("stable"), t.Lit("beta")))
-    assert t.validation_errors("nightly", channel) == ['"nightly" is not one of "stable", "beta"']
+    assert validation_errors("nightly", channel) == ['"nightly" is not one of "stable", "beta"']
     version = t.Prim("string", (("pattern", "^[0-9]+$"),))
-    assert t.validation_errors("v1", version) == ['"v1" does not match the pattern "^[0-9]+$"']
+    assert validation_errors("v1", version) == ['"v1" does not match the pattern "^[0-9]+$"']
     files = t.ListT(t.Prim("string"), (("min_items", 1),))
     assert (
-        t.validation_errors([3], files) == ["the list has 1 items, fewer than 1", "at [0]: 3 is not of type string"][1:]
+        validation_errors([3], files) == ["the list has 1 items, fewer than 1", "at [0]: 3 is not of type string"][1:]
     )
-    assert t.validation_errors({"a": 1}, t.obj(b=t.ANY)) == ["the required field `b` is missing"]
+    assert validation_errors({"a": 1}, t.obj(b=t.ANY)) == ["the required field `b` is missing"]
+
+
+def _pairwise_fits(a: t.Type, b: t.Type) -> bool:
+    """Assignability as it was defined before unions were indexed: member by member, pairwise."""
+    if isinstance(a, t.AnyT) or isinstance(b, t.AnyT):
+        return True
+    if isinstance(a, t.UnionT):
+        return all(_pairwise_fits(m, b) for m in a.members)
+    if isinstance(b, t.UnionT):
+        return any(_pairwise_fits(a, m) for m in b.members)
+    if isinstance(a, t.Lit):
+        if isinstance(b, t.Lit):
+            return a.value == b.value and type(a.value) is type(b.value)
+        return _pairwise_fits(t.Prim("null" if a.value is None else "bool" if isinstance(a.value, bool)
+                                     else "int" if isinstance(a.value, int) else "number"
+                                     if isinstance(a.value, float) else "string"), b)  # fmt: skip
+    if isinstance(a, t.Prim) and isinstance(b, t.Prim):
+        return a.name == b.name or (a.name == "int" and b.name == "number")
+    if isinstance(a, t.ListT) and isinstance(b, t.ListT):
+        return _pairwise_fits(a.item, b.item)
+    if isinstance(a, t.MapT) and isinstance(b, t.MapT):
+        return _pairwise_fits(a.value, b.value)
+    if isinstance(a, t.ObjT) and isinstance(b, t.ObjT):
+        for wanted in b.fields:
+            have = a.field(wanted.name)
+            if have is None:
+                if wanted.required:
+                    return False
+                continue
+            if (wanted.required and not have.required) or not _pairwise_fits(have.type, wanted.type):
+                return False
+        return True
+    return False
+
+
+@settings(deadline=None)
+@given(TYPES, TYPES)
+@example(t.Lit(1), t.UnionT((t.Lit(True), t.Lit("x"))))
+@example(t.UnionT((t.Lit(1.0), t.Lit(2))), t.UnionT((t.Lit(1), t.Lit(2))))
+@example(t.obj(a=t.Prim("int")), t.UnionT((t.obj(a=t.Lit(1)), t.MapT(t.ANY))))
+def test_indexed_assignability_decides_as_the_pairwise_one(a: t.Type, b: t.Type) -> None:
+    """Unions are indexed once (`types.Members`); every decision is the one the pairwise definition makes,
+    for unions of unions, duplicated members and `1`, `1.0` and `true` alike."""
+    assert t.fits(a, b) == _pairwise_fits(a, b)
+    assert t.fits(a, a)
+    union = t.UnionT((a, b))
+    assert t.fits(a, union) and t.fits(b, union) and t.fits(union, t.UnionT((b, union, a)))

@@ -55,13 +55,15 @@ def failed(reason: str, message: str, output: Any = None) -> End:
 def resolve(reference: str, params: Mapping[str, Any], steps: Mapping[str, StepRow]) -> tuple[bool, Any]:
     """(True, value) for a reference that resolves against the run's params and stored outputs.
 
-    A step that failed under `on_error = continue` has the stored output null: it reads as null, and
-    a path beneath it does not resolve."""
+    A step a route skipped, and one that failed under `on_error = continue` (its stored output is
+    null), read as null; a path beneath null does not resolve."""
     if reference.startswith("params."):
         name = reference[len("params.") :]
         return (name in params), params.get(name)
     head, _, rest = reference[len("steps.") :].partition(".output")
     row = steps.get(head)
+    if row is not None and row.status == "skipped":
+        return walk(None, rest)
     if row is None or not (row.status == "completed" or (row.status == "failed" and row.output_json is not None)):
         return False, None
     return walk(row.output, rest)

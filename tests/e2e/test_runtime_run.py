@@ -422,34 +422,47 @@ def test_on_error_continue_and_max_units(runtime: Runtime) -> None:
     assert runtime.store().step(document["runId"], "bad").status == "failed"
 
 
-def test_input_unresolved_when_a_skipped_step_is_read(runtime: Runtime) -> None:
-    src = source("""
-        workflow "t" {
-          params { go: string = "y" }
-          step pick {
-            route params.go {
-              "x" -> one
-              _ -> two
-            }
-          }
-          step one {
-            shell "echo 1"
-          }
-          step two {
-            shell "echo 2"
-          }
-          step read {
-            shell "cat"
-            inputs = [steps.one.output]
-          }
+SKIPPING = """
+    workflow "t" {
+      params { go: string = "y" }
+      outputs {
+        skipped: string | null = steps.one.output
+      }
+      step pick {
+        route params.go {
+          "x" -> one
+          _ -> two
         }
-    """)
-    plan = runtime.compile("wf.akm", src)
+      }
+      step one {
+        shell "echo '{\\"n\\": 1}'"
+      }
+      step two {
+        shell "echo 2"
+      }
+      step read {
+        shell "python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin)[\\"inputs\\"]))'"
+        inputs = [READ]
+      }
+    }
+"""
+
+
+def test_a_skipped_step_reads_as_null_as_the_checker_types_it(runtime: Runtime) -> None:
+    plan = runtime.compile("wf.akm", source(SKIPPING.replace("READ", "steps.one.output")))
+    code, document = runtime.run_json(plan)
+    assert code == 0, document
+    assert runtime.store().step(document["runId"], "read").output == {"steps.one.output": None}
+    assert document["exported"] == {"skipped": None}  # `string | null`, as the checker accepted
+
+
+def test_a_path_beneath_a_skipped_step_does_not_resolve(runtime: Runtime) -> None:
+    plan = runtime.compile("wf.akm", source(SKIPPING.replace("READ", "steps.one.output.n")))
     code, document = runtime.run_json(plan)
     assert code == 1 and document["failure"] == {
         "stepId": "read",
         "reason": "input_unresolved",
-        "message": "steps.one.output did not resolve",
+        "message": "steps.one.output.n did not resolve",
     }
 
 

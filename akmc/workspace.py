@@ -55,11 +55,17 @@ def ref_of(path: Path, root: Path) -> str | None:
 
 
 def display_path(path: Path | str) -> str:
-    """How diagnostics name a file: relative to the current directory when below it."""
+    """How diagnostics name a file: relative to the current directory when below it, with bytes
+    of the name that are not UTF-8 shown escaped (`\\xff`), so every output can print it."""
     # abspath, not resolve: a symlinked file keeps the name it was given
     relative = os.path.relpath(os.path.abspath(path), os.getcwd())
     shown = os.fspath(path) if relative.startswith("..") else relative
-    return shown.replace(os.sep, "/")
+    return escaped(shown.replace(os.sep, "/"))
+
+
+def escaped(name: str) -> str:
+    """A file name as text: the bytes the file system decoded as surrogates spelt `\\xNN`."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def discover(paths: list[Path]) -> list[Path]:

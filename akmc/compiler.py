@@ -202,6 +202,7 @@ class Session:
         from akmc.resolve import resolve
         from akmc.secrets import check_values
         from akmc.typecheck import typecheck
+        from akmc.unfrozen import check_shells
 
         report, ref = result.report, escaped(result.ref)  # a plan never carries an undecodable name (E501)
         model = resolve(result.workflow, report)
@@ -210,6 +211,7 @@ class Session:
         children, sites = self._link(result, model)
         typed = typecheck(model, report, children)
         reads = ReadSet()
+        check_shells(model, result.root, report, reads)
         plan: dict[str, Any] = dict(lower(model, typed, ref=ref, root=result.root, report=report, reads=reads,
                                           children=children))  # fmt: skip
         result.deps = self._deps(result, reads, children)

@@ -113,9 +113,8 @@ class Cache:
         return relative_to(Path(os.path.abspath(path)), self.root)
 
     def _entry_path(self, relative: str) -> Path:
-        name = f"{fingerprint()}\0{relative}\0{self.suppressions}".encode("utf-8", "surrogateescape")
-        name = hashlib.sha256(name).hexdigest()[:40]
-        return self.directory / f"{name}.json"
+        key = f"{fingerprint()}\0{relative}\0{self.suppressions}".encode("utf-8", "surrogateescape")
+        return self.directory / f"{hashlib.sha256(key).hexdigest()[:40]}.json"
 
     def _hash(self, relative: str) -> str | None:
         if relative not in self._hashes:
@@ -148,8 +147,8 @@ class Cache:
         if self.key is None:
             return None
         try:
-            data = read_regular(self._entry_path(relative), MAX_ENTRY_BYTES)
-            entry = json.loads(data) if len(data) <= MAX_ENTRY_BYTES else None
+            stored = read_regular(self._entry_path(relative), MAX_ENTRY_BYTES)
+            entry = json.loads(stored) if len(stored) <= MAX_ENTRY_BYTES else None
             if not isinstance(entry, dict) or entry.get("key") != self._key(relative):
                 return None
             if not hmac.compare_digest(str(entry.get("mac")), _mac(self.key, entry)):

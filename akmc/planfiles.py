@@ -24,8 +24,8 @@ def unaccounted(base: Path, compiled: Plans) -> dict[str, dict[str, Any]]:
 
     found = {}
     for path in plan_files(base, SKIP_DIRS, follow=False):
-        if not path.name.endswith(".plan.json"):
-            continue
+        if not path.name.endswith(".plan.json") or not path.is_file():
+            continue  # a signature, or a FIFO or device that no host reads as a plan either
         relative = path.relative_to(base).as_posix()
         plan, refusal = read_file(path)
         if plan is None:

@@ -11,7 +11,7 @@ from akm_run.atomic import write_atomically
 from akmc import exitcodes
 from akmc.compiler import Session
 from akmc.driver import compile_one, compile_source, report_diagnostics
-from akmc.workspace import discover, display_path, find_root, plan_files
+from akmc.workspace import discover, display_path, find_root, plan_files, read_regular
 
 
 def run(source: Path, *, output: Path | None, out_dir: Path | None, check: bool, root: Path | None) -> int:
@@ -86,12 +86,15 @@ def _orphans(out_dir: Path, wanted: dict[Path, str]) -> list[Path]:
 def _compare(wanted: dict[Path, str], refresh: str, orphans: Sequence[Path] = ()) -> int:
     stale = []
     for target, rendered in sorted(wanted.items()):
+        expected = rendered.encode("utf-8")
         try:
-            current = target.read_text(encoding="utf-8")
-        except OSError:
+            current = read_regular(target, len(expected))  # a FIFO or device in a plan's place is never read
+        except FileNotFoundError:
             stale.append(f"missing: {display_path(target)}")
             continue
-        if current != rendered:
+        except OSError:
+            current = b""
+        if current != expected:
             stale.append(f"stale:   {display_path(target)}")
     for line in stale:
         print(line)

@@ -121,3 +121,19 @@ def test_diff_rev_shows_a_committed_plan_edited_without_its_source(repo: Path) -
 def test_diff_rev_stays_equal_when_plans_match_their_sources(repo: Path) -> None:
     result = run_cli("diff", "--rev", "HEAD", cwd=repo)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_fifo_in_place_of_a_plan_is_stale_or_orphan_and_never_read(ws: Path) -> None:
+    os.mkfifo(ws / "plans" / "workflows" / "evil.plan.json")
+    (ws / "plans" / "workflows" / "minimal.plan.json").unlink()
+    os.mkfifo(ws / "plans" / "workflows" / "minimal.plan.json")
+    assert _check(ws).stdout.splitlines() == [
+        "stale:   plans/workflows/minimal.plan.json",
+        "orphan:  plans/workflows/evil.plan.json",
+    ]
+
+
+def test_diff_rev_never_opens_a_fifo_named_like_a_plan(repo: Path) -> None:
+    os.mkfifo(repo / "plans" / "workflows" / "evil.plan.json")
+    result = run_cli("diff", "--rev", "HEAD", cwd=repo)
+    assert result.returncode == 0, result.stdout + result.stderr

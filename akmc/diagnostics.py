@@ -67,7 +67,7 @@ CATALOG: dict[str, Code] = _entries(
     ("W702", "step reads the output of a step a route may skip"),
     ("W703", "limit clamped"),
     ("W704", "unused suppression"),
-    ("W705", "shell command runs a workspace file the plan does not freeze"),
+    ("W708", "shell command runs a workspace file the plan does not freeze"),
 )
 
 

@@ -1,4 +1,4 @@
-"""W705: a `shell` command that runs a workspace file, which the plan does not freeze.
+"""W708: a `shell` command that runs a workspace file, which the plan does not freeze.
 
 A `script` target's bytes are frozen into the plan and hashed in its read set; a shell command line
 is frozen only as text, so the file it runs can change after review with no change to the plan. A
@@ -26,7 +26,7 @@ ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 
 
 def check_shells(model: Model, root: Path, report: Report, reads: ReadSet) -> None:
-    """W705 on each shell command (step targets, `map` targets, gate checks) that runs a workspace
+    """W708 on each shell command (step targets, `map` targets, gate checks) that runs a workspace
     file; every path looked at is recorded in `reads` as probed, so a cached result sees it appear."""
     for sm in model.steps:
         for target in (sm.target, sm.gate_check):

@@ -239,12 +239,12 @@ def test_settings_are_part_of_the_key(flawed: Path) -> None:
 
 
 def test_a_file_a_shell_command_runs_appearing_is_seen_by_a_warm_check(tmp_path: Path) -> None:
-    """W705 depends on whether the file exists: the path is a dependency of the cached result."""
+    """W708 depends on whether the file exists: the path is a dependency of the cached result."""
     (tmp_path / "akm.toml").write_text("")
     (tmp_path / "w.akm").write_text('workflow "w" {\n  step s { shell "scripts/publish.sh" }\n}\n')
     assert _codes(tmp_path) == []
     (tmp_path / "scripts").mkdir()
     (tmp_path / "scripts" / "publish.sh").write_text("#!/bin/sh\n")
-    assert _codes(tmp_path) == ["W705"]
+    assert _codes(tmp_path) == ["W708"]
     (tmp_path / "scripts" / "publish.sh").unlink()
     assert _codes(tmp_path) == []

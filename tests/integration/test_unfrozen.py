@@ -1,4 +1,4 @@
-"""W705: a shell command that runs a workspace file the plan does not freeze."""
+"""W708: a shell command that runs a workspace file the plan does not freeze."""
 
 from __future__ import annotations
 
@@ -33,11 +33,11 @@ def _wf(command: str, where: str = "target") -> str:
     ],
 )
 def test_a_shell_command_running_a_workspace_file_warns(codes: Checker, command: str) -> None:
-    assert codes(_wf(command), files=SCRIPTS) == ["W705@3"]
+    assert codes(_wf(command), files=SCRIPTS) == ["W708@3"]
 
 
 def test_a_gate_check_is_looked_at_too(codes: Checker) -> None:
-    assert codes(_wf("scripts/publish.sh", "gate"), files=SCRIPTS) == ["W705@4"]
+    assert codes(_wf("scripts/publish.sh", "gate"), files=SCRIPTS) == ["W708@4"]
 
 
 @pytest.mark.parametrize(
@@ -66,7 +66,7 @@ def test_the_frozen_form_and_the_suppression_are_quiet(codes: Checker) -> None:
         }
     """)
     assert codes(frozen, files=SCRIPTS) == []
-    assert codes(_wf("scripts/publish.sh").replace('.sh"', '.sh"  # akmc: ignore[W705]'), files=SCRIPTS) == []
+    assert codes(_wf("scripts/publish.sh").replace('.sh"', '.sh"  # akmc: ignore[W708]'), files=SCRIPTS) == []
 
 
 def test_the_message_points_to_script(codes: Checker) -> None:

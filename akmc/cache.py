@@ -3,15 +3,21 @@
 An entry holds one file's diagnostics and the hash of every workspace file its result depends on:
 its source, the scripts and prompts it reads, every child it composes (transitively) and the files
 those read, and the paths it found absent. An entry is used only when its key (the compiler's
-fingerprint, the file, the suppression setting) matches and every one of those hashes still does;
-anything else — stale, corrupt, from another compiler — is ignored and rewritten. Entries are
-written to a temporary file and renamed, so concurrent `akmc` processes never see half an entry."""
+fingerprint, the file, the suppression setting, the workspace's `akm.toml`) matches, its own file's
+hash is among those it records, every one of those hashes still matches, and its keyed hash
+(HMAC-SHA256) verifies under this user's cache key, kept outside the workspace: an entry planted in
+the workspace, restored from another machine or edited is never believed, whatever hashes it claims.
+Anything else — stale, corrupt, huge, not a regular file, from another compiler — is ignored and
+rewritten. Entries are written to a temporary file and renamed, so concurrent `akmc` processes never
+see half an entry. Without a usable key (no writable home) nothing is cached."""
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
+import stat
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
@@ -24,10 +30,48 @@ from akmc.diagnostics import CATALOG, Diagnostic, Related
 from akmc.render.text import shown_lines
 from akmc.sources import SourceFile
 from akmc.spans import Span
-from akmc.workspace import display_path, relative_to
+from akmc.workspace import display_path, read_regular, relative_to
 
 DIRECTORY = ".akmc-cache"
 FORMAT = 1
+MAX_ENTRY_BYTES = 8 * 1024 * 1024  # an entry past this is not read (diagnostics of one file are far smaller)
+MAX_INDEX_BYTES = 256 * 1024 * 1024  # the `uses` index of a very large workspace stays far below this
+
+
+@lru_cache(maxsize=1)
+def secret() -> bytes | None:
+    """This user's cache key: 32 random bytes under `$XDG_CACHE_HOME/akmc/` (else `~/.cache/akmc/`),
+    made on first use; None when it cannot be made or is not this user's private file."""
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    try:
+        directory = Path(base if os.path.isabs(base) else Path.home() / ".cache") / "akmc"
+        path = directory / "cache-key"
+        if not path.exists():
+            directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+            made = directory / f".cache-key.{os.getpid()}"
+            write_atomically(made, os.urandom(32).hex(), mode=0o600)
+            try:
+                os.link(made, path)  # never replaces a key another process made meanwhile
+            except FileExistsError:
+                pass
+            finally:
+                made.unlink(missing_ok=True)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+        try:
+            info = os.fstat(fd)
+            private = stat.S_ISREG(info.st_mode) and not info.st_mode & 0o077
+            key = bytes.fromhex(os.read(fd, 65).decode("ascii"))
+        finally:
+            os.close(fd)
+    except (OSError, RuntimeError, ValueError):
+        return None
+    owned = not hasattr(os, "getuid") or info.st_uid == os.getuid()
+    return key if private and owned and len(key) == 32 else None
+
+
+def _mac(key: bytes, entry: dict[str, Any]) -> str:
+    body = json.dumps({k: v for k, v in entry.items() if k != "mac"}, sort_keys=True, separators=(",", ":"))
+    return hmac.new(key, body.encode("utf-8", "surrogateescape"), hashlib.sha256).hexdigest()
 
 
 @lru_cache(maxsize=1)
@@ -58,17 +102,19 @@ class Cache:
         self._root = str(self.root)
         self.directory = self.root / DIRECTORY / f"v{FORMAT}"
         self.suppressions = suppressions
+        self.key = secret() if _usable(self.root / DIRECTORY) else None
         self._hashes: dict[str, str | None] = {}
         self._bytes: dict[str, bytes] = {}
         self._loaded: dict[str, Cached | None] = {}
+        self.settings = self._hash("akm.toml")
 
     def relative(self, path: Path | str) -> str | None:
         """`path` relative to the root (lexically: the cache never follows a symlink to name a file)."""
         return relative_to(Path(os.path.abspath(path)), self.root)
 
     def _entry_path(self, relative: str) -> Path:
-        name = hashlib.sha256(f"{fingerprint()}\0{relative}\0{self.suppressions}".encode()).hexdigest()[:40]
-        return self.directory / f"{name}.json"
+        key = f"{fingerprint()}\0{relative}\0{self.suppressions}".encode("utf-8", "surrogateescape")
+        return self.directory / f"{hashlib.sha256(key).hexdigest()[:40]}.json"
 
     def _hash(self, relative: str) -> str | None:
         if relative not in self._hashes:
@@ -94,17 +140,27 @@ class Cache:
         self._loaded.pop(relative, None)
         self._bytes.pop(relative, None)
 
+    def _key(self, relative: str) -> list[Any]:
+        return [FORMAT, fingerprint(), relative, self.suppressions, self.settings]
+
     def _load(self, relative: str) -> Cached | None:
+        if self.key is None:
+            return None
         try:
-            entry = json.loads(self._entry_path(relative).read_text(encoding="utf-8"))
-            if entry["key"] != [FORMAT, fingerprint(), relative, self.suppressions]:
+            stored = read_regular(self._entry_path(relative), MAX_ENTRY_BYTES)
+            entry = json.loads(stored) if len(stored) <= MAX_ENTRY_BYTES else None
+            if not isinstance(entry, dict) or entry.get("key") != self._key(relative):
                 return None
+            if not hmac.compare_digest(str(entry.get("mac")), _mac(self.key, entry)):
+                return None  # not written by this user's akmc: planted, copied or edited
             deps: dict[str, str | None] = entry["deps"]
+            if deps.get(relative) is None or deps[relative] != entry["sha256"]:
+                return None
             if any(self._hash(path) != digest for path, digest in deps.items()):
                 return None
             diagnostics = [self._diagnostic(d) for d in entry["diagnostics"]]
             children, uses = tuple(map(str, entry["children"])), tuple(map(str, entry["uses"]))
-        except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError):
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError):
             return None  # missing, corrupt or from another version: never trusted
         data = self._bytes.pop(relative, None)
         lines = {}
@@ -118,15 +174,18 @@ class Cache:
     ) -> None:
         """Write one file's entry (atomically); failures to write are ignored: the cache is an optimisation."""
         own = deps.get(relative)
+        if self.key is None or own is None:
+            return
         children = sorted(p for p in deps if p.endswith(".akm") and p != relative and deps[p] is not None)
-        entry = {
-            "key": [FORMAT, fingerprint(), relative, self.suppressions],
+        entry: dict[str, Any] = {
+            "key": self._key(relative),
             "deps": deps,
             "diagnostics": [self._encode(d) for d in diagnostics],
             "children": children,
             "uses": sorted(uses),
             "sha256": own,
         }
+        entry["mac"] = _mac(self.key, entry)
         try:
             _make_directory(self.directory)
             write_atomically(self._entry_path(relative), json.dumps(entry, separators=(",", ":")), mode=0o600)
@@ -173,6 +232,7 @@ class UsesIndex:
         directory = root.resolve() / DIRECTORY / f"v{FORMAT}"
         self.path, self.changes_path = directory / "uses-index.json", directory / "uses-index.changes.json"
         self.root = str(root.resolve())
+        load = load and _usable(directory.parent)
         self.changes = _json_object(self.changes_path) if load else {}
         self.entries: dict[str, Any] = {**_json_object(self.path), **self.changes} if load else {}
         self.changed = False
@@ -222,16 +282,31 @@ class UsesIndex:
 def _json_object(path: Path) -> dict[str, Any]:
     """The JSON object stored at `path`; empty when it is missing, unreadable or not an object."""
     try:
-        loaded = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = read_regular(path, MAX_INDEX_BYTES)
+        loaded = json.loads(data) if len(data) <= MAX_INDEX_BYTES else None
+    except (OSError, ValueError, RecursionError):
         return {}
     return loaded if isinstance(loaded, dict) else {}
 
 
+def _usable(top: Path) -> bool:
+    """The workspace's `.akmc-cache` is absent or a real directory: never a symlink that would take
+    reads and writes elsewhere, never a file."""
+    try:
+        return stat.S_ISDIR(os.lstat(top).st_mode)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+
+
 def _make_directory(directory: Path) -> None:
     """Create `directory` below the workspace's `.akmc-cache/`; the cache directory, when this creates
-    it, gets a `.gitignore` of `*`, so a workspace never commits it (a user's later edit is kept)."""
+    it, gets a `.gitignore` of `*`, so a workspace never commits it (a user's later edit is kept).
+    OSError when `.akmc-cache` is a symlink or not a directory."""
     top = next(p for p in directory.parents if p.name == DIRECTORY)
+    if not _usable(top):
+        raise NotADirectoryError(f"{top} is not a directory")
     try:
         top.mkdir(parents=True)
     except FileExistsError:

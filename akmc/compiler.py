@@ -19,7 +19,7 @@ from akmc.messages import Message
 from akmc.records import build, field, record
 from akmc.sources import Reader, SourceFile, decode_source
 from akmc.spans import keyword
-from akmc.workspace import FILE_START, SUFFIX, SourceError, display_path, find_root, real_path, relative_to
+from akmc.workspace import FILE_START, SUFFIX, SourceError, display_path, escaped, find_root, real_path, relative_to
 
 
 @record
@@ -202,14 +202,16 @@ class Session:
         from akmc.resolve import resolve
         from akmc.secrets import check_values
         from akmc.typecheck import typecheck
+        from akmc.unfrozen import check_shells
 
-        report, ref = result.report, result.ref
+        report, ref = result.report, escaped(result.ref)  # a plan never carries an undecodable name (E501)
         model = resolve(result.workflow, report)
         _portable_ref(result)
         check_values(model, report)
         children, sites = self._link(result, model)
         typed = typecheck(model, report, children)
         reads = ReadSet()
+        check_shells(model, result.root, report, reads)
         plan: dict[str, Any] = dict(lower(model, typed, ref=ref, root=result.root, report=report, reads=reads,
                                           children=children))  # fmt: skip
         result.deps = self._deps(result, reads, children)
@@ -288,8 +290,9 @@ def _portable_ref(result: FileResult) -> None:
     if REF.fullmatch(result.ref) or result.workflow is None:
         return
     ascii_name = unicodedata.normalize("NFKD", result.ref).encode("ascii", "ignore").decode()
-    suggestion = re.sub(r"[^A-Za-z0-9_./-]+", "-", ascii_name).strip("-") or "workflow"
-    message = messages.source_name_not_portable(path=result.ref + SUFFIX, suggestion=suggestion + SUFFIX)
+    head, _, name = re.sub(r"[^A-Za-z0-9_./-]+", "-", ascii_name).strip("-").rpartition("/")
+    suggestion = f"{head}/{name or 'workflow'}" if head else name or "workflow"  # a name of no ASCII at all
+    message = messages.source_name_not_portable(path=escaped(result.ref + SUFFIX), suggestion=suggestion + SUFFIX)
     result.report.add(message, keyword(result.workflow.span, "workflow"))
 
 

@@ -7,14 +7,14 @@ import json
 import os
 import re
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 from akmc.spans import Span
 
 MAX_SOURCE_BYTES = 1024 * 1024
 SUFFIX = ".akm"
-_SKIP_DIRS = {".git", ".hg", ".svn", ".venv", "venv", "node_modules", "__pycache__", ".akmc-cache", ".akm-run"}
+SKIP_DIRS = {".git", ".hg", ".svn", ".venv", "venv", "node_modules", "__pycache__", ".akmc-cache", ".akm-run"}
 FILE_START = Span(1, 1, 1, 2, 0, 0)
 
 
@@ -55,11 +55,17 @@ def ref_of(path: Path, root: Path) -> str | None:
 
 
 def display_path(path: Path | str) -> str:
-    """How diagnostics name a file: relative to the current directory when below it."""
+    """How diagnostics name a file: relative to the current directory when below it, with bytes
+    of the name that are not UTF-8 shown escaped (`\\xff`), so every output can print it."""
     # abspath, not resolve: a symlinked file keeps the name it was given
     relative = os.path.relpath(os.path.abspath(path), os.getcwd())
     shown = os.fspath(path) if relative.startswith("..") else relative
-    return shown.replace(os.sep, "/")
+    return escaped(shown.replace(os.sep, "/"))
+
+
+def escaped(name: str) -> str:
+    """A file name as text: the bytes the file system decoded as surrogates spelt `\\xNN`."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def discover(paths: list[Path]) -> list[Path]:
@@ -89,7 +95,7 @@ def _walk(directory: Path) -> list[os.DirEntry[str]]:
         for entry in entries:
             try:
                 if entry.is_dir():
-                    if entry.name not in _SKIP_DIRS:
+                    if entry.name not in SKIP_DIRS:
                         subdirs.append(entry.path)
                 elif entry.name.endswith(SUFFIX) and entry.is_file():
                     out.append(entry)
@@ -217,3 +223,41 @@ def parents(paths: list[Path], candidates: list[Path], uses: Callable[[Path], li
                 confirmed[candidate] = path
                 grew = True
     return list(confirmed.values())
+
+
+# -- plan files -------------------------------------------------------------------------------
+
+PLAN_SUFFIXES = (".plan.json", ".plan.json.sig")
+
+
+def plan_files(directory: Path, skip: Collection[str] = (), *, follow: bool = True) -> list[Path]:
+    """Every plan file and plan signature below `directory`, sorted, named through the directories
+    as given. With `follow`, symlinked directories are followed (a glob that signs plans follows
+    them too), each real directory once, so a symlink loop ends. Directories named in `skip` are
+    not entered."""
+    found: list[Path] = []
+    seen: set[str] = set()
+    pending = [str(directory)]
+    while pending:
+        current = pending.pop()
+        try:
+            real = os.path.realpath(current)
+            with os.scandir(current) as scan:
+                entries = sorted(scan, key=lambda e: e.name)
+        except OSError:
+            continue
+        if real in seen:
+            continue
+        seen.add(real)
+        subdirs = []
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=follow):
+                    if entry.name not in skip:
+                        subdirs.append(entry.path)
+                elif entry.name.endswith(PLAN_SUFFIXES) and not entry.is_dir():
+                    found.append(Path(entry.path))
+            except OSError:
+                continue
+        pending.extend(reversed(subdirs))
+    return sorted(found)

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from akm_run.atomic import write_atomically
 from akmc import exitcodes
 from akmc.compiler import Session
 from akmc.driver import compile_one, compile_source, report_diagnostics
-from akmc.workspace import discover, display_path, find_root
+from akmc.workspace import discover, display_path, find_root, plan_files, read_regular
 
 
 def run(source: Path, *, output: Path | None, out_dir: Path | None, check: bool, root: Path | None) -> int:
@@ -54,7 +56,7 @@ def _directory(directory: Path, out_dir: Path, check: bool, root: Path | None) -
     if len(wanted) != len(sources):
         return exitcodes.FINDINGS
     if check:
-        return _compare(wanted, _refresh(directory, None, out_dir, root))
+        return _compare(wanted, _refresh(directory, None, out_dir, root), _orphans(out_dir, wanted))
     for target, rendered in wanted.items():
         _write(target, rendered)
     print(
@@ -74,25 +76,43 @@ def _refresh(source: Path, output: Path | None, out_dir: Path | None, root: Path
     return shlex.join(argv)
 
 
-def _compare(wanted: dict[Path, str], refresh: str) -> int:
+def _orphans(out_dir: Path, wanted: dict[Path, str]) -> list[Path]:
+    """The plan files and signatures under `out_dir` that none of the compiled sources accounts for:
+    a gate that signs or ships the directory would otherwise pass along plans nobody reviewed."""
+    accounted = {os.path.normpath(t) for t in wanted} | {os.path.normpath(f"{t}.sig") for t in wanted}
+    return [p for p in plan_files(out_dir) if os.path.normpath(p) not in accounted]
+
+
+def _compare(wanted: dict[Path, str], refresh: str, orphans: Sequence[Path] = ()) -> int:
     stale = []
     for target, rendered in sorted(wanted.items()):
+        expected = rendered.encode("utf-8")
         try:
-            current = target.read_text(encoding="utf-8")
-        except OSError:
+            current = read_regular(target, len(expected))  # a FIFO or device in a plan's place is never read
+        except FileNotFoundError:
             stale.append(f"missing: {display_path(target)}")
             continue
-        if current != rendered:
+        except OSError:
+            current = b""
+        if current != expected:
             stale.append(f"stale:   {display_path(target)}")
     for line in stale:
         print(line)
+    for orphan in orphans:
+        print(f"orphan:  {display_path(orphan)}")
     if stale:
         print(
             f"{len(stale)} plan file{'s are' if len(stale) != 1 else ' is'} not up to date; run `{refresh}` to refresh",
             file=sys.stderr,
         )
-        return exitcodes.FINDINGS
-    return exitcodes.OK
+    if orphans:
+        them = "them" if len(orphans) != 1 else "it"
+        print(
+            f"{len(orphans)} file{'s' if len(orphans) != 1 else ''} in the output directory no source compiles to;"
+            f" remove {them}, or add the source that compiles to {them}",
+            file=sys.stderr,
+        )
+    return exitcodes.FINDINGS if stale or orphans else exitcodes.OK
 
 
 def _write(target: Path, rendered: str) -> None:

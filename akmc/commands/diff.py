@@ -60,6 +60,7 @@ def _write(items: list[WorkflowDiff], single: PlanDiff | None, revision: str, ou
 def _revision(revision: str, paths: list[Path], output_format: str, root: Path | None) -> int:
     from akm_run.plan import plan_hash
     from akmc.diff import diff
+    from akmc.planfiles import changes
     from akmc.revision import RevisionError, materialise
     from akmc.workspace import find_root
 
@@ -78,6 +79,7 @@ def _revision(revision: str, paths: list[Path], output_format: str, root: Path |
             print(f"akmc: error: {error}", file=sys.stderr)
             return exitcodes.USAGE
         sides = [_side(old_root, f"{revision}:", wanted), _side(workspace, "", wanted)]
+        plans = [] if wanted or any(p is None for p in sides[1].values()) else changes(old_root, workspace, sides[1])
     if any(plan is None for side in sides for plan in side.values()):
         print("akmc: error: a workflow has errors on one side; nothing is compared", file=sys.stderr)
         return exitcodes.USAGE
@@ -95,6 +97,7 @@ def _revision(revision: str, paths: list[Path], output_format: str, root: Path |
         elif before is not None and after is not None:
             result = diff(before, after)
             items.append(WorkflowDiff(relative, "equal" if result.equal else "changed", result.new_hash, result))
+    items += plans  # plan files no source accounts for run as they stand: a review must see them
     shown = " ".join(str(p) for p in paths)
     _write(
         items,

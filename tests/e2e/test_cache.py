@@ -126,3 +126,125 @@ def test_parallel_checking_gives_the_same_answer(tmp_path: Path) -> None:
     parallel = run_cli("check", "--no-cache", "--jobs", "2", cwd=tmp_path)
     assert serial.returncode == parallel.returncode == 1
     assert serial.stdout == parallel.stdout and "(40 files checked)" in parallel.stdout
+
+
+# -- an entry speaks only for what it was computed from ------------------------------------------
+
+FLAWED = source("""
+    workflow "w" {
+      step a {
+        shell "echo ghp_1234567890abcdefghijklmnopqrstuvwxyzAB"
+        inputs = [steps.nope.output]
+      }
+    }
+""")
+
+
+@pytest.fixture
+def flawed(tmp_path: Path) -> Path:
+    (tmp_path / "akm.toml").write_text("")
+    (tmp_path / "w.akm").write_text(FLAWED)
+    return tmp_path
+
+
+def _codes(root: Path) -> list[str]:
+    result = _check(root)
+    assert "Traceback" not in result.stderr and "internal error" not in result.stderr, result.stderr
+    return sorted(d["code"] for d in json.loads(result.stdout))
+
+
+def _entry(root: Path) -> Path:
+    from akmc.cache import Cache
+
+    return Cache(root, True)._entry_path("w.akm")
+
+
+def test_a_planted_entry_does_not_speak_for_a_file(flawed: Path) -> None:
+    """An entry anyone can compute (the right key, the file's true hash, nothing found) is not believed."""
+    from akm_run.digest import tagged_sha256
+    from akmc.cache import FORMAT, fingerprint
+
+    digest = tagged_sha256((flawed / "w.akm").read_bytes())
+    planted = {"key": [FORMAT, fingerprint(), "w.akm", True], "deps": {"w.akm": digest}, "diagnostics": [],
+               "children": [], "uses": [], "sha256": digest}  # fmt: skip
+    _entry(flawed).parent.mkdir(parents=True)
+    _entry(flawed).write_text(json.dumps(planted))
+    assert _codes(flawed) == ["E203", "E600"]
+    assert json.loads(_entry(flawed).read_text())["diagnostics"]  # rewritten with what the file holds
+    assert _codes(flawed) == ["E203", "E600"]
+
+
+def test_an_edited_or_truncated_entry_is_ignored_and_rewritten(flawed: Path) -> None:
+    assert _codes(flawed) == ["E203", "E600"]
+    genuine = _entry(flawed).read_text()
+    edited = json.loads(genuine)
+    edited["diagnostics"] = []
+    _entry(flawed).write_text(json.dumps(edited))
+    assert _codes(flawed) == ["E203", "E600"]
+    _entry(flawed).write_text(genuine[: len(genuine) // 2])
+    assert _codes(flawed) == ["E203", "E600"]
+    assert json.loads(_entry(flawed).read_text())["diagnostics"]
+
+
+def test_an_entry_of_another_file_with_the_same_name_is_ignored(flawed: Path, tmp_path: Path) -> None:
+    """A genuine entry copied from another workspace, where `w.akm` is clean, speaks only for that file."""
+    clean = tmp_path / "clean"
+    clean.mkdir()
+    (clean / "akm.toml").write_text("")
+    (clean / "w.akm").write_text('workflow "w" {\n  step a { shell "true" }\n}\n')
+    assert _codes(clean) == []
+    _entry(flawed).parent.mkdir(parents=True)
+    shutil.copy(_entry(clean), _entry(flawed))
+    assert _codes(flawed) == ["E203", "E600"]
+
+
+@pytest.mark.parametrize("content", [b"\xff\xfe not json", b"[]", b'{"key": 1}', b" " * (40 << 20) + b"{}", b"null"])
+def test_an_entry_of_any_content_is_ignored(flawed: Path, content: bytes) -> None:
+    _entry(flawed).parent.mkdir(parents=True)
+    _entry(flawed).write_bytes(content)
+    assert _codes(flawed) == ["E203", "E600"]
+
+
+def test_an_entry_that_is_a_fifo_or_a_directory_neither_hangs_nor_fails(flawed: Path) -> None:
+    import os
+
+    _entry(flawed).parent.mkdir(parents=True)
+    os.mkfifo(_entry(flawed))
+    assert _codes(flawed) == ["E203", "E600"]
+    _entry(flawed).unlink()
+    _entry(flawed).mkdir()
+    assert _codes(flawed) == ["E203", "E600"]
+
+
+def test_a_cache_directory_that_is_a_file_or_a_symlink_is_not_used(flawed: Path, tmp_path: Path) -> None:
+    (flawed / ".akmc-cache").write_text("not a directory\n")
+    assert _codes(flawed) == ["E203", "E600"]
+    assert _codes(flawed) == ["E203", "E600"]
+    (flawed / ".akmc-cache").unlink()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (flawed / ".akmc-cache").symlink_to(elsewhere)
+    assert _codes(flawed) == ["E203", "E600"]
+    assert list(elsewhere.iterdir()) == []  # nothing written where the link points
+
+
+def test_settings_are_part_of_the_key(flawed: Path) -> None:
+    assert _codes(flawed) == ["E203", "E600"]
+    (flawed / "w.akm").write_text(FLAWED.replace("ghp_1234567890abcdefghijklmnopqrstuvwxyzAB", "hello"))
+    assert _codes(flawed) == ["E203"]
+    (flawed / "akm.toml").write_text('[check]\nignore = ["E203"]\n')
+    assert _codes(flawed) == []
+    (flawed / "akm.toml").write_text("")
+    assert _codes(flawed) == ["E203"]
+
+
+def test_a_file_a_shell_command_runs_appearing_is_seen_by_a_warm_check(tmp_path: Path) -> None:
+    """W708 depends on whether the file exists: the path is a dependency of the cached result."""
+    (tmp_path / "akm.toml").write_text("")
+    (tmp_path / "w.akm").write_text('workflow "w" {\n  step s { shell "scripts/publish.sh" }\n}\n')
+    assert _codes(tmp_path) == []
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "publish.sh").write_text("#!/bin/sh\n")
+    assert _codes(tmp_path) == ["W708"]
+    (tmp_path / "scripts" / "publish.sh").unlink()
+    assert _codes(tmp_path) == []

@@ -117,9 +117,26 @@ def test_the_signing_workflow_signs_checked_plans_on_the_protected_branch_only()
     assert workflow[True] == {"push": {"branches": ["main"]}}  # YAML reads the key `on` as true
     commands = [step.get("run", "") for step in workflow["jobs"]["sign"]["steps"]]
     check = next(i for i, c in enumerate(commands) if "akmc compile workflows --out-dir plans --check" in c)
-    sign = next(i for i, c in enumerate(commands) if "akmc sign plans/workflows/*.plan.json --key" in c)
+    sign = next(i for i, c in enumerate(commands) if "akmc sign plans/**/*.plan.json --key" in c)
     verify = next(i for i, c in enumerate(commands) if "akmc verify" in c and "--allowed-signers" in c)
     assert check < sign < verify
+    assert all("shopt -s globstar" in commands[i] for i in (sign, verify))  # `**` is nested plans too
+
+
+def test_the_signing_gate_fails_on_a_plan_no_source_accounts_for(tmp_path: Path) -> None:
+    """The step before signing, run for real: an orphan plan stops the job before anything is signed."""
+    steps = yaml.safe_load(_block(CI, r"yaml file=\.github/workflows/akm-sign\.yml"))["jobs"]["sign"]["steps"]
+    [gate] = [step["run"] for step in steps if "--check" in step.get("run", "")]
+    shutil.copytree(REPO / "golden" / "corpus", tmp_path / "ws")
+    nested = tmp_path / "ws" / "plans" / "workflows" / "team"
+    nested.mkdir()
+    shutil.copy(tmp_path / "ws" / "plans" / "workflows" / "minimal.plan.json", nested / "old.plan.json")
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run(["bash", "-eo", "pipefail", "-c", gate], cwd=tmp_path / "ws", env=env, capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 1 and done.stdout == "orphan:  plans/workflows/team/old.plan.json\n"
+    (nested / "old.plan.json").unlink()
+    assert subprocess.run(["bash", "-c", gate], cwd=tmp_path / "ws", env=env, capture_output=True).returncode == 0
 
 
 def test_the_refusal_table_names_every_reason() -> None:

@@ -199,3 +199,39 @@ def test_a_user_without_create_rights_on_a_fresh_database_gets_one_clear_error(
         assert result.returncode == 2, result.stderr
         assert "permission denied" in result.stderr and "needs CREATE on the database" in result.stderr
         assert "Traceback" not in result.stderr and len(result.stderr.splitlines()) == 1, result.stderr
+
+
+@pytest.mark.parametrize("version", [1, 30, 110])
+def test_a_worker_sigkilled_midway_through_dbos_migrations_leaves_them_to_the_next(
+    postgres_server: PostgresServer, tmp_path: Path, version: int
+) -> None:
+    """SIGKILLed once DBOS's system schema reached `version` (between two migrations, or inside an
+    online one that builds an index concurrently): the next worker applies the rest, and a run
+    submitted meanwhile meets no half-made table."""
+    runtime = fresh(postgres_server, tmp_path)
+    plan = runtime.compile("w.akm", PLAN)
+    assert runtime.database is not None
+    url = runtime.database
+    try:
+        first = runtime.start_worker(wait=False)
+
+        def reached() -> bool:
+            try:
+                return dbos_versions(url)[0] >= version or first.process.poll() is not None
+            except psycopg.Error:  # not created yet
+                return False
+
+        eventually(reached, f"DBOS's system schema at version {version}")
+        first.kill()
+        follower = run(runtime, plan)
+        runtime.start_worker()
+        current, latest = dbos_versions(url)
+        assert current >= latest
+        code, output = finished(follower)
+        if code == 2 and "no `akm-run worker` has served this database yet" in output:
+            [row] = runtime.sql("SELECT id FROM runs")
+            code, output = finished(run(runtime, str(row[0])))
+        assert code == 0 and '"status": "completed"' in output, output
+        assert "cannot be used" not in output and "Traceback" not in output, output
+    finally:
+        assert runtime.close() == []

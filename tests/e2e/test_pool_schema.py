@@ -6,6 +6,7 @@ racing on fresh databases of a private server (docs/scale-out.md)."""
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import sys
 import uuid
@@ -168,10 +169,13 @@ def test_a_half_made_dbos_schema_is_a_clear_error_and_the_next_worker_finishes_i
             connection.execute(text("INSERT INTO dbos.dbos_migrations VALUES (3)"))
     finally:
         engine.dispose()
+    named = {k: v for k, v in runtime.env().items() if k != "AKM_RUN_DATABASE"}
     try:
-        code, output = finished(run(runtime, plan))
+        code, output = finished(run(runtime, plan, "--database", runtime.database, env=named))
         assert code == 2 and "no `akm-run worker` has served this database yet" in output, output
         assert "cannot be used" not in output and "Traceback" not in output, output
+        start = output.split("start one (`")[1].split("`")[0]  # as printed, to paste into a shell
+        assert shlex.split(start) == ["akm-run", "worker", "--database", runtime.database], output
         runtime.start_worker()
         current, latest = dbos_versions(runtime.database)
         assert current >= latest

@@ -322,19 +322,21 @@ def _locked(
         return _fail(f"{held}; it cannot be changed while it is being driven", exitcodes.LOCKED)
     except PlanError as error:
         return _fail(f"refused run {row.id}: its stored plan does not verify: {error}", exitcodes.REFUSED)
-    continued, submitted = store.run(row.id), False
-    if (shared := _shared(args)) is not None and trusted and code == 0 and continued and continued.status == "active":
-        from akm_run import drives, submitting
+    continued, submitted, shared = store.run(row.id), False, _shared(args)
+    try:
+        if shared is not None and trusted and code == 0 and continued and continued.status == "active":
+            from akm_run import drives, submitting
 
-        try:
-            submitting.submit_once(
-                shared.url, drives.DriveArgs(row.id, hints=hints_for(args)), changed=continued != row
-            )
-            submitted = True
-        except submitting.NoPool as error:
-            print(f"akm-run: {error}", file=sys.stderr)
-    if then is not None and code == 0:
-        then(submitted)
+            try:
+                submitting.submit_once(
+                    shared.url, drives.DriveArgs(row.id, hints=hints_for(args)), changed=continued != row
+                )
+                submitted = True
+            except submitting.NoPool as error:
+                print(f"akm-run: {error}", file=sys.stderr)
+    finally:  # the change is made: it is said even when the database failed the submission
+        if then is not None and code == 0:
+            then(submitted)
     return code
 
 

@@ -239,3 +239,18 @@ def test_a_worker_sigkilled_midway_through_dbos_migrations_leaves_them_to_the_ne
         assert "cannot be used" not in output and "Traceback" not in output, output
     finally:
         assert runtime.close() == []
+
+
+def test_a_run_abandoned_before_any_worker_served_the_database_is_reported_not_waited_for(
+    postgres_server: PostgresServer, tmp_path: Path
+) -> None:
+    runtime = fresh(postgres_server, tmp_path)
+    plan = runtime.compile("w.akm", PLAN)
+    code, output = finished(run(runtime, plan))
+    assert code == 2 and "no `akm-run worker` has served this database yet" in output, output
+    [row] = runtime.sql("SELECT id FROM runs")
+    abandoned = subprocess.run([sys.executable, "-m", "akm_run", "abandon", str(row[0])], cwd=runtime.root,
+                               env=runtime.env(), capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert abandoned.returncode == 0, abandoned.stderr
+    code, output = finished(run(runtime, str(row[0])))  # nothing to drive: no worker needed
+    assert code == 1 and '"status": "failed"' in output and "abandoned" in output, output

@@ -214,7 +214,7 @@ def show_result(store: Store, result: DriveResult, hints: Hints, fmt: str) -> in
 def pooled_run(args: argparse.Namespace, shared: SharedStore, store: Store, run_id: str, timeout_ms: int | None) -> int:
     """`run` on the shared store: submit the run's next drive to the worker pool and follow it to its
     end (or, with --detach, print the run id); the same documents and exit codes as a local drive."""
-    from akm_run import drives
+    from akm_run import drives, submitting
     from akm_run.pgstore import PostgresStore
 
     assert isinstance(store, PostgresStore)
@@ -226,11 +226,11 @@ def pooled_run(args: argparse.Namespace, shared: SharedStore, store: Store, run_
     on_signals(lambda signum, frame: stop.set())
     try:
         if args.detach:
-            drives.submit_once(shared.url, submitted)
+            submitting.submit_once(shared.url, submitted)
             print(run_id)
             return exitcodes.COMPLETED
-        outcome = drives.follow(shared.url, store, submitted, shows, stop)
-    except drives.NoPool as error:
+        outcome = submitting.follow(shared.url, store, submitted, shows, stop)
+    except submitting.NoPool as error:
         return _fail(f"run {run_id} is published and waits: {error}", exitcodes.USAGE)
     except Exception as error:
         if (unreachable := unusable(shared, error)) is None:
@@ -299,10 +299,14 @@ def logs(args: argparse.Namespace) -> int:
 # -- resume, approve, abandon --------------------------------------------------------------------------
 
 
-def _locked(args: argparse.Namespace, action: Callable[[Store, RunRow], int], *, trusted: bool = True) -> int:
+def _locked(
+    args: argparse.Namespace, action: Callable[[Store, RunRow], int], *, trusted: bool = True,
+    then: Callable[[bool], None] | None = None,
+) -> int:  # fmt: skip
     """Run a state change on an existing run while holding its lock (never beside a live driver);
     a `trusted` change (one that lets the run go on) first re-checks the run's plan and signature.
-    On the shared store, a trusted change that leaves the run active submits its next drive."""
+    On the shared store, a trusted change that leaves the run active submits its next drive. `then`
+    is told, after a change that succeeded, whether the pool took the run's next drive."""
     store, row = _existing(args, args.run_id)
     if store is None or row is None:
         return _fail(f"no run named {args.run_id!r}", exitcodes.USAGE)
@@ -318,14 +322,21 @@ def _locked(args: argparse.Namespace, action: Callable[[Store, RunRow], int], *,
         return _fail(f"{held}; it cannot be changed while it is being driven", exitcodes.LOCKED)
     except PlanError as error:
         return _fail(f"refused run {row.id}: its stored plan does not verify: {error}", exitcodes.REFUSED)
-    continued = store.run(row.id)
-    if (shared := _shared(args)) is not None and trusted and code == 0 and continued and continued.status == "active":
-        from akm_run import drives
+    continued, submitted, shared = store.run(row.id), False, _shared(args)
+    try:
+        if shared is not None and trusted and code == 0 and continued and continued.status == "active":
+            from akm_run import drives, submitting
 
-        try:
-            drives.submit_once(shared.url, drives.DriveArgs(row.id, hints=hints_for(args)), changed=continued != row)
-        except drives.NoPool as error:
-            print(f"akm-run: {error}", file=sys.stderr)
+            try:
+                submitting.submit_once(
+                    shared.url, drives.DriveArgs(row.id, hints=hints_for(args)), changed=continued != row
+                )
+                submitted = True
+            except submitting.NoPool as error:
+                print(f"akm-run: {error}", file=sys.stderr)
+    finally:  # the change is made: it is said even when the database failed the submission
+        if then is not None and code == 0:
+            then(submitted)
     return code
 
 
@@ -351,6 +362,7 @@ def resume(args: argparse.Namespace) -> int:
 def approve(args: argparse.Namespace) -> int:
     decision = operations.Decision(args.step_id, args.by or getpass.getuser(), not args.reject, args.note)
     hint = hints_for(args)
+    decided: list[tuple[str, str]] = []  # (what, run id): said once the pool took the next drive, or did not
 
     def decide(store: Store, row: RunRow) -> int:
         plan = stored_plan(row)
@@ -363,11 +375,17 @@ def approve(args: argparse.Namespace) -> int:
             print(f"rejected step {args.step_id} of run {row.id}: the run failed (approval_rejected); "
                   f"see `{hint('status', row.id)}`")  # fmt: skip
         else:
-            verb = "rejected" if args.reject else "approved"
-            print(f"{verb} step {args.step_id} of run {row.id}; continue with `{hint('run', row.id)}`")
+            decided.append((f"{'rejected' if args.reject else 'approved'} step {args.step_id} of run {row.id}", row.id))
         return exitcodes.COMPLETED
 
-    return _locked(args, decide)
+    def said(submitted: bool) -> None:  # once the pool took the next drive, or did not
+        for done, run_id in decided:
+            if submitted:  # on the pool, approve continued the run: there is nothing to do but follow it
+                print(f"{done}; the worker pool continues the run: follow it with `{hint('run', run_id)}`")
+            else:
+                print(f"{done}; continue with `{hint('run', run_id)}`")
+
+    return _locked(args, decide, then=said)
 
 
 def _child_waits(store: Store, hint: Hints, plan: pf.Plan, row: RunRow, current: StepRow | None) -> str | None:

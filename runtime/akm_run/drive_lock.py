@@ -1,5 +1,5 @@
 """A pooled drive's hold on its run's lock (docs/scale-out.md, "A drive and a command at once"). Needs
-the `postgres` extra; only akm_run.drives imports it."""
+the `postgres` extra; only the pool (akm_run.drives, akm_run.submitting) imports it."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Runs on the worker pool (docs/scale-out.md): the DBOS workflows that drive runs and run their
 units, the dispatcher that hands an attempt to whichever worker dequeues it, the `akm-run worker`
-process, and the submitting side (`run`, `approve`, `resume` with --database). Needs the `postgres`
-extra; the plain runtime never imports this module.
+process; akm_run.submitting hands drives to them (`run`, `approve`, `resume` with --database). Needs
+the `postgres` extra; the plain runtime never imports this module.
 
 A drive workflow is the engine itself (`Engine.drive`), with no DBOS step of its own: its state is
 the journal, so a recovered drive starts from the top, re-verifies the stored plan, and re-attaches
@@ -22,23 +22,22 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import psycopg
 from dbos import DBOS, DBOSClient, EnqueueOptions, WorkflowHandle
 
-from akm_run import exitcodes, pool, stopping, units
+from akm_run import exitcodes, pool, pool_schemas, units
 from akm_run.children import hold
-from akm_run.core import SIGNALLED, DriveResult, End, aborted
+from akm_run.core import DriveResult, End
 from akm_run.dispatch import Request, Settings
 from akm_run.drive_errors import drive_failure, given_up
-from akm_run.drive_lock import DriveStore, took_lock
-from akm_run.engine import DEFAULT_MAX_CONCURRENCY, Engine, Options, settled, stored_plan
+from akm_run.drive_lock import DriveStore
+from akm_run.engine import DEFAULT_MAX_CONCURRENCY, Engine, Options, stored_plan
 from akm_run.hints import Hints
 from akm_run.locks import LockHeld
 from akm_run.pgstore import PostgresStore
 from akm_run.plan import PlanError
-from akm_run.progress import FromJournal, Progress
+from akm_run.progress import Progress
 from akm_run.rows import AttemptRow, RunRow
 from akm_run.stopping import Attempts, quiet_cancellations, stop_attempt
 from akm_run.trust import admission, allowed_signers
@@ -179,7 +178,9 @@ def serve(
     worker = pool.Worker(url, executor_id, concurrency=concurrency, takeover_after_s=takeover_after_s,
                          queue_poll_s=poll_s)  # fmt: skip
     stop = threading.Event()
-    store = PostgresStore(url)  # connects (and migrates) first: an unusable database is one clear error
+    # The schemas first, by one worker at a time (an unusable database is one clear error): DBOS's
+    # launch then finds them whole and creates nothing.
+    store = pool_schemas.prepare(url, worker.say)
     worker.start()
     quiet_cancellations()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -380,121 +381,3 @@ def _not_to_run(store: PostgresStore, request: Request, recorded: AttemptRow | N
         units.stop_leftover(recorded.pid, recorded.host)
         return End("interrupted", message=f"the worker running attempt {request.attempt} died")
     return None
-
-
-# -- the submitting side ------------------------------------------------------------------------------------
-
-
-class NoPool(Exception):
-    """No worker has ever served the database: nothing can be submitted to it."""
-
-
-def _ready(url: str, args: DriveArgs) -> None:
-    """Refuse to submit to a database no worker has served; warn when no worker beats now (the
-    run waits for one)."""
-    workers = pool.serving(url)
-    start = f"akm-run worker{' --database ' + args.hints.database if args.hints.database else ''}"
-    if workers is None:
-        raise NoPool(f"no `akm-run worker` has served this database yet: start one (`{start}`), then "
-                     f"`{args.hints('run', args.run_id)}`")  # fmt: skip
-    if workers == 0:
-        print(f"akm-run: no worker is serving this database now; run {args.run_id} waits until one starts "
-              f"(`{start}`)", file=sys.stderr, flush=True)  # fmt: skip
-
-
-def submit(dbos: DBOSClient, args: DriveArgs, *, changed: bool = False) -> str:
-    """Submit the run's next drive, or find the one under way; its workflow id. The first drive's id
-    is the run id, the n-th continuation's `RUN/n`, n counting the drives the database holds: two
-    hosts submitting at once compute the same id and start one drive. After a command `changed` the
-    run under its lock, a live drive that already took the lock counts for nothing: it may be about
-    to end on what it read before (docs/scale-out.md)."""
-    drives = _drives(dbos, args.run_id)
-    live = [str(d.workflow_id) for d in drives if d.status in LIVE]
-    if changed:
-        live = [w for w in live if not took_lock(dbos, w)]
-    if live:
-        return live[0]
-    workflow_id = args.run_id if not drives else f"{args.run_id}/{len(drives)}"
-    options = EnqueueOptions(queue_name=pool.RUNS_QUEUE, workflow_name=DRIVE, workflow_id=workflow_id,
-                             app_version=pool.APP_VERSION)  # fmt: skip
-    return str(dbos.enqueue(options, args).get_workflow_id())
-
-
-def _drives(dbos: DBOSClient, run_id: str) -> list[Any]:
-    """The drive workflows of a run, oldest first."""
-    return list(dbos.list_workflows(workflow_id_prefix=run_id, name=DRIVE, load_input=False, load_output=False))
-
-
-def follow(url: str, store: PostgresStore, args: DriveArgs, progress: Progress, stop: threading.Event) -> Outcome:
-    """Submit the run's next drive and follow it to its end, drawing from the journal what its
-    driver draws on SQLite (from where the run is, for a run already under way). `stop` set (a
-    signal) aborts the drive wherever it runs, as a signal aborts a drive on SQLite."""
-    shown = FromJournal(progress, store.run)
-    dbos = client(url)
-    try:
-        # The drives first, then the run, and the live drive found is followed: a drive that settled the
-        # run and ended between the two reads must not look like an active run left undriven (resubmitted).
-        live = [str(d.workflow_id) for d in _drives(dbos, args.run_id) if d.status in LIVE]
-        row = store.run(args.run_id)
-        if row is not None and row.status != "active" and not live:
-            return _settled(store, row, args.hints)  # nothing to drive: no worker needed
-        _ready(url, args)
-        shown.catch_up(store.progress_events(args.run_id, 0))  # before submitting: the new drive is drawn whole
-        handle: WorkflowHandle[Outcome] = dbos.retrieve_workflow(live[0] if live else submit(dbos, args))
-        while True:
-            status = handle.get_status().status
-            _report(store, args.run_id, shown)
-            if status not in LIVE:
-                break
-            if stop.wait(FOLLOW_POLL_S):  # as a signal to SQLite's driver: the drive is aborted
-                stopping.interrupt(dbos, store, handle.get_workflow_id(), args.run_id)
-                if (status := handle.get_status().status) in ("SUCCESS", "ERROR"):
-                    break  # it ended by itself first (DBOS cancels no ended workflow)
-                _report(store, args.run_id, shown)
-                return Outcome(result=aborted(args.run_id, SIGNALLED, args.hints("run", args.run_id)))
-        if status in ENDED_BADLY:
-            return _ended_badly(store, args, status)
-        outcome: Outcome = handle.get_result()
-        return outcome
-    finally:
-        dbos.destroy()
-
-
-def _ended_badly(store: PostgresStore, args: DriveArgs, status: str) -> Outcome:
-    """A drive whose workflow ended without a result. When DBOS gave up recovering it, its worker
-    died every time it drove the run (as a unit that kills its host makes it do): the run stays
-    active and resumable, as on SQLite when such a unit kills the driver, and the journal's
-    interrupted attempts name the units that were running. Anything else is an internal error."""
-    resume = args.hints("run", args.run_id)
-    if status != "MAX_RECOVERY_ATTEMPTS_EXCEEDED":
-        return Outcome(code=exitcodes.INTERNAL, message=f"the drive of run {args.run_id} ended {status}; the run "
-                       f"stays active and resumable: `{resume}`")  # fmt: skip
-    return Outcome(result=given_up(store, args.run_id, "the drive of this run", resume))
-
-
-def _settled(store: PostgresStore, row: RunRow, hints: Hints) -> Outcome:
-    """A run that is not active, as a drive would report it (its stored plan re-verified first)."""
-    try:
-        stored_plan(row)
-    except PlanError as error:
-        code, message = drive_failure(error, row.id, hints)
-        return Outcome(code=code, message=message)
-    return Outcome(result=settled(row, store, hints))
-
-
-def _report(store: PostgresStore, run_id: str, shown: FromJournal) -> None:
-    """Draw what the run and its child runs journaled since the last poll. Every event of a run's
-    tree is written by its one driver, on one connection, so they commit in the order of their seq:
-    reading past the last seq seen misses none."""
-    shown.show(store.progress_events(run_id, shown.after))
-
-
-def submit_once(url: str, args: DriveArgs, *, changed: bool = False) -> str:
-    """`run --detach`, `approve` and `resume`: submit the run's next drive and return its id; the
-    pool continues the run. `changed`: the caller changed the run under its lock (see `submit`)."""
-    _ready(url, args)
-    dbos = client(url)
-    try:
-        return submit(dbos, args, changed=changed)
-    finally:
-        dbos.destroy()

@@ -19,7 +19,7 @@ import psycopg
 from dbos import DBOS, DBOSConfig
 from dbos import _sys_db as dbos_sys_db
 
-from akm_run.pgstore import table_exists
+from akm_run.pool_schemas import create_executors, usable
 
 APP_NAME = "akm-run"
 # DBOS recovers only workflows of the application version that started them, and derives a version
@@ -35,13 +35,6 @@ SCHEMA = "akm_run"
 RUNS_QUEUE = "akm-runs"  # the drives of runs
 UNITS_QUEUES = "akm-units-c"  # + a width: the attempts of steps running that many units at once
 
-_SETUP = (
-    f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}",
-    f"""CREATE TABLE IF NOT EXISTS {SCHEMA}.executors (
-        executor_id text PRIMARY KEY,
-        beat timestamptz NOT NULL
-    )""",
-)
 # One clock, the database's: hosts' clocks never decide who is dead.
 _BEAT = f"""INSERT INTO {SCHEMA}.executors (executor_id, beat) VALUES (%s, now())
     ON CONFLICT (executor_id) DO UPDATE SET beat = now()"""
@@ -97,9 +90,7 @@ class Liveness:
         self.executor_id = executor_id
         self.takeover_after_s = takeover_after_s
         with psycopg.connect(self.url, autocommit=True) as connection:
-            if not table_exists(connection, f"{SCHEMA}.executors"):  # see PostgresStore._migrate
-                for statement in _SETUP:
-                    connection.execute(statement)
+            create_executors(connection)  # a worker's pool_schemas.prepare created it already
 
     def beat(self) -> None:
         with psycopg.connect(self.url, autocommit=True) as connection:
@@ -126,16 +117,11 @@ class Liveness:
 
 def serving(database_url: str, within_s: float = SERVING_WITHIN_S) -> int | None:
     """How many workers beat within `within_s`; None when no worker has ever served the database
-    (DBOS's tables do not exist yet: a client cannot submit anything)."""
+    (DBOS's tables are missing or half-made: a client cannot submit anything). Waits while a worker
+    creates the schemas (akm_run.pool_schemas)."""
     with psycopg.connect(database_url, autocommit=True) as connection:
-        row = connection.execute(
-            "SELECT to_regclass('dbos.workflow_status') IS NOT NULL, to_regclass(%s) IS NOT NULL",
-            (f"{SCHEMA}.executors",),
-        ).fetchone()
-        if row is None or not row[0]:
+        if not usable(connection):
             return None
-        if not row[1]:
-            return 0
         beating = connection.execute(
             f"SELECT count(*) FROM {SCHEMA}.executors WHERE beat > now() - make_interval(secs => %s)", (within_s,)
         ).fetchone()
@@ -202,7 +188,7 @@ class Worker:
             try:
                 liveness.beat()
                 if failed_at is not None:
-                    self._say(f"beating again after {time.monotonic() - failed_at:.0f}s without the database")
+                    self.say(f"beating again after {time.monotonic() - failed_at:.0f}s without the database")
                     failed_at, beating_since = None, time.monotonic()
                 if time.monotonic() - beating_since < self.takeover_after_s:
                     continue
@@ -212,9 +198,9 @@ class Worker:
             except Exception as error:  # noqa: BLE001 - a database away for a while: beat again next time
                 if failed_at is None:
                     failed_at = time.monotonic()
-                    self._say(f"cannot beat: {type(error).__name__}: {' '.join(str(error).split())[:300]}")
+                    self.say(f"cannot beat: {type(error).__name__}: {' '.join(str(error).split())[:300]}")
 
-    def _say(self, text: str) -> None:
+    def say(self, text: str) -> None:
         """One line on the worker's log (stderr), as `akm-run worker` prints its own."""
         print(f"akm-run worker {self.executor_id}: {text}", file=sys.stderr, flush=True)
 

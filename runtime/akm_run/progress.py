@@ -144,13 +144,18 @@ class FromJournal:
     """Makes the calls a driver makes on `progress`, from the journal of the run it drives (and of
     its child runs), in the order the journal holds them: a step's start and end, an attempt's start
     and end (units in flight are attempts started and not ended), a step's duration from the times
-    the journal recorded. `catch_up` reads what was there before the follower came and draws where
+    the journal recorded: the time its attempts that ended by themselves ran (the union of their
+    dispatch-to-end spans), never the wait for a dead worker's takeover, which an interrupted
+    attempt's span holds (its end is when the takeover noticed it); a step without such attempts
+    (a gate) from its start to its end. `catch_up` reads what was there before the follower came and draws where
     the run is; `show` draws what follows as it arrives."""
 
     def __init__(self, progress: Progress, run_of: Callable[[str], RunRow | None]) -> None:
         self.progress, self.run_of = progress, run_of
         self.runs: dict[str, _Run | None] = {}
         self.in_flight: set[tuple[str, str, int]] = set()
+        self.began: dict[tuple[str, str, int], float] = {}  # an attempt in flight -> when it was dispatched
+        self.ran: dict[tuple[str, str], list[tuple[float, float]]] = {}  # (run, step) -> its attempts' spans
         self.after = 0  # the seq of the last event read
 
     def catch_up(self, events: Iterable[Event]) -> None:
@@ -175,10 +180,14 @@ class FromJournal:
             attempt = (event.run_id, str(event.unit_id), int(event.data.get("attempt", 0)))
             if event.kind == "unit.dispatched":
                 self.in_flight.add(attempt)
+                self.began[attempt] = event.at
                 if draw:
                     self.progress.unit_started()
             elif event.kind in ATTEMPT_ENDS and attempt in self.in_flight:  # not a unit failed undispatched
                 self.in_flight.discard(attempt)
+                began = self.began.pop(attempt, event.at)
+                if event.kind != "unit.interrupted":
+                    self.ran.setdefault((event.run_id, str(event.step_id)), []).append((began, event.at))
                 if draw:
                     self.progress.unit_ended()
             return
@@ -192,8 +201,10 @@ class FromJournal:
                 self.progress.step_started(run.where, step_id, run.steps[step_id], len(run.steps))
         elif event.kind in STEP_ENDS and step_id in run.started:
             started = run.started.pop(step_id)
+            spans = self.ran.pop((event.run_id, step_id), [])
+            seconds = covered(spans) if spans else max(0.0, event.at - started.at)
             if draw:
-                self.progress.step_ended(run.where, step_id, STEP_ENDS[event.kind], max(0.0, event.at - started.at))
+                self.progress.step_ended(run.where, step_id, STEP_ENDS[event.kind], seconds)
 
     def _run(self, run_id: str) -> _Run | None:
         """What progress needs of a run, read once (None for a run that is gone)."""
@@ -202,3 +213,13 @@ class FromJournal:
             steps = [] if row is None else json.loads(row.plan_json)["steps"]
             self.runs[run_id] = None if row is None else _Run(where(row), {s["stepId"]: i for i, s in enumerate(steps)})
         return self.runs[run_id]
+
+
+def covered(spans: Iterable[tuple[float, float]]) -> float:
+    """How long at least one of the (start, end) spans was open: their union's length."""
+    total, reached = 0.0, -float("inf")
+    for start, end in sorted(spans):
+        if end > reached:
+            total += end - max(start, reached)
+            reached = end
+    return total

@@ -1,7 +1,8 @@
 """How a unit's process stops on the worker pool (docs/scale-out.md, "Stopping units"): the attempts
 running on one worker, stopped when their workflow is cancelled (an aborted drive, an abandoned run)
 or at the end of the worker's grace period, the drive's side of an abort, and a drive aborted when
-the `run` following it is interrupted. Needs the `postgres` extra; only akm_run.drives imports it."""
+the `run` following it is interrupted. Needs the `postgres` extra; only the pool (akm_run.drives,
+akm_run.submitting) imports it."""
 
 from __future__ import annotations
 

@@ -114,3 +114,25 @@ def test_an_attempt_whose_workflow_is_gone_is_interrupted_and_a_recorded_complet
     assert follower.returncode == 0, out + err
     assert [a.status for a in runtime.store().attempts(run.id, "a:solo")] == ["interrupted", "completed"]
     assert _log(runtime) == ["one:solo 1", "a:solo 1", "a:solo 2"]
+
+
+def test_a_steps_duration_is_its_units_own_time_not_the_wait_for_a_takeover(pooled: Runtime) -> None:
+    """The first attempt kills its worker; the step then waits for a live worker to take the dead one
+    over (--takeover-after) before its unit runs again. The duration `run` shows for the step is the
+    time its attempts that ended by themselves ran (docs/scale-out.md), not that wait."""
+    runtime = pooled
+    plan = _plan(runtime, killer=KILLER.replace("[ ! -e calm ]", '[ "$AKM_ATTEMPT" -le 1 ]'))
+    follower = runtime.driver(plan)
+    runtime.killed(follower)
+    runtime.replace_driver()
+    out, err = follower.communicate(timeout=PATIENCE_S)
+    assert follower.returncode == 0, out + err
+    [run] = runtime.store().runs()
+    events = runtime.sql("SELECT kind, (data_json::json->>'attempt')::int, at FROM events WHERE run_id = ? "
+                         "AND kind LIKE 'unit.%'", run.id)  # fmt: skip
+    at = {(kind, attempt): float(when) for kind, attempt, when in events}
+    ran = at[("unit.completed", 2)] - at[("unit.dispatched", 2)]
+    waited = at[("unit.dispatched", 2)] - at[("unit.dispatched", 1)]
+    assert ran < waited  # the takeover's wait is the longer: what the test tells apart
+    [shown] = [line for line in err.splitlines() if line.startswith("step a completed")]
+    assert shown == f"step a completed (took {ran:.3f}s)", err

@@ -5,8 +5,13 @@ unit appends a line to a file, so a test counts where and how often it ran."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import shlex
+import subprocess
+import sys
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -99,9 +104,16 @@ def test_a_waiting_run_holds_no_workflow_and_approve_continues_it(pooled: Runtim
     try:
         assert client.list_workflows(status=["PENDING", "ENQUEUED"]) == []  # nothing waits on a worker
         approved = pooled.akm("approve", run_id, "ok", "--by", "alice", "--database", database_url, env=named)
-        assert approved.returncode == 0 and f"continue with `akm-run run {run_id} --database" in approved.stdout
-        code, document = pooled.run_json(run_id)  # follows the drive approve submitted, or reports it
-        assert code == 0, document
+        # approve submitted the next drive: it says so, and how to follow it, not to continue the run
+        follow = f"akm-run run {run_id} --database {shlex.quote(database_url)}"
+        assert approved.returncode == 0 and approved.stdout == (
+            f"approved step ok of run {run_id}; the worker pool continues the run: follow it with `{follow}`\n"
+        ), approved.stdout
+        # The command as printed, pasted into a shell: it follows the drive, or reports the run it ended.
+        path = {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{named.get('PATH', '')}"}
+        pasted = subprocess.run(follow, shell=True, cwd=pooled.root, env={**named, **path}, capture_output=True,
+                                text=True, timeout=120)  # fmt: skip
+        assert pasted.returncode == 0 and "completed" in pasted.stdout, pasted.stdout + pasted.stderr
         assert ran(pooled) == ["first", "after"]
         drives = client.list_workflows(workflow_id_prefix=run_id, name="akm-run-drive")
         assert sorted(d.workflow_id for d in drives) == [run_id, f"{run_id}/1"]

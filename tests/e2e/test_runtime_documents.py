@@ -104,9 +104,12 @@ def test_every_verb_prints_the_same_documents_on_both_stores(runtime: Runtime, o
     def show(*args: str) -> None:
         result = runtime.akm(*args)
         stderr = stable(result.stderr) if args[0] != "run" else "(progress: test_run_shows_each_step_as_it_goes)"
+        stdout = stable(result.stdout)
+        if args[0] == "approve" and not runtime.sqlite:  # the pool continued the run itself, and says so
+            stdout = stdout.replace("; the worker pool continues the run: follow it with `", "; continue with `")
         seen[f"{len(seen) + 1:02} akm-run {stable(' '.join(args))}"] = {
             "exit": result.returncode,
-            "stdout": stable(result.stdout),
+            "stdout": stdout,
             "stderr": stderr,
         }
 

@@ -5,8 +5,11 @@ from __future__ import annotations
 import io
 import re
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from akm_run.pgstore import PostgresStore
-from akm_run.progress import FromJournal, Live, Plain, Progress
+from akm_run.progress import FromJournal, Live, Plain, Progress, covered
 
 CHILD = "workflows/leaf (r2): "
 
@@ -90,3 +93,12 @@ def test_a_follower_that_comes_later_draws_where_the_run_is_and_a_step_started_a
     shown.show(store.progress_events("r", shown.after))
     assert recorded.calls[2:] == [("units", 0), ("ended", "", "b", "completed")]
     store.close()
+
+
+@given(st.lists(st.tuples(st.integers(0, 50), st.integers(0, 20)), max_size=12))
+def test_a_steps_attempts_running_at_once_count_once(spans: list[tuple[int, int]]) -> None:
+    """The duration of a step's attempts is the time at least one of them ran: counted per unit of
+    time, it is the number of instants some span covers."""
+    closed = [(start, start + length) for start, length in spans]
+    instants = {t for start, end in closed for t in range(start, end)}
+    assert covered([(float(a), float(b)) for a, b in closed]) == len(instants)

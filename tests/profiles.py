@@ -13,9 +13,10 @@ settings.register_profile("thorough", max_examples=THOROUGH, deadline=None)
 settings.load_profile("fast")
 
 
-def examples(thorough: int) -> int:
+def examples(thorough: int, at_least: int = 5) -> int:
     """The example count for a test that wants `thorough` examples under the thorough profile,
-    scaled to the loaded profile (at least 5)."""
+    scaled to the loaded profile (at least `at_least`). Tests that repeat a real-process race a
+    number of times take their count from here too, with `at_least=1`."""
     loaded = settings.default
     assert loaded is not None  # a profile is always loaded (above, or by `--hypothesis-profile`)
-    return max(5, thorough * loaded.max_examples // THOROUGH)
+    return max(at_least, thorough * loaded.max_examples // THOROUGH)

@@ -16,10 +16,11 @@ import psycopg
 import pytest
 
 from helpers import PostgresServer, Runtime, eventually
+from profiles import examples
 
 pytestmark = pytest.mark.slow
 
-ROUNDS = 4  # fresh databases per race: each is a first deployment
+ROUNDS = examples(4, at_least=1)  # fresh databases per race, each a first deployment (4 in CI)
 PLAN = 'workflow "w" {\n  step a {\n    shell "echo 1"\n  }\n}\n'
 
 

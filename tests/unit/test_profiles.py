@@ -24,3 +24,12 @@ def test_the_fast_profile_is_the_default_and_runs_a_fifth_of_each_count() -> Non
 
 def test_the_thorough_profile_runs_each_count_as_written() -> None:
     assert _examples("thorough", 1000) == 1000
+
+
+def test_a_repeated_race_runs_once_by_default_and_as_written_in_ci() -> None:
+    code = "import profiles; from hypothesis import settings; {}print(profiles.examples(4, at_least=1))"
+    for load, expected in (("", 1), ("settings.load_profile('thorough'); ", 4)):
+        result = subprocess.run(
+            [sys.executable, "-c", code.format(load)], cwd=REPO / "tests", capture_output=True, text=True, check=True
+        )
+        assert int(result.stdout) == expected

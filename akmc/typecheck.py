@@ -249,9 +249,7 @@ def _route(sm: StepModel, model: Model, typed: Typed, report: Report, used: set[
         return
     finite = t.literals(subject)
     if finite is not None:
-        missing = [
-            lit for lit in finite if not any(c.value == lit.value and type(c.value) is type(lit.value) for c in covered)
-        ]
+        missing = [lit for lit in finite if not any(t.same(c.value, lit.value) for c in covered)]
         if missing:
             described = ", ".join(t.describe(m) for m in missing)
             message = messages.route_not_covered(ref=sm.route.subject.text, missing=described)

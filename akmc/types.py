@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any, Union
 
+from akm_run.numbers import number
 from akm_run.patterns import unsafe
 from akmc import ast, messages
 from akmc.diagnostics import Report, did_you_mean, position
@@ -225,16 +226,16 @@ def _shown(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _same(a: Any, b: Any) -> bool:
-    """JSON equality: 1 == 1.0, but true is not 1."""
+def same(a: Any, b: Any) -> bool:
+    """JSON equality, numbers by value (akm_run.numbers): 1 == 1.0 and -0.0 == 0, but true is not 1."""
     if isinstance(a, bool) or isinstance(b, bool):
         return isinstance(a, bool) and isinstance(b, bool) and a == b
     if isinstance(a, int | float) and isinstance(b, int | float):
         return bool(a == b)
     if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
     return type(a) is type(b) and bool(a == b)
 
 
@@ -242,7 +243,7 @@ def _is(value: Any, name: str) -> bool:
     if name in ("int", "number") and isinstance(value, bool):
         return False
     if name == "int" and isinstance(value, float):
-        return value.is_integer()
+        return isinstance(number(value), int)  # integral, within ±(2^53 − 1)
     return isinstance(value, _JSON_TYPES[name])
 
 
@@ -251,7 +252,7 @@ def _validate(value: Any, t: Type, where: str, problems: list[str]) -> None:
     if isinstance(t, AnyT):
         return
     if isinstance(t, Lit):
-        if not _same(value, t.value):
+        if not same(value, t.value):
             problems.append(f"{at}{_shown(value)} is not {describe(t)}")
         return
     if isinstance(t, UnionT):
@@ -313,8 +314,8 @@ def _base(t: Lit) -> Prim:
         return Prim("null")
     if isinstance(value, bool):
         return Prim("bool")
-    if isinstance(value, int):
-        return Prim("int")
+    if isinstance(value, int | float) and isinstance(number(value), int):
+        return Prim("int")  # 2.0 is the integer 2
     if isinstance(value, float):
         return Prim("number")
     return STRING
@@ -330,7 +331,7 @@ def fits(a: Type, b: Type) -> bool:
         return any(fits(a, m) for m in b.members)
     if isinstance(a, Lit):
         if isinstance(b, Lit):
-            return a.value == b.value and type(a.value) is type(b.value)
+            return same(a.value, b.value)
         return fits(_base(a), b)
     if isinstance(a, Prim) and isinstance(b, Prim):
         return a.name == b.name or (a.name == "int" and b.name == "number")

@@ -343,12 +343,12 @@ class _Drive:
         stop = threading.Event()
         schema = core.item_schema(step)
         width = core.map_width(step, self.plan, self.options.max_concurrency)
+        units = identity.map_unit_ids(step["stepId"], items)
 
         def one(index: int) -> End:
             if stop.is_set() or self.engine.abort.is_set():
                 return End("not_dispatched")
-            unit = identity.unit_id(step["stepId"], items[index], mapped=True)
-            place = Placement(step["stepId"], identity.journal_id(unit, loop), items[index], index)
+            place = Placement(step["stepId"], identity.journal_id(units[index], loop), items[index], index)
             end = self._unit(_Work(step, step["target"], place, loop, inputs, feedback, schema, width=width))
             if end.status in ("failed", "blocked"):
                 stop.set()

@@ -3,6 +3,7 @@
 
     python3 tasks.py demo   # set up, then check, compile, verify, summarise and run the bundled examples
     python3 tasks.py test   # set up, then lint, type-check and run the whole test suite
+    python3 tasks.py docs   # set up, then build the documentation site into site/
 
 Only Python 3.11+ with pip and venv is needed; everything else is installed
 into .venv from the project's own pyproject files, except the system tools the
@@ -16,6 +17,7 @@ from __future__ import annotations
 import glob
 import hashlib
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -28,8 +30,15 @@ BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 STAMP = VENV / ".installed"
 
 
+def shown(argv: tuple[str | Path, ...]) -> str:
+    """The command line as a shell reads it back, with paths inside the repository relative to it:
+    pasted at the repository root, it runs the same command."""
+    words = [str(a.relative_to(ROOT)) if isinstance(a, Path) and a.is_relative_to(ROOT) else str(a) for a in argv]
+    return "+ " + shlex.join(words)
+
+
 def run(*argv: str | Path, check: bool = True) -> int:
-    print("+", " ".join(str(a) for a in argv), file=sys.stderr, flush=True)
+    print(shown(argv), file=sys.stderr, flush=True)
     return subprocess.run([str(a) for a in argv], cwd=ROOT, check=check).returncode
 
 
@@ -43,7 +52,7 @@ def setup() -> None:
     if not (BIN / "python").exists():
         venv.create(VENV, with_pip=True)
     pip = (BIN / "python", "-m", "pip", "install", "--quiet")
-    run(*pip, "-e", ".[test,lsp]")
+    run(*pip, "-e", ".[test,lsp,docs]")
     # akmc depends on the bundled runtime by direct reference (a plain copy); make it editable too
     # so runtime changes need no reinstall, with its `postgres` extra, which the shared-store tests use.
     run(*pip, "-e", "./runtime[postgres]")
@@ -99,7 +108,7 @@ def system_tools() -> None:
             ("apt-get", "update", "-q"),
             ("apt-get", "install", "-y", "-q", "--no-install-recommends", *missing),
         ):
-            print("+", " ".join(argv), file=sys.stderr, flush=True)
+            print(shown(argv), file=sys.stderr, flush=True)
             subprocess.run(argv, cwd=ROOT, env=quiet, check=True)
         return
     print(f"note: missing system packages {', '.join(missing)} (Debian: apt-get install {' '.join(missing)});"
@@ -134,15 +143,20 @@ def demo() -> int:
     return 0
 
 
-# pytest runs the suite on PARALLEL's worker processes (pytest-xdist): most tests wait on
+# pytest runs the suite on two worker processes per core (pytest-xdist): most tests wait on
 # subprocesses and sleeps, so more workers than cores pays (docs/performance.md has the figures).
-# Arguments given to `test` come after these, so `test -n0` runs serially; `-p no:xdist` drops them.
-PARALLEL = ("-n", "4", "--dist", "loadgroup")
+# Under CI (`$CI` set) hypothesis runs its thorough profile, a contributor's run the fast one
+# (tests/profiles.py). Arguments given to `test` come after these, so `test -n0` runs serially,
+# `test --hypothesis-profile=fast` overrides CI's profile; `-p no:xdist` drops the workers.
+def workers() -> int:
+    return 2 * (os.cpu_count() or 1)
 
 
-def pytest_args(extra: list[str]) -> list[str]:
+def pytest_args(extra: list[str], ci: bool = False) -> list[str]:
     serial = any(arg.replace(" ", "").endswith("no:xdist") for arg in extra)
-    return [*(() if serial else PARALLEL), *extra]
+    parallel = () if serial else ("-n", str(workers()), "--dist", "loadgroup")
+    profile = ("--hypothesis-profile=thorough",) if ci else ()
+    return [*parallel, *profile, *extra]
 
 
 def test() -> int:
@@ -152,11 +166,21 @@ def test() -> int:
     run(BIN / "ruff", "check", ".")
     run(BIN / "ruff", "format", "--check", ".")
     run(BIN / "mypy")
-    return run(BIN / "python", "-m", "pytest", *pytest_args(sys.argv[2:]), check=False)
+    return run(BIN / "python", "-m", "pytest", *pytest_args(sys.argv[2:], ci=bool(os.environ.get("CI"))), check=False)
+
+
+def docs() -> int:
+    """Build the documentation site into site/ (strictly: a broken link or anchor fails it)."""
+    setup()
+    os.environ.setdefault("NO_MKDOCS_2_WARNING", "1")  # the theme's notice about its successor
+    code = run(BIN / "mkdocs", "build", "--strict", check=False)
+    if code == 0:
+        print(f"the site is in site/: open {(ROOT / 'site' / 'index.html').as_uri()}", file=sys.stderr)
+    return code
 
 
 def main() -> int:
-    jobs = {"demo": demo, "test": test}
+    jobs = {"demo": demo, "test": test, "docs": docs}
     if len(sys.argv) < 2 or sys.argv[1] not in jobs:
         print(__doc__, file=sys.stderr)
         return 2

@@ -257,6 +257,6 @@ def schema() -> None:
     """
     import json
 
-    from akmc.planmodel import plan_file_schema
+    from akmc.planschema import plan_file_schema
 
     typer.echo(json.dumps(plan_file_schema(), indent=2, sort_keys=True))

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from syrupy.assertion import SnapshotAssertion
 
+import profiles  # noqa: F401  (registers the hypothesis profiles before any test module is collected)
 from helpers import STORES, Checker, Keys, OneForEveryStore, Pool, PostgresServer, Runtime, leftover_units
 
 

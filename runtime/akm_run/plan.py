@@ -7,42 +7,29 @@ accepted.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from akm_run import planformat as pf
 from akm_run.digest import canonical_bytes, tagged_sha256
 from akm_run.planformat import (
     FORMAT,
-    IR_VERSION,
-    ITEM_REFERENCE,
-    MAX_CONCURRENCY,
     MAX_DEPTH,
     MAX_EMBEDDED_BYTES,
     MAX_FILE_BYTES,
-    MAX_INT,
-    MAX_LOOPS,
-    MAX_OUTPUTS,
-    MAX_PARAMS,
     MAX_PLAN_BYTES,
-    MAX_RETRY,
-    MAX_STEPS,
-    MAX_TIMEOUT_MS,
-    MIN_DURATION_MS,
-    NAME,
-    ON_ERROR,
     REF,
     REFERENCE,
-    RETRY_REASONS,
     SHA256,
-    STEP_ID,
-    VALUE_KEYS,
     PlanError,
 )
 from akm_run.schemas import check_schema, default_fits, json_value, type_name
+
+if TYPE_CHECKING:
+    from akm_run import planshape
 
 __all__ = [
     "MAX_DEPTH", "MAX_EMBEDDED_BYTES", "MAX_FILE_BYTES", "MAX_PLAN_BYTES", "REF", "PlanError", "canonical_bytes",
@@ -136,7 +123,7 @@ def _one_of(*choices: str) -> Check:
     return check
 
 
-def _list(item: Check, *, low: int = 0, high: int = MAX_INT) -> Check:
+def _list(item: Check, *, low: int, high: int) -> Check:
     def check(value: Any, path: str) -> None:
         if not isinstance(value, list):
             raise _fail(path, f"expected an array, found {type_name(value)}")
@@ -174,27 +161,14 @@ def _record(
     return check
 
 
-def _shape(shape: Any, checks: Mapping[str, Check]) -> Check:
-    """The check of one typed dict of akm_run.planformat: its key sets come from the definition,
-    each key's value check from `checks` (which must name exactly the keys the definition has)."""
-    required, optional = pf.keys(shape)
-    if set(checks) != required | optional:
-        raise AssertionError(f"{shape.__name__}: checks for {sorted(checks)}, keys {sorted(required | optional)}")
-    return _record(
-        {k: checks[k] for k in checks if k in required},
-        {k: checks[k] for k in checks if k in optional},
-        VALUE_KEYS & optional,
-    )
-
-
-def _mapping(item: Check, *, high: int) -> Check:
+def _mapping(key_pattern: re.Pattern[str], item: Check, *, high: int) -> Check:
     def check(value: Any, path: str) -> None:
         if not isinstance(value, dict):
             raise _fail(path, f"expected an object, found {type_name(value)}")
         if len(value) > high:
             raise _fail(path, f"at most {high} entries, found {len(value)}")
         for key, element in value.items():
-            if not NAME.fullmatch(key):
+            if not key_pattern.fullmatch(key):
                 raise _fail(f"{path}.{key}", f"{json.dumps(key)} is not a valid name")
             item(element, f"{path}.{key}")
 
@@ -231,110 +205,71 @@ def _all(*checks: Check) -> Check:
     return check
 
 
-_reference = _string(REFERENCE)
-_duration = _integer(MIN_DURATION_MS, MAX_TIMEOUT_MS)
-_name = _string(NAME)
-_shell = _shape(pf.ShellTarget, {"kind": _const("shell"), "command": _string()})
-_script = _shape(
-    pf.ScriptTarget, {"kind": _const("script"), "path": _string(REF), "sha256": _string(SHA256), "text": _string()}
-)
-_agent = _shape(pf.AgentTarget, {"kind": _const("agent"), "instructions": _string(), "path": _string(REF)})
-_approval = _shape(pf.ApprovalTarget, {"kind": _const("approval"), "message": _string()})
-_binding = _tagged(
-    "kind",
-    {
-        "literal": _shape(pf.LiteralBinding, {"name": _name, "kind": _const("literal"), "value": json_value}),
-        "reference": _shape(pf.ReferenceBinding, {"name": _name, "kind": _const("reference"), "from": _reference}),
-        "item": _shape(pf.ItemBinding, {"name": _name, "kind": _const("item"), "from": _string(ITEM_REFERENCE)}),
-    },
-)
-_child = _shape(
-    pf.ChildTarget,
-    {
-        "kind": _const("child-workflow"),
-        "ref": _string(REF),
-        "planHash": _string(SHA256),
-        "plan": lambda value, path: _PLAN(value, path),
-        "bindings": _all(_list(_binding, low=1), _sorted_unique("name")),
-    },
-)
-_target = _tagged(
-    "kind", {"shell": _shell, "script": _script, "agent": _agent, "approval": _approval, "child-workflow": _child}
-)
-_env_entry = _tagged(
-    "kind",
-    {
-        "literal": _shape(pf.EnvLiteral, {"name": _name, "kind": _const("literal"), "value": _string()}),
-        "secret": _shape(pf.EnvSecret, {"name": _name, "kind": _const("secret"), "secret": _name}),
-        "passthrough": _shape(pf.EnvPassthrough, {"name": _name, "kind": _const("passthrough")}),
-    },
-)
-_common = {
-    "stepId": _string(STEP_ID),
-    "index": _integer(0, MAX_STEPS - 1),
-    "onError": _one_of(*ON_ERROR),
-    "inputs": _list(_reference, low=1),
-    "outputSchema": check_schema,
-}
-_work = {
-    **_common,
-    "target": _target,
-    "gate": _shape(
-        pf.Gate, {"check": _tagged("kind", {"shell": _shell, "script": _script}), "maxLoops": _integer(1, MAX_LOOPS)}
-    ),
-    "retry": _shape(
-        pf.Retry,
-        {
-            "max": _integer(1, MAX_RETRY),
-            "on": _list(_one_of(*RETRY_REASONS), low=1, high=len(RETRY_REASONS)),
-            "backoffMs": _duration,
-        },
-    ),
-    "timeoutMs": _duration,
-    "env": _all(_list(_env_entry, low=1), _sorted_unique("name")),
-}
-_case = _shape(pf.Case, {"match": json_value, "next": _string(STEP_ID)})
-_step = _tagged(
-    "kind",
-    {
-        "unit": _shape(pf.UnitStep, {**_work, "kind": _const("unit")}),
-        "map": _shape(
-            pf.MapStep,
-            {**_work, "kind": _const("map"), "over": _reference, "concurrency": _integer(1, MAX_CONCURRENCY)},
-        ),
-        "route": _shape(
-            pf.RouteStep,
-            {
-                "default": _string(STEP_ID),
-                **_common,
-                "kind": _const("route"),
-                "input": _reference,
-                "cases": _list(_case),
-            },
-        ),
-    },
-)
-_limits = _shape(
-    pf.Limits,
-    {"concurrency": _integer(1, MAX_CONCURRENCY), "maxUnits": _integer(1, MAX_INT), "timeoutMs": _duration},
-)
-_param = _shape(pf.Param, {"schema": check_schema, "default": json_value, "description": _string()})
-_output = _shape(pf.Output, {"from": _reference, "schema": check_schema})
-_read_entry = _shape(pf.ReadEntry, {"path": _string(REF), "sha256": _string(SHA256)})
-_PLAN: Check = _shape(
-    pf.Plan,
-    {
-        "irVersion": _const(IR_VERSION),
-        "ref": _string(REF),
-        "title": _string(),
-        "description": _string(),
-        "sourceReadSet": _all(_list(_read_entry, low=1), _sorted_unique("path")),
-        "limits": _limits,
-        "steps": _list(_step, high=MAX_STEPS),
-        "params": _mapping(_param, high=MAX_PARAMS),
-        "outputs": _mapping(_output, high=MAX_OUTPUTS),
-    },
-)
+class _Decoder:
+    """The strict decoder of one description (akm_run.planshape): a check per node, a record's
+    check built once and shared by every place that refers to it (a child plan is a plan)."""
+
+    def __init__(self, description: planshape.Description) -> None:
+        self.records = description.records
+        self.checks: dict[str, Check] = {}
+        self.root = self.record(description.root)
+
+    def record(self, name: str) -> Check:
+        if name not in self.checks:
+            self.checks[name] = lambda value, path: built(value, path)  # refers back while it is built
+            found = self.records[name]
+            built = _record(
+                {key: self.node(node) for key, node in found.required.items()},
+                {key: self.node(node) for key, node in found.optional.items()},
+                found.values,
+            )
+            self.checks[name] = built
+        return self.checks[name]
+
+    def node(self, node: planshape.Node) -> Check:
+        build: Callable[[Any], Check] = getattr(self, type(node).__name__.lower())
+        return build(node)
+
+    def ref(self, node: planshape.Ref) -> Check:
+        return self.record(node.name)
+
+    def string(self, node: planshape.String) -> Check:
+        return _string(node.pattern)
+
+    def integer(self, node: planshape.Integer) -> Check:
+        return _integer(node.low, node.high)
+
+    def const(self, node: planshape.Const) -> Check:
+        return _const(node.value)
+
+    def oneof(self, node: planshape.OneOf) -> Check:
+        return _one_of(*node.values)
+
+    def array(self, node: planshape.Array) -> Check:
+        items = _list(self.node(node.item), low=node.low, high=node.high)
+        return items if node.sorted_by is None else _all(items, _sorted_unique(node.sorted_by))
+
+    def mapping(self, node: planshape.Mapping) -> Check:
+        return _mapping(node.key, self.node(node.item), high=node.high)
+
+    def tagged(self, node: planshape.Tagged) -> Check:
+        return _tagged(node.tag, {kind: self.record(ref.name) for kind, ref in node.variants.items()})
+
+    def jsonvalue(self, node: planshape.JsonValue) -> Check:
+        return json_value
+
+    def jsonschema(self, node: planshape.JsonSchema) -> Check:
+        return check_schema
+
+
+@functools.cache
+def _decode_plan() -> Check:
+    """The structural check of a plan object, built from the definition on first use."""
+    # Imported here: `akmc check` imports this module but decodes no plan, and planshape's dozen
+    # NamedTuple classes (built with `exec`) cost about 2 ms of that start-up.
+    from akm_run import planshape
+
+    return _Decoder(planshape.plan()).root
 
 
 # -- semantic integrity ------------------------------------------------------------------------
@@ -423,7 +358,7 @@ def _hashes(plan: dict[str, Any], path: str, depth: int, embedded: list[int]) ->
 
 def verify_plan(plan: Any, path: str = "plan") -> dict[str, Any]:
     """Decode a plan object strictly and check its integrity; raises PlanError."""
-    _PLAN(plan, path)
+    _decode_plan()(plan, path)
     if len(canonical_bytes(plan)) > MAX_PLAN_BYTES:
         raise _fail(path, f"canonical size exceeds {MAX_PLAN_BYTES} bytes")
     _semantics(plan, path)

@@ -1,15 +1,18 @@
-"""The plan format (irVersion 1), stated once: every limit, pattern and key set, as typed dicts.
+"""The plan format (irVersion 1), stated once: every key, limit and pattern, as typed dicts.
 
-The runtime's decoder (akm_run.plan) builds its checks from these definitions, the compiler's
-lowering builds these dicts, the checker imports the limits, and `akmc schema` takes its bounds
-from here. docs/plan-format.md describes the same format in prose.
+This is the only place a plan field is written. Each field's type carries its bounds and pattern
+as `Annotated` metadata (`Range`, `Pattern`, `Items`, `SortedBy`, `Entries`); akm_run.planshape
+reads these definitions into one description that both the runtime's strict decoder
+(akm_run.plan) and the published JSON Schema (`akmc schema`, akmc.planschema) are built from. The
+compiler's lowering builds these dicts and the checker imports the limits. docs/plan-format.md
+describes the same format in prose.
 """
 
 # No `from __future__ import annotations` here: TypedDict reads `NotRequired` from the evaluated
 # annotations to know which keys are optional, and the decoder takes its key sets from that.
 
 import re
-from typing import Any, Final, Literal, NotRequired, TypeAlias, TypedDict, Union
+from typing import Annotated, Any, Final, Literal, NotRequired, TypeAlias, TypedDict, Union
 
 FORMAT = "akm-plan"
 IR_VERSION: Final = 1
@@ -48,9 +51,74 @@ SHA256 = re.compile(r"sha256:[0-9a-f]{64}")
 ITEM_REFERENCE = re.compile(rf"item{PATH_SEGMENTS}")
 REFERENCE = re.compile(rf"params\.(?P<param>{NAME_PATTERN})|steps\.(?P<step>{STEP_ID_PATTERN})\.output{PATH_SEGMENTS}")
 
+# -- field metadata ----------------------------------------------------------------------------------------
+
+
+# Plain classes rather than NamedTuple or dataclasses: this module is on `akmc check`'s start-up
+# path, and those build each class with `exec` (about 0.15 ms apiece).
+
+
+class Range:
+    """An integer field's bounds, both included."""
+
+    __slots__ = ("high", "low")
+
+    def __init__(self, low: int, high: int) -> None:
+        self.low, self.high = low, high
+
+
+class Pattern:
+    """A string field matches this pattern in full."""
+
+    __slots__ = ("regex",)
+
+    def __init__(self, regex: "re.Pattern[str]") -> None:
+        self.regex = regex
+
+
+class Items:
+    """An array field's length bounds, both included."""
+
+    __slots__ = ("high", "low")
+
+    def __init__(self, low: int = 0, high: int = MAX_INT) -> None:
+        self.low, self.high = low, high
+
+
+class SortedBy:
+    """An array of objects is sorted by this key, and no two entries share it."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+
+class Entries:
+    """A name-keyed object field holds at most this many entries."""
+
+    __slots__ = ("high",)
+
+    def __init__(self, high: int) -> None:
+        self.high = high
+
+
+class IsSchema:
+    """An object field that is a JSON Schema (draft 2020-12), checked by akm_run.schemas."""
+
+    __slots__ = ()
+
+
 # -- the shape -------------------------------------------------------------------------------------------
 
-Schema: TypeAlias = dict[str, Any]  # a JSON Schema (draft 2020-12), checked by akm_run.schemas
+Schema: TypeAlias = Annotated[dict[str, Any], IsSchema()]
+Name: TypeAlias = Annotated[str, Pattern(NAME)]
+StepId: TypeAlias = Annotated[str, Pattern(STEP_ID)]
+Ref: TypeAlias = Annotated[str, Pattern(REF)]
+Sha256: TypeAlias = Annotated[str, Pattern(SHA256)]
+Reference: TypeAlias = Annotated[str, Pattern(REFERENCE)]
+Millis: TypeAlias = Annotated[int, Range(MIN_DURATION_MS, MAX_TIMEOUT_MS)]
+# Any JSON value (`Any` means exactly that throughout this module): a literal, a default, a case.
 
 
 class ShellTarget(TypedDict):
@@ -60,15 +128,15 @@ class ShellTarget(TypedDict):
 
 class ScriptTarget(TypedDict):
     kind: Literal["script"]
-    path: str
-    sha256: str
+    path: Ref
+    sha256: Sha256
     text: str
 
 
 class AgentTarget(TypedDict):
     kind: Literal["agent"]
     instructions: str
-    path: NotRequired[str]
+    path: NotRequired[Ref]
 
 
 class ApprovalTarget(TypedDict):
@@ -77,22 +145,24 @@ class ApprovalTarget(TypedDict):
 
 
 class LiteralBinding(TypedDict):
-    name: str
+    name: Name
     kind: Literal["literal"]
     value: Any
 
 
-ReferenceBinding = TypedDict("ReferenceBinding", {"name": str, "kind": Literal["reference"], "from": str})
-ItemBinding = TypedDict("ItemBinding", {"name": str, "kind": Literal["item"], "from": str})
+ReferenceBinding = TypedDict("ReferenceBinding", {"name": Name, "kind": Literal["reference"], "from": Reference})
+ItemBinding = TypedDict(
+    "ItemBinding", {"name": Name, "kind": Literal["item"], "from": Annotated[str, Pattern(ITEM_REFERENCE)]}
+)
 Binding: TypeAlias = Union[LiteralBinding, ReferenceBinding, ItemBinding]
 
 
 class ChildTarget(TypedDict):
     kind: Literal["child-workflow"]
-    ref: str
-    planHash: str
+    ref: Ref
+    planHash: Sha256
     plan: "Plan"
-    bindings: NotRequired[list[Binding]]
+    bindings: NotRequired[Annotated[list[Binding], Items(low=1), SortedBy("name")]]
 
 
 Target: TypeAlias = Union[ShellTarget, ScriptTarget, AgentTarget, ApprovalTarget, ChildTarget]
@@ -101,29 +171,29 @@ CheckTarget: TypeAlias = Union[ShellTarget, ScriptTarget]
 
 class Gate(TypedDict):
     check: CheckTarget
-    maxLoops: int
+    maxLoops: Annotated[int, Range(1, MAX_LOOPS)]
 
 
 class Retry(TypedDict):
-    max: int
-    on: list[RetryReason]
-    backoffMs: NotRequired[int]
+    max: Annotated[int, Range(1, MAX_RETRY)]
+    on: Annotated[list[RetryReason], Items(1, len(RETRY_REASONS))]
+    backoffMs: NotRequired[Millis]
 
 
 class EnvLiteral(TypedDict):
-    name: str
+    name: Name
     kind: Literal["literal"]
     value: str
 
 
 class EnvSecret(TypedDict):
-    name: str
+    name: Name
     kind: Literal["secret"]
-    secret: str
+    secret: Name
 
 
 class EnvPassthrough(TypedDict):
-    name: str
+    name: Name
     kind: Literal["passthrough"]
 
 
@@ -133,10 +203,10 @@ EnvEntry: TypeAlias = Union[EnvLiteral, EnvSecret, EnvPassthrough]
 class _Step(TypedDict):
     """What every step has."""
 
-    stepId: str
-    index: int
+    stepId: StepId
+    index: Annotated[int, Range(0, MAX_STEPS - 1)]
     onError: OnError
-    inputs: NotRequired[list[str]]
+    inputs: NotRequired[Annotated[list[Reference], Items(low=1)]]
     outputSchema: NotRequired[Schema]
 
 
@@ -146,8 +216,8 @@ class _Work(_Step):
     target: Target
     gate: NotRequired[Gate]
     retry: NotRequired[Retry]
-    timeoutMs: NotRequired[int]
-    env: NotRequired[list[EnvEntry]]
+    timeoutMs: NotRequired[Millis]
+    env: NotRequired[Annotated[list[EnvEntry], Items(low=1), SortedBy("name")]]
 
 
 class UnitStep(_Work):
@@ -156,20 +226,20 @@ class UnitStep(_Work):
 
 class MapStep(_Work):
     kind: Literal["map"]
-    over: str
-    concurrency: int
+    over: Reference
+    concurrency: Annotated[int, Range(1, MAX_CONCURRENCY)]
 
 
 class Case(TypedDict):
     match: Any
-    next: str
+    next: StepId
 
 
 class RouteStep(_Step):
     kind: Literal["route"]
-    input: str
+    input: Reference
     cases: list[Case]
-    default: NotRequired[str]
+    default: NotRequired[StepId]
 
 
 Step: TypeAlias = Union[UnitStep, MapStep, RouteStep]
@@ -182,37 +252,37 @@ class Param(TypedDict):
     description: NotRequired[str]
 
 
-Output = TypedDict("Output", {"from": str, "schema": NotRequired[Schema]})
+Output = TypedDict("Output", {"from": Reference, "schema": NotRequired[Schema]})
 
 
 class Limits(TypedDict):
-    concurrency: int
-    maxUnits: NotRequired[int]
-    timeoutMs: NotRequired[int]
+    concurrency: Annotated[int, Range(1, MAX_CONCURRENCY)]
+    maxUnits: NotRequired[Annotated[int, Range(1, MAX_INT)]]
+    timeoutMs: NotRequired[Millis]
 
 
 class ReadEntry(TypedDict):
     """A file the plan was compiled from: `.akm` sources by path only, scripts and prompts with their hash."""
 
-    path: str
-    sha256: NotRequired[str]
+    path: Ref
+    sha256: NotRequired[Sha256]
 
 
 class Plan(TypedDict):
     irVersion: Literal[1]
-    ref: str
+    ref: Ref
     title: str
-    sourceReadSet: list[ReadEntry]
+    sourceReadSet: Annotated[list[ReadEntry], Items(low=1), SortedBy("path")]
     limits: Limits
-    steps: list[Step]
+    steps: Annotated[list[Step], Items(high=MAX_STEPS)]
     description: NotRequired[str]
-    params: NotRequired[dict[str, Param]]
-    outputs: NotRequired[dict[str, Output]]
+    params: NotRequired[Annotated[dict[Name, Param], Entries(MAX_PARAMS)]]
+    outputs: NotRequired[Annotated[dict[Name, Output], Entries(MAX_OUTPUTS)]]
 
 
 class PlanFile(TypedDict):
     format: Literal["akm-plan"]
-    planHash: str
+    planHash: Sha256
     plan: Plan
 
 

@@ -4,10 +4,12 @@ commands (tasks.DEMO) run here with real processes, twice, from a copy of the ex
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -16,13 +18,18 @@ from helpers import REPO
 MODULES = {"akmc": "akmc", "akm-run": "akm_run"}
 
 
-def _demo_commands() -> tuple[tuple[str, ...], ...]:
+def _tasks() -> ModuleType:
     sys.path.insert(0, str(REPO))
     try:
         import tasks
     finally:
         sys.path.remove(str(REPO))
-    return tasks.DEMO
+    return tasks
+
+
+def _demo_commands() -> tuple[tuple[str, ...], ...]:
+    demo: tuple[tuple[str, ...], ...] = _tasks().DEMO
+    return demo
 
 
 def _command_lines(text: str) -> list[str]:
@@ -55,3 +62,11 @@ def test_the_demo_passes_from_a_clean_copy_and_again(tmp_path: Path) -> None:
     )  # fmt: skip
     runs = json.loads(listed.stdout)["runs"]
     assert [r["status"] for r in runs] == ["completed", "completed"]
+
+
+def test_each_demo_command_is_printed_so_that_pasting_it_runs_it_again() -> None:
+    tasks = _tasks()
+    for program, *argv in tasks.DEMO:
+        line = tasks.shown((tasks.BIN / program, *argv))
+        assert shlex.split(line) == ["+", f".venv/bin/{program}", *argv], line
+    assert '\'team=["ada", "grace", "linus"]\'' in tasks.shown((tasks.BIN / "akm-run", *tasks.DEMO[-2][1:]))

@@ -128,3 +128,44 @@ def test_the_refusal_table_names_every_reason() -> None:
     page = (REPO / "docs" / "runtime.md").read_text()
     table = re.findall(r"^\| `([a-z ]+)` \|", page.split("message begins")[1].split("\n\n")[0], re.M)
     assert table == [reason.replace("_", " ") for reason in REASONS]
+
+
+def _table(text: str, header: str) -> list[list[str]]:
+    """The rows of the table whose header row is `header`, as cells (`\\|` kept inside a cell)."""
+    lines = text.split(header + "\n", 1)[1].splitlines()[1:]
+    rows = [line for line in lines[: next((i for i, x in enumerate(lines) if not x.startswith("|")), len(lines))]]
+    return [[cell.strip().replace("\\|", "|") for cell in re.split(r"(?<!\\)\|", row)[1:-1]] for row in rows]
+
+
+def test_the_runtime_command_table_names_every_command_and_option_of_the_real_parser() -> None:
+    from akm_run.cli import build_parser
+
+    rows = _table((REPO / "docs" / "runtime.md").read_text(), "| command | what it does |")
+    documented: dict[str, str] = {}
+    for command, _ in rows:
+        verb = command.strip("`").split()[1]
+        documented[verb] = documented.get(verb, "") + " " + command
+    parser = build_parser()
+    verbs = next(a for a in parser._actions if a.dest == "command").choices  # type: ignore[attr-defined]
+    assert sorted(documented) == sorted(verbs)
+    common = {"-h", "--help", "--state-dir", "--database", "--format"}  # said once, under the table
+    for verb, sub in verbs.items():
+        options = {o for action in sub._actions for o in action.option_strings if o.startswith("--")}
+        assert sorted(o for o in options - common if o not in documented[verb]) == [], verb
+
+
+def test_the_runtime_exit_code_table_names_each_code_once() -> None:
+    from akm_run import exitcodes
+
+    rows = _table((REPO / "docs" / "runtime.md").read_text(), "| code | meaning |")
+    codes = [int(row[0]) for row in rows]
+    constants = {v for k, v in vars(exitcodes).items() if k.isupper() and isinstance(v, int)}
+    assert sorted(codes) == sorted(set(codes)) == sorted(constants)
+
+
+def test_the_pre_commit_snippets_pin_nothing_that_does_not_exist() -> None:
+    """No release is tagged yet, so a snippet must not pin a tag: it says to pin a commit."""
+    tags = subprocess.run(["git", "tag", "--list"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+    for text in ((REPO / "README.md").read_text(), CLI):
+        rev = yaml.safe_load(_block(text, "yaml"))["repos"][0]["rev"]
+        assert rev in tags or rev == "COMMIT", rev

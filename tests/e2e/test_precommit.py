@@ -165,3 +165,24 @@ def test_fmt_hook_rewrites_a_staged_workflow_and_fails_until_it_is_formatted(
     _git(root, "add", "workflows/child.akm")
     again = _pre_commit(root, pre_commit_home)
     assert again.returncode == 0, again.stdout + again.stderr
+
+
+def test_the_readme_snippet_becomes_a_pinned_config_with_the_command_its_comment_names(
+    tmp_path: Path, hook_repo: tuple[Path, str], pre_commit_home: Path
+) -> None:
+    """No release is tagged yet: the README's `rev: COMMIT` plus the autoupdate its comment names
+    gives a config pinned to the hook repository's newest commit."""
+    path, rev = hook_repo
+    readme = (REPO / "README.md").read_text()
+    snippet = readme.split("```yaml\n", 1)[1].split("```", 1)[0]
+    root = tmp_path / "user"
+    root.mkdir()
+    _git(root, "init", "-q")
+    (root / ".pre-commit-config.yaml").write_text(snippet.replace("https://example.invalid/akm", str(path)))
+    command = snippet.split("`pre-commit ", 1)[1].split("`", 1)[0].split()
+    env = {**os.environ, "PRE_COMMIT_HOME": str(pre_commit_home)}
+    result = subprocess.run(
+        [sys.executable, "-m", "pre_commit", *command], cwd=root, capture_output=True, text=True, env=env, timeout=300
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"rev: {rev}" in (root / ".pre-commit-config.yaml").read_text()

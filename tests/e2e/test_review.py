@@ -18,6 +18,7 @@ from akmc.render import markdown
 from akmc.render.diff import text_diff
 from akmc.render.plan import text_lines, visible
 from helpers import LANGUAGE_EXAMPLE, REPO, run_cli, source
+from profiles import examples
 
 CORPUS = REPO / "golden" / "corpus"
 LONG = 'echo token-len=$(printf %s "$TOKEN" | wc -c) && ./configure --prefix=/opt/app && make -j4 all install'
@@ -343,7 +344,7 @@ def test_rev_reads_large_files_as_committed(repo: Path) -> None:
     assert "- Look at it." in result.stdout and "+ Look at it closely." in result.stdout
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     st.lists(
         st.tuples(st.text(max_size=40), st.lists(st.text(alphabet="`~<>/ad\n x", max_size=3000), max_size=40)),

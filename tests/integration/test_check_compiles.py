@@ -20,6 +20,7 @@ from akmc.compiler import Session
 from akmc.diagnostics import ERROR
 from akmc.workspace import SourceError
 from helpers import REPO, source
+from profiles import examples
 
 SNIPPET = re.compile(r"```akm(?: [^\n]*)?\n(.*?)```", re.S)
 CHILD = source("""
@@ -188,7 +189,7 @@ def generated_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.slow
-@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(1000), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(source=_workflow(), name=st.sampled_from(SOURCES))
 def test_generated_workflows(generated_root: Path, source: str, name: str) -> None:
     (generated_root / name).parent.mkdir(exist_ok=True)
@@ -255,7 +256,7 @@ def mutation_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.slow
-@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(1000), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(source=_mutated())
 def test_mutated_shipped_sources(mutation_root: Path, source: str) -> None:
     (mutation_root / "workflows" / "mutant.akm").write_text(source, encoding="utf-8", errors="surrogatepass")

@@ -20,6 +20,7 @@ from test_check_compiles import CHILD, _shipped, _workflow
 from akmc.compiler import Session
 from akmc.formatter import Formatted, SyntaxProblem, format_source, tokens
 from helpers import REPO
+from profiles import examples
 
 WHOLE_SNIPPET = re.compile(r"```akm\n(.*?)```", re.S)
 FRAGMENT = re.compile(r"```akm fragment\n(.*?)```", re.S)
@@ -139,7 +140,9 @@ def _workspace(copy: Path, path: Path) -> tuple[Path, str]:
 
 
 @pytest.mark.slow
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 @given(data=st.data())
 def test_formatting_a_shipped_source_in_any_layout_changes_nothing_that_matters(
     cases: Path, data: st.DataObject
@@ -154,7 +157,9 @@ def test_formatting_a_shipped_source_in_any_layout_changes_nothing_that_matters(
 
 
 @pytest.mark.slow
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 @given(data=st.data())
 def test_formatting_a_generated_workflow_changes_nothing_that_matters(cases: Path, data: st.DataObject) -> None:
     source = data.draw(_workflow())

@@ -19,9 +19,10 @@ from syrupy.assertion import SnapshotAssertion
 
 from akm_run.plan import plan_hash, verify_file
 from akmc.compiler import check_file
-from akmc.planmodel import plan_file_schema
+from akmc.planschema import plan_file_schema
 from akmc.render import text
 from helpers import LANGUAGE_EXAMPLE, REPO
+from profiles import examples
 
 CORPUS = REPO / "golden" / "corpus"
 ERRORS = REPO / "golden" / "errors"
@@ -86,7 +87,7 @@ def _hashes(root: Path) -> dict[str, str]:
     return hashes
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(15), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_comments_and_blank_lines_leave_every_plan_hash_unchanged(tmp_path_factory: Any, data: Any) -> None:
     """The read set records `.akm` sources by path only, so formatting never changes a plan."""

@@ -1,48 +1,43 @@
-"""The one definition of the plan format: the decoder and `akmc schema` take every key set and bound
-from akm_run.planformat, and accept and refuse the same plans at each limit."""
+"""The one definition of the plan format: the decoder and `akmc schema` are both built from the
+description of akm_run.planformat, and accept and refuse the same plans at each limit."""
 
 from __future__ import annotations
 
 import copy
 import functools
 import json
-from typing import Any, get_args
+from typing import Any, get_args, is_typeddict
 
 import jsonschema
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pydantic import BaseModel
 
 from akm_run import planformat as pf
 from akm_run.plan import PlanError, render_file, verify_plan
-from akmc import planmodel as pm
+from akm_run.planshape import describe
+from akmc.planschema import plan_file_schema
 from helpers import REPO
-
-PAIRS = [
-    (pf.ShellTarget, pm.Shell), (pf.ScriptTarget, pm.Script), (pf.AgentTarget, pm.Agent),
-    (pf.ApprovalTarget, pm.Approval), (pf.LiteralBinding, pm.LiteralBinding),
-    (pf.ReferenceBinding, pm.ReferenceBinding), (pf.ItemBinding, pm.ItemBinding), (pf.ChildTarget, pm.ChildWorkflow),
-    (pf.Gate, pm.Gate), (pf.Retry, pm.Retry), (pf.EnvLiteral, pm.EnvLiteral), (pf.EnvSecret, pm.EnvSecret),
-    (pf.EnvPassthrough, pm.EnvPassthrough), (pf.UnitStep, pm.UnitStep), (pf.MapStep, pm.MapStep),
-    (pf.RouteStep, pm.RouteStep), (pf.Case, pm.Case), (pf.Param, pm.Param), (pf.Output, pm.Output),
-    (pf.Limits, pm.Limits), (pf.ReadEntry, pm.ReadEntry), (pf.Plan, pm.Plan), (pf.PlanFile, pm.PlanFile),
-]  # fmt: skip
+from profiles import examples
 
 
-def _model_keys(model: type[BaseModel]) -> tuple[set[str], set[str]]:
-    required, optional = set(), set()
-    for name, info in model.model_fields.items():
-        (required if info.is_required() else optional).add(info.alias or name)
-    return required, optional
+def _typed_dicts() -> list[Any]:
+    """The records of the definition (the bases `_Step` and `_Work` only lend their keys)."""
+    return [value for name, value in vars(pf).items() if is_typeddict(value) and not name.startswith("_")]
 
 
-@pytest.mark.parametrize(("shape", "model"), PAIRS, ids=lambda p: getattr(p, "__name__", ""))
-def test_schema_models_have_the_key_sets_of_the_definition(shape: Any, model: type[BaseModel]) -> None:
+def test_the_description_reaches_every_record_of_the_definition() -> None:
+    """No typed dict of the definition is left out of the decoder and the schema."""
+    described = describe(pf.PlanFile).records
+    assert sorted(described) == sorted(shape.__name__ for shape in _typed_dicts())
+
+
+@pytest.mark.parametrize("shape", _typed_dicts(), ids=lambda s: s.__name__)
+def test_the_schema_has_the_key_sets_of_the_definition(shape: Any) -> None:
     required, optional = pf.keys(shape)
-    model_required, model_optional = _model_keys(model)
-    # `Param.default` may be `null` in a plan, so the model has it optional without being required
-    assert (model_required, model_optional) == (set(required), set(optional))
+    document = _schema()
+    found = document if shape.__name__ == "PlanFile" else document["$defs"][shape.__name__]
+    assert set(found["required"]) == required and set(found["properties"]) == required | optional
 
 
 def test_retry_reasons_and_on_error_are_their_literal_types() -> None:
@@ -55,7 +50,7 @@ def test_retry_reasons_and_on_error_are_their_literal_types() -> None:
 
 @functools.cache
 def _schema() -> dict[str, Any]:
-    return pm.plan_file_schema()
+    return plan_file_schema()
 
 
 def _base() -> dict[str, Any]:
@@ -160,7 +155,7 @@ def test_both_bound_the_number_of_steps() -> None:
             assert not _verdicts(plan)[0]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(path=st.sampled_from([b[0] for b in BOUNDS]), value=st.integers(min_value=-5, max_value=pf.MAX_INT + 5))
 def test_decoder_and_schema_agree_on_any_integer_at_any_limit(path: tuple[Any, ...], value: int) -> None:
     decoded, schema_ok = _verdicts(_set(_with_list_step(_base()), path, value))
@@ -170,7 +165,7 @@ def test_decoder_and_schema_agree_on_any_integer_at_any_limit(path: tuple[Any, .
 _names = st.text(alphabet="aZ_9-.é$ ", min_size=0, max_size=6)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(name=_names, where=st.sampled_from(["param", "stepId", "env", "secret"]))
 def test_decoder_and_schema_agree_on_names(name: str, where: str) -> None:
     plan = _with_list_step(_base())
@@ -220,7 +215,7 @@ def _places(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     return found
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(data=st.data())
 def test_the_decoder_accepts_no_plan_the_schema_refuses(data: st.DataObject) -> None:
     """Any golden or example plan with one value replaced, or one key dropped or added: whatever the

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from akmc.compiler import check_file
 from helpers import LANGUAGE_EXAMPLE, source
+from profiles import examples
 
 SEED = (LANGUAGE_EXAMPLE / "workflows" / "release.akm").read_bytes()
 TOKENS = [
@@ -43,13 +44,13 @@ def _check(data: bytes) -> list[str]:
         return [d.code for d in result.report.diagnostics]
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.binary(max_size=400))
 def test_random_bytes(data: bytes) -> None:
     _check(data)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.lists(
         st.tuples(st.integers(0, len(SEED)), st.integers(0, 40), st.sampled_from(TOKENS)),
@@ -64,7 +65,7 @@ def test_mutated_sources(edits: list[tuple[int, int, bytes]]) -> None:
     _check(data)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.integers(0, len(SEED)))
 def test_every_truncation(length: int) -> None:
     codes = _check(SEED[:length])
@@ -78,7 +79,7 @@ TOML_PIECES = ["[check]\n", "[other]\n", "strict = ", "true\n", '"x"\n', "select
                '["E9"]\n', "include = ", "exclude = ", '["../x"]\n', "[1, 2]\n", "= =\n", '"""\n', "\xff", "#c\n"]  # fmt: skip
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.sampled_from(TOML_PIECES), max_size=8), st.text(max_size=30))
 def test_any_akm_toml_loads_or_is_a_positioned_config_error(pieces: list[str], noise: str) -> None:
     from akmc.config import ConfigError, load
@@ -98,7 +99,7 @@ SCHEMAS = st.sampled_from(
 )  # fmt: skip
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(SCHEMAS, st.text(max_size=20))
 def test_any_param_value_parses_or_is_a_params_error(schema: dict, raw: str) -> None:  # type: ignore[type-arg]
     from akm_run.params import ParamsError, collect
@@ -110,7 +111,7 @@ def test_any_param_value_parses_or_is_a_params_error(schema: dict, raw: str) -> 
     assert set(params) == {"p"}
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.text(alphabet="#akmc:ignore-file[]E2030W7, \n", max_size=60))
 def test_any_suppression_comment_is_handled(comment: str) -> None:
     src = source("""
@@ -124,7 +125,7 @@ def test_any_suppression_comment_is_handled(comment: str) -> None:
     _check((src + "# " + comment.replace("\n", " ") + "\n").encode())
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5),
                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
                     max_leaves=12))  # fmt: skip

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from akm_run import signing
 from akm_run.signing import SignatureRefused, Signer
 from helpers import Keys, source
+from profiles import examples
 
 ARMOR = b"-----BEGIN SSH SIGNATURE-----\n%s\n-----END SSH SIGNATURE-----\n"
 
@@ -98,7 +99,7 @@ def test_admit_keeps_the_bytes_it_checked_when_the_file_changes_meanwhile(
     assert admitted.plan["steps"][0]["target"]["command"] == "true"
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.binary(max_size=300) | st.text(max_size=300).map(str.encode))
 def test_any_allowed_signers_file_lists_the_signer_or_refuses(keys: Keys, content: bytes) -> None:
     data = b"plan"

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from akmc.compiler import Session
 from akmc.sources import Reader, SourceFile, decode_source, ref_file
 from akmc.workspace import MAX_SOURCE_BYTES, SourceError, relative_to
+from profiles import examples
 
 CHILD = textwrap.dedent("""\
     workflow "child" {
@@ -113,7 +114,7 @@ def test_a_buffer_not_yet_saved_can_be_composed(root: Path) -> None:
     assert Session(root).check(root / "parent.akm").report.diagnostics[0].code == "E400"
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.text(max_size=300), st.integers(min_value=0, max_value=len(PARENT)))
 def test_a_buffer_checks_exactly_as_the_same_text_saved(root: Path, noise: str, at: int) -> None:
     """Whatever the editor holds, checking it from the overlay gives what checking it from disk gives."""

@@ -24,6 +24,7 @@ from akmc.diagnostics import Diagnostic, Report
 from akmc.frontend import tables
 from akmc.resources import data_path
 from helpers import REPO
+from profiles import examples
 
 SOURCES = sorted(p for d in ("golden", "examples") for p in (REPO / d).rglob("*.akm"))
 TEXTS = [p.read_bytes().decode("utf-8", errors="replace") for p in SOURCES]  # one golden case is not UTF-8
@@ -143,7 +144,7 @@ def generate(rng: random.Random, budget: int = 12) -> str:
     return "".join(out)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.randoms(use_true_random=False), st.integers(2, 14))
 def test_generated_sources_parse_as_lark_parses_them(rng: random.Random, budget: int) -> None:
     agree(generate(rng, budget))
@@ -153,7 +154,7 @@ PIECES = ["{", "}", "[", "]", "(", ")", '"', '"""', "=", "->", ":", ",", ".", "|
           "step", "map", "route", "gate", "env", "uses", "output", "item", "1_", "5m", "-", "9" * 20, "é"]  # fmt: skip
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.randoms(use_true_random=False),
     st.lists(st.tuples(st.floats(0, 1), st.integers(0, 12), st.sampled_from(PIECES)), min_size=1, max_size=5),

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from akm_run.patterns import unsafe
 from akm_run.plan import PlanError, verify_plan
+from profiles import examples
 
 CATASTROPHIC = ["^(a+)+$", "(a*)*b", "(\\w+\\s?)*$", "(x+x+)+y", "(a|aa)*c", "(?:a|b|ab)*c", "(a{1,3})+$",
                 "(a+){10}$", "^.*.*=.*$", "\\d+\\d*x", "(a)\\1", "(a)?(?(1)a|b)"]  # fmt: skip
@@ -28,7 +29,7 @@ def test_everyday_patterns_are_accepted(pattern: str) -> None:
     assert unsafe(pattern) is None
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.text(alphabet="ab()|*+?{}^$.\\1,-", max_size=16))
 def test_any_compiling_pattern_gets_an_answer(pattern: str) -> None:
     try:

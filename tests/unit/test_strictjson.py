@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from akm_run.strictjson import MAX_INT, MAX_VALUE_DEPTH, NotStrict, depth, dumps, loads
+from profiles import examples
 
 VALUES = st.recursive(
     st.none() | st.booleans() | st.integers(-MAX_INT, MAX_INT) | st.floats(allow_nan=False, allow_infinity=False)
@@ -33,7 +34,7 @@ def test_strict_values_round_trip(value: Any) -> None:
     assert loads(dumps(value)) == value
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(st.text(alphabet='[]{}",:0123456789.eE-+ aNInfinty\\', max_size=80))
 def test_any_text_is_a_value_or_a_value_error(text: str) -> None:
     try:

@@ -81,12 +81,24 @@ def test_every_missing_tool_comes_in_one_install(calls: list[tuple[str, ...]], m
     assert calls[-1] == ("apt-get", "install", "-y", "-q", "--no-install-recommends", "graphviz", "openssh-client")
 
 
-def test_the_suite_runs_in_parallel_and_the_caller_can_run_it_serially() -> None:
+def test_the_suite_runs_in_parallel_and_the_caller_can_run_it_serially(monkeypatch: pytest.MonkeyPatch) -> None:
     tasks = _tasks()
-    assert tasks.pytest_args([]) == list(tasks.PARALLEL) and "-n" in tasks.PARALLEL
-    assert tasks.pytest_args(["-n0", "-x"]) == [*tasks.PARALLEL, "-n0", "-x"]  # the last -n wins
+    monkeypatch.setattr(tasks.os, "cpu_count", lambda: 2)
+    parallel = ["-n", "4", "--dist", "loadgroup"]  # two workers per core
+    assert tasks.pytest_args([]) == parallel
+    assert tasks.pytest_args(["-n0", "-x"]) == [*parallel, "-n0", "-x"]  # the last -n wins
     assert tasks.pytest_args(["-p", "no:xdist", "-k", "syntax"]) == ["-p", "no:xdist", "-k", "syntax"]
     assert tasks.pytest_args(["-pno:xdist"]) == ["-pno:xdist"]
+    monkeypatch.setattr(tasks.os, "cpu_count", lambda: 8)
+    assert tasks.pytest_args([])[:2] == ["-n", "16"]
+
+
+def test_ci_runs_the_thorough_hypothesis_profile_and_a_contributor_the_fast_one() -> None:
+    tasks = _tasks()
+    assert "--hypothesis-profile=thorough" in tasks.pytest_args([], ci=True)
+    assert not any(arg.startswith("--hypothesis-profile") for arg in tasks.pytest_args([]))
+    # The caller's own choice comes last, so it wins over CI's.
+    assert tasks.pytest_args(["--hypothesis-profile=fast"], ci=True)[-1] == "--hypothesis-profile=fast"
 
 
 def without_postgres_on_path(tasks: ModuleType, monkeypatch: pytest.MonkeyPatch, debian_dirs: list[str]) -> None:

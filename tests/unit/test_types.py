@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from akmc import types as t
+from profiles import examples
 
 NAMES = st.sampled_from(["a", "b", "c", "dry_run"])
 SCALARS = st.one_of(
@@ -49,7 +50,7 @@ TYPES = st.recursive(
 )  # fmt: skip
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(TYPES, VALUES)
 def test_native_validation_agrees_with_json_schema(kind: t.Type, value: Any) -> None:
     expected = jsonschema.Draft202012Validator(t.schema(kind)).is_valid(value)

@@ -314,7 +314,7 @@ def _base(t: Lit) -> Prim:
         return Prim("null")
     if isinstance(value, bool):
         return Prim("bool")
-    if isinstance(value, int | float) and isinstance(number(value), int):
+    if isinstance(value, int) or (isinstance(value, float) and isinstance(number(value), int)):
         return Prim("int")  # 2.0 is the integer 2
     if isinstance(value, float):
         return Prim("number")

@@ -34,9 +34,9 @@ def normal(value: Any) -> Any:
         if isinstance(item, float):
             parent[key] = number(item)
         elif isinstance(item, list):
-            parent[key] = copy = list(item)
-            stack.extend((copy, i, v) for i, v in enumerate(copy) if isinstance(v, float | list | dict))
+            parent[key] = items = list(item)
+            stack.extend((items, i, v) for i, v in enumerate(items) if isinstance(v, float | list | dict))
         elif isinstance(item, dict):
-            parent[key] = copy = dict(item)
-            stack.extend((copy, k, v) for k, v in copy.items() if isinstance(v, float | list | dict))
+            parent[key] = fields = dict(item)
+            stack.extend((fields, k, v) for k, v in fields.items() if isinstance(v, float | list | dict))
     return holder[0]

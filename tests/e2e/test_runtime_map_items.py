@@ -9,10 +9,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from helpers import Runtime, source
+from profiles import examples
 
 # The unit logs its unit and dispatch ids, then prints its item and index (and, once, when its
 # index is in `crash-at`, kills the process executing the units right after that side effect).
@@ -99,6 +101,7 @@ def test_items_equal_only_as_numbers_are_one_value_and_separate_units(runtime: R
     _each_its_own_unit(runtime, document["runId"], len(items))
 
 
+@pytest.mark.slow
 def test_a_thousand_equal_items_run_as_a_thousand_units(runtime: Runtime) -> None:
     src = source("""
         workflow "many" {
@@ -120,6 +123,7 @@ def test_a_thousand_equal_items_run_as_a_thousand_units(runtime: Runtime) -> Non
     assert len(_units(runtime, document["runId"])) == 1000
 
 
+@pytest.mark.slow
 def test_a_crash_in_a_map_of_equal_items_keeps_each_items_own_result(runtime: Runtime) -> None:
     plan = _plan(runtime, "int", concurrency=2)
     (runtime.root / "crash-at").write_text("3")
@@ -189,7 +193,7 @@ def _normal(value: Any) -> Any:
     return value
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(items=st.lists(_VALUES, max_size=6))
 def test_a_map_over_repeated_items_completes_with_each_items_result(runtime: Runtime, items: list[Any]) -> None:
     (runtime.root / "log").unlink(missing_ok=True)
@@ -198,6 +202,7 @@ def test_a_map_over_repeated_items_completes_with_each_items_result(runtime: Run
     _each_its_own_unit(runtime, document["runId"], len(items))
 
 
+@pytest.mark.slow
 def test_script_units_started_at_once_never_find_their_script_busy(runtime: Runtime) -> None:
     """Each unit's script is written and then executed while other units are being spawned: a
     process forked meanwhile must not hold a script open for writing (ETXTBSY, "Text file busy")."""

@@ -222,3 +222,48 @@ def test_script_units_started_at_once_never_find_their_script_busy(runtime: Runt
     code, document = runtime.run_json(plan, "--param", f"items={json.dumps(list(range(200)))}")
     assert code == 0, document
     assert [o["item"] for o in runtime.store().step(document["runId"], "fan").output] == list(range(200))
+
+
+# A child's unit: logs its child run, and the second child to run kills the process executing the
+# units (once), right after that side effect.
+CHILD_UNIT = source("""
+    #!/bin/sh
+    echo "$AKM_RUN_ID" >> children
+    if [ "$(wc -l < children)" -eq 2 ] && [ ! -e crashed ]; then
+      touch crashed
+      while [ ! -s driver.pid ]; do sleep 0.01; done
+      kill -9 -"$(cat driver.pid)"
+      kill -9 $$
+    fi
+    exec python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin)["inputs"]["params.environment"]))' < "$AKM_CONTEXT"
+""")
+
+
+@pytest.mark.slow
+def test_a_crash_in_a_map_over_uses_with_equal_items_resumes_each_items_own_child(runtime: Runtime) -> None:
+    child = source("""
+        workflow "deploy" {
+          params { environment: string }
+          outputs { deployed = steps.deploy.output }
+          step deploy {
+            script "scripts/child.sh"
+            inputs = [params.environment]
+            output: string
+          }
+        }
+    """)
+    runtime.write({"workflows/deploy.akm": child, "scripts/child.sh": CHILD_UNIT})
+    one_at_a_time = FAN_OUT.replace("map params.targets {", "map params.targets {\n      concurrency = 1")
+    plan = runtime.compile("workflows/fan-out.akm", one_at_a_time)
+    runtime.killed(runtime.driver(plan, "--param", 'targets=["eu", "eu", "eu"]'))
+    [(run_id,)] = runtime.sql("SELECT id FROM runs WHERE parent_run_id IS NULL")
+    runtime.replace_driver()
+    code, document = runtime.run_json(run_id)
+    assert code == 0, document
+    assert document["exported"]["deployed"] == [{"deployed": "eu"}] * 3
+    children = [
+        c for (c,) in runtime.sql("SELECT id FROM runs WHERE parent_run_id IS NOT NULL ORDER BY created_at, id")
+    ]
+    assert len(set(children)) == 3
+    ran = Counter((runtime.root / "children").read_text().split())
+    assert sorted(ran.values()) == [1, 1, 2]  # the first child is reused, the crashed one runs again as itself

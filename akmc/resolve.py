@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from akm_run.numbers import normal
 from akm_run.planformat import MAX_OUTPUTS, MAX_PARAMS, MAX_STEPS, NAME
 from akmc import ast, messages
 from akmc.diagnostics import Report, did_you_mean, position
@@ -374,7 +375,8 @@ def route_targets(model: Model, report: Report) -> None:
             continue
         seen: dict[str, ast.RouteCase] = {}
         for case in sm.route.cases:
-            key = "_" if case.match is None else repr((type(case.match.value).__name__, case.match.value))
+            value = None if case.match is None else normal(case.match.value)  # 1.0 is 1 (akm_run.numbers)
+            key = "_" if case.match is None else repr((type(value).__name__, value))
             if key in seen:
                 what = "`_` case" if case.match is None else "route case"
                 first = position(seen[key].span)

@@ -263,7 +263,7 @@ def _route(sm: StepModel, model: Model, typed: Typed, report: Report, used: set[
     if subject is None:
         return
     admits = t.Members(subject)  # indexed once: a check per case must not scan every member
-    covered: set[tuple[type, object]] = set()  # (type, value): `1`, `1.0` and `true` are three cases
+    covered: set[tuple[str, object]] = set()  # by `literal_key`: `1` and `1.0` one case, `true` another
     for case in sm.route.cases:
         if case.match is None:
             continue
@@ -273,12 +273,12 @@ def _route(sm: StepModel, model: Model, typed: Typed, report: Report, used: set[
                 case=t.describe(literal), ref=sm.route.subject.text, type=t.describe(subject)
             )
             report.add(message, case.match.span)
-        covered.add((type(literal.value), literal.value))
+        covered.add(t.literal_key(literal.value))
     if any(case.match is None for case in sm.route.cases):
         return
     finite = t.literals(subject)
     if finite is not None:
-        missing = [lit for lit in finite if (type(lit.value), lit.value) not in covered]
+        missing = [lit for lit in finite if t.literal_key(lit.value) not in covered]
         if missing:
             described = ", ".join(t.describe(m) for m in missing)
             message = messages.route_not_covered(ref=sm.route.subject.text, missing=described)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any, Union
 
+from akm_run.numbers import number
 from akm_run.patterns import unsafe
 from akmc import ast, messages
 from akmc.diagnostics import Report, did_you_mean, position
@@ -208,6 +209,29 @@ def schema(t: Type) -> dict[str, Any]:
     return {"anyOf": [schema(m) for m in t.members]}
 
 
+def same(a: Any, b: Any) -> bool:
+    """JSON equality, numbers by value (akm_run.numbers): 1 == 1.0 and -0.0 == 0, but true is not 1."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return bool(a == b)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    return type(a) is type(b) and bool(a == b)
+
+
+def literal_key(value: Any) -> tuple[str, Any]:
+    """A literal's value as a key that two literals share exactly when `same` says they are equal:
+    `1`, `1.0` and `-0.0`/`0` are one number; `true` is a bool, never the number 1."""
+    if isinstance(value, bool):
+        return ("bool", value)
+    if isinstance(value, int | float):
+        return ("number", number(value) if isinstance(value, float) else value)
+    return (type(value).__name__, value)
+
+
 # -- assignability and paths ----------------------------------------------------------------------
 
 
@@ -217,8 +241,8 @@ def _base(t: Lit) -> Prim:
         return Prim("null")
     if isinstance(value, bool):
         return Prim("bool")
-    if isinstance(value, int):
-        return Prim("int")
+    if isinstance(value, int) or (isinstance(value, float) and isinstance(number(value), int)):
+        return Prim("int")  # 2.0 is the integer 2
     if isinstance(value, float):
         return Prim("number")
     return STRING
@@ -234,7 +258,7 @@ def fits(a: Type, b: Type) -> bool:
         return all(fits(m, b) for m in a.members)
     if isinstance(a, Lit):
         if isinstance(b, Lit):
-            return a.value == b.value and type(a.value) is type(b.value)
+            return same(a.value, b.value)
         return fits(_base(a), b)
     if isinstance(a, Prim) and isinstance(b, Prim):
         return a.name == b.name or (a.name == "int" and b.name == "number")
@@ -274,7 +298,7 @@ def _flat(t: Type) -> list[Type]:
 def _key(t: Type) -> tuple[Any, ...]:
     """A type's shape, without what `fits` ignores (refinements): two types of one key fit each other."""
     if isinstance(t, Lit):
-        return ("lit", type(t.value), t.value)
+        return ("lit", *literal_key(t.value))
     if isinstance(t, Prim):
         return ("prim", t.name)
     if isinstance(t, ListT):
@@ -331,7 +355,7 @@ def literals(t: Type) -> list[Lit] | None:
         return [Lit(None)]
     if isinstance(t, UnionT):
         out: list[Lit] = []
-        seen: set[tuple[Any, ...]] = set()  # by value and type: `1`, `1.0` and `true` are three values
+        seen: set[tuple[Any, ...]] = set()  # by `literal_key`: `1` and `1.0` are one value, `true` another
         for member in t.members:
             more = literals(member)
             if more is None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from akmc.types import AnyT, ListT, Lit, MapT, Prim, Type, UnionT, describe
+from akm_run.numbers import number
+from akmc.types import AnyT, ListT, Lit, MapT, Prim, Type, UnionT, describe, same
 
 
 def validation_errors(value: Any, t: Type) -> list[str]:
@@ -27,24 +28,11 @@ def _shown(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _same(a: Any, b: Any) -> bool:
-    """JSON equality: 1 == 1.0, but true is not 1."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return isinstance(a, bool) and isinstance(b, bool) and a == b
-    if isinstance(a, int | float) and isinstance(b, int | float):
-        return bool(a == b)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    return type(a) is type(b) and bool(a == b)
-
-
 def _is(value: Any, name: str) -> bool:
     if name in ("int", "number") and isinstance(value, bool):
         return False
     if name == "int" and isinstance(value, float):
-        return value.is_integer()
+        return isinstance(number(value), int)  # integral, within ±(2^53 − 1)
     return isinstance(value, _JSON_TYPES[name])
 
 
@@ -53,7 +41,7 @@ def _validate(value: Any, t: Type, where: str, problems: list[str]) -> None:
     if isinstance(t, AnyT):
         return
     if isinstance(t, Lit):
-        if not _same(value, t.value):
+        if not same(value, t.value):
             problems.append(f"{at}{_shown(value)} is not {describe(t)}")
         return
     if isinstance(t, UnionT):

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from akm_run import planformat as pf
 from akm_run.digest import canonical_bytes
+from akm_run.numbers import normal
 from akm_run.rows import StepRow
 from akm_run.schemas import schema_errors
 from akm_run.strictjson import dumps
@@ -112,7 +113,7 @@ def bindings(
     bound, missing = {}, []
     for binding in target.get("bindings", []):
         if binding["kind"] == "literal":
-            bound[binding["name"]] = binding["value"]
+            bound[binding["name"]] = normal(binding["value"])
             continue
         if binding["kind"] == "item":
             ok, value = walk(item, binding["from"][len("item") :])
@@ -163,8 +164,8 @@ def route(step: pf.RouteStep, params: Mapping[str, Any], rows: Mapping[str, Step
     ok, value = resolve(step["input"], params, rows)
     if not ok:
         return failed("input_unresolved", f"{step['input']} did not resolve")
-    for case in step["cases"]:
-        if canonical_bytes(case["match"]) == canonical_bytes(value):
+    for case in step["cases"]:  # by value (akm_run.numbers): canonical bytes of normal values
+        if canonical_bytes(normal(case["match"])) == canonical_bytes(normal(value)):
             return End("completed", output=case["next"])
     if "default" in step:
         return End("completed", output=step["default"])

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from akm_run import children, core, identity, progress, units
+from akm_run import children, core, identity, numbers, progress, units
 from akm_run import planformat as pf
 from akm_run.core import Aborted, DriveResult, End, Placement
 from akm_run.dispatch import ChildDispatcher, Dispatcher, ProcessDispatcher, Request, Routing, Settings
@@ -140,7 +140,7 @@ class _Drive:
 
     def __init__(self, engine: Engine, run: RunRow, plan: pf.Plan) -> None:
         self.engine, self.store, self.options = engine, engine.store, engine.options
-        self.plan, self.run_id, self.params = plan, run.id, run.params
+        self.plan, self.run_id, self.params = plan, run.id, numbers.normal(run.params)  # 1.0 as 1, as outputs
         self.rows = {row.step_id: row for row in self.store.steps(run.id)}
         self.where = progress.where(run)
         self.starting: tuple[str, int] | None = None  # the step the spine reached, not yet journaled
@@ -345,12 +345,12 @@ class _Drive:
         stop = threading.Event()
         schema = core.item_schema(step)
         width = core.map_width(step, self.plan, self.options.max_concurrency)
+        units = identity.map_unit_ids(step["stepId"], items)
 
         def one(index: int) -> End:
             if stop.is_set() or self.engine.abort.is_set():
                 return End("not_dispatched")
-            unit = identity.unit_id(step["stepId"], items[index], mapped=True)
-            place = Placement(step["stepId"], identity.journal_id(unit, loop), items[index], index)
+            place = Placement(step["stepId"], identity.journal_id(units[index], loop), items[index], index)
             end = self._unit(_Work(step, step["target"], place, loop, inputs, feedback, schema, width=width))
             if end.status in ("failed", "blocked"):
                 stop.set()

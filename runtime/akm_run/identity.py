@@ -11,10 +11,24 @@ from akm_run.plan import canonical_bytes, sha256_of
 
 
 def unit_id(step_id: str, item: Any = None, mapped: bool = False) -> str:
-    """`<stepId>:solo`, or `<stepId>:<16 hex of sha256(canonical(item))>` for a map unit."""
+    """`<stepId>:solo`, or `<stepId>:<16 hex of sha256(canonical(item))>` for a map unit (the unit
+    of the first item of its value; map_unit_ids names the others)."""
     if not mapped:
         return f"{step_id}:solo"
     return f"{step_id}:{hashlib.sha256(canonical_bytes(item)).hexdigest()[:16]}"
+
+
+def map_unit_ids(step_id: str, items: list[Any]) -> list[str]:
+    """The unit id of each item of a map, in item order. Equal items are separate units: the first
+    keeps `unit_id`, the n-th equal one (n ≥ 2) is `<that id>.<n>`. The same list always gives the
+    same ids, and a list of distinct items the ids it always had."""
+    seen: dict[str, int] = {}
+    ids = []
+    for item in items:
+        unit = unit_id(step_id, item, mapped=True)
+        seen[unit] = seen.get(unit, 0) + 1
+        ids.append(unit if seen[unit] == 1 else f"{unit}.{seen[unit]}")
+    return ids
 
 
 def journal_id(unit: str, loop: int) -> str:

@@ -69,7 +69,7 @@ def loads_strict(data: bytes) -> Any:
     except UnicodeDecodeError as error:
         raise PlanError("file", f"not UTF-8 (byte {error.start})") from error
     try:
-        return strictjson.loads(text, max_depth=None, int_check=False)
+        return strictjson.loads(text, max_depth=None, int_check=False, as_values=False)
     except json.JSONDecodeError as error:
         raise PlanError("file", f"not JSON: {error.msg} at line {error.lineno} column {error.colno}") from error
     except strictjson.NotStrict as error:

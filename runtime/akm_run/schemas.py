@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
+from akm_run.numbers import normal
 from akm_run.planformat import MAX_INT, PlanError
 
 
@@ -162,12 +164,25 @@ def _patterns(schema: Any, path: str) -> None:
             _patterns(item, f"{path}.{key}")
 
 
-def schema_errors(value: Any, schema: dict[str, Any]) -> list[str]:
-    """Validation errors of `value` against a plan schema, each naming where it failed."""
+@functools.cache
+def _validator_class() -> Any:
+    """Draft 2020-12 by the numeric rule of akm_run.numbers: an `integer` is an int (values are
+    normalised before they are validated, so `1.0` is one, and `1e300` is not)."""
     import jsonschema
 
-    validator = jsonschema.Draft202012Validator(schema)
-    errors = sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
+    base = jsonschema.Draft202012Validator
+    checker = base.TYPE_CHECKER.redefine("integer", lambda _, v: isinstance(v, int) and not isinstance(v, bool))
+    return jsonschema.validators.extend(base, type_checker=checker)
+
+
+def _validator(schema: dict[str, Any]) -> Any:
+    return _validator_class()(schema)
+
+
+def schema_errors(value: Any, schema: dict[str, Any]) -> list[str]:
+    """Validation errors of `value` (as the value it is: akm_run.numbers) against a plan schema,
+    each naming where it failed."""
+    errors = sorted(_validator(schema).iter_errors(normal(value)), key=lambda e: list(e.absolute_path))
     out = []
     for error in errors:
         where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
@@ -177,8 +192,6 @@ def schema_errors(value: Any, schema: dict[str, Any]) -> list[str]:
 
 def default_fits(value: Any, schema: dict[str, Any], path: str) -> None:
     """Refuse a param default that its own schema rejects."""
-    from jsonschema import Draft202012Validator
-
-    error = next(iter(Draft202012Validator(schema).iter_errors(value)), None)
+    error = next(iter(_validator(schema).iter_errors(normal(value))), None)
     if error is not None:
         raise _fail(path, f"the default does not fit the param's schema: {error.message}")

@@ -2,7 +2,9 @@
 
 Strict means standard JSON and nothing a later step could trip on: no NaN or Infinity, no
 duplicate keys, integers within ±(2^53 − 1) (what every JSON reader agrees on), finite numbers,
-and for values a unit produces, nesting at most 64 deep. Parsing never recurses past the limit."""
+and for values a unit produces, nesting at most 64 deep. Parsing never recurses past the limit.
+Numbers are parsed as the values they are (akm_run.numbers: `1.0` is the integer 1), except in
+a plan file, whose bytes its hash covers."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import json
 import re
 from typing import Any
 
+from akm_run.numbers import number
 from akm_run.planformat import MAX_INT
 
 MAX_VALUE_DEPTH = 64
@@ -56,6 +59,10 @@ def _float(text: str) -> float:
     return value
 
 
+def _value(text: str) -> int | float:
+    return number(_float(text))
+
+
 def depth(text: str) -> int:
     """How deeply arrays and objects nest in `text` (brackets inside strings do not count); with
     few brackets, their count (an upper bound that is already within every limit)."""
@@ -72,10 +79,11 @@ def depth(text: str) -> int:
     return deepest
 
 
-def loads(text: str, max_depth: int | None = MAX_VALUE_DEPTH, *, int_check: bool = True) -> Any:
+def loads(text: str, max_depth: int | None = MAX_VALUE_DEPTH, *, int_check: bool = True, as_values: bool = True) -> Any:
     """Parse strict JSON. Raises json.JSONDecodeError when `text` is not JSON at all and NotStrict
     when it is JSON (or begins as JSON) but breaks a rule above. Without `int_check`, integers
-    past the limit (but not absurdly long ones) are left for the caller's own check."""
+    past the limit (but not absurdly long ones) are left for the caller's own check. Without
+    `as_values`, numbers keep the form they are written in (`1.0` stays a float)."""
     if max_depth is not None and text.lstrip()[:1] in ("[", "{") and depth(text) > max_depth:
         raise NotStrict(f"nesting deeper than {max_depth} levels")
     try:
@@ -84,7 +92,7 @@ def loads(text: str, max_depth: int | None = MAX_VALUE_DEPTH, *, int_check: bool
             object_pairs_hook=_pairs,
             parse_constant=_constant,
             parse_int=_int if int_check else _bounded_int,
-            parse_float=_float,
+            parse_float=_value if as_values else _float,
         )
     except RecursionError:
         raise NotStrict("nested too deeply") from None

@@ -32,6 +32,10 @@ BASE_ENV = ("PATH", "HOME", "LANG", "TMPDIR")
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 MIN_REDACTED = 4  # shorter secret values are not redacted: masking "a" everywhere would garble every output
 REDACTED = "***"
+# Held while a unit's script is written and while a unit's process is spawned: a process forked
+# while another thread still has a script open for writing holds it open until it execs, and
+# executing that script in the meantime fails with ETXTBSY ("Text file busy").
+_SPAWNING = threading.Lock()
 
 
 class UnitFailure(Exception):
@@ -174,9 +178,10 @@ def execute(
 
 
 def _private(path: Path, text: str, mode: int) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
+    with _SPAWNING if mode & 0o111 else contextlib.nullcontext():
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
 
 
 def _command(unit: Unit, environ: Mapping[str, str]) -> tuple[list[str], str | None]:
@@ -209,10 +214,11 @@ def _run(
     adopt_orphans()
     with stdin_path.open("rb") as stdin:
         try:
-            process = subprocess.Popen(
-                argv, cwd=unit.workdir, env=env, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                start_new_session=True,
-            )  # fmt: skip
+            with _SPAWNING:
+                process = subprocess.Popen(
+                    argv, cwd=unit.workdir, env=env, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                    start_new_session=True,
+                )  # fmt: skip
         except OSError as error:
             return End("failed", reason="spawn_error", message=f"cannot start {_what(unit)}: {error.strerror or error}")
     on_spawn(process.pid)

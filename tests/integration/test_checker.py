@@ -622,3 +622,19 @@ def test_no_credential_in_the_shipped_sources() -> None:
             root = next(p for p in path.parents if (p / "akm.toml").exists() or p == REPO)
             result = Session(root).check(path)
             assert [d for d in result.report.diagnostics if d.code == "E600"] == [], path
+
+
+def test_route_cases_are_numbers_by_value(codes: Checker) -> None:
+    """1.0 is 1: a case written either way covers the member, matches an `int`, and twice is a duplicate."""
+    src = source("""
+        workflow "w" {
+          params { n: 1 | 2  m: int  f: 1.0 | 2.5 }
+          step r { route params.n { 1.0 -> x  2 -> y } }
+          step s { route params.m { 1.0 -> x  _ -> y } }
+          step t { route params.f { 1 -> x  2.5 -> y } }
+          step u { route params.n { 1 -> x  1.0 -> y  2 -> y } }
+          step x { shell "x" }
+          step y { shell "y" }
+        }
+    """)
+    assert codes(src) == ["E201@6"]

@@ -81,10 +81,8 @@ def _pairwise_fits(a: t.Type, b: t.Type) -> bool:
         return any(_pairwise_fits(a, m) for m in b.members)
     if isinstance(a, t.Lit):
         if isinstance(b, t.Lit):
-            return a.value == b.value and type(a.value) is type(b.value)
-        return _pairwise_fits(t.Prim("null" if a.value is None else "bool" if isinstance(a.value, bool)
-                                     else "int" if isinstance(a.value, int) else "number"
-                                     if isinstance(a.value, float) else "string"), b)  # fmt: skip
+            return t.same(a.value, b.value)  # numbers by value (docs/types.md#numbers)
+        return _pairwise_fits(t._base(a), b)
     if isinstance(a, t.Prim) and isinstance(b, t.Prim):
         return a.name == b.name or (a.name == "int" and b.name == "number")
     if isinstance(a, t.ListT) and isinstance(b, t.ListT):

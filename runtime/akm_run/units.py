@@ -174,10 +174,17 @@ def execute(
     return _storable(_redacted(outcome, secrets))
 
 
+# Held while a unit file is open for writing and while a process is spawned: a process forked by
+# another thread meanwhile would hold the written script open until its exec, and executing that
+# script would fail with ETXTBSY ("Text file busy") — a spawn_error no unit caused.
+_SPAWNING = threading.Lock()
+
+
 def _private(path: Path, text: str, mode: int) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
+    with _SPAWNING:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
 
 
 def _command(unit: Unit, environ: Mapping[str, str]) -> tuple[list[str], str | None]:
@@ -211,10 +218,11 @@ def _run(
     adopt_orphans()
     with stdin_path.open("rb") as stdin:
         try:
-            process = subprocess.Popen(
-                argv, cwd=unit.workdir, env=env, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                start_new_session=True,
-            )  # fmt: skip
+            with _SPAWNING:
+                process = subprocess.Popen(
+                    argv, cwd=unit.workdir, env=env, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                    start_new_session=True,
+                )  # fmt: skip
         except OSError as error:
             return End("failed", reason="spawn_error", message=f"cannot start {_what(unit)}: {error.strerror or error}")
     on_spawn(process.pid)

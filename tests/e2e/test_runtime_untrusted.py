@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from helpers import Runtime, eventually, source
 
@@ -344,3 +346,89 @@ def test_a_unit_deleting_its_runs_lock_does_not_let_a_second_driver_in(runtime: 
     assert ran.read_text().count("ran") == 1  # the second driver never ran the unit again
     if runtime.sqlite:
         assert second.returncode == 75
+
+
+# -- property: nothing a unit prints wedges a run, on either store ----------------------------------------
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(st.characters(codec=None), max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(st.characters(codec=None), max_size=4), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+PRINTED = st.one_of(
+    st.tuples(JSON_VALUES, st.booleans()).map(
+        lambda v: json.dumps(v[0], ensure_ascii=v[1]).encode("utf-8", "surrogatepass")
+    ),
+    st.binary(max_size=40),
+    st.lists(
+        st.sampled_from([b'"', b"\\ud800", b"\\udfff", b"\\ud83d\\ude00", b"\\u0000", b"\x00", b"\xff", b"x"]),
+        max_size=8,
+    ).map(b"".join),
+)
+MAP_OF_EMITS = source("""
+    workflow "t" {
+      params { files: list[string] }
+      step emit {
+        map params.files {
+          script "scripts/emit.py"
+        }
+        on_error = continue
+      }
+    }
+""")
+
+
+def outcome_of(printed: bytes) -> tuple[str, object]:
+    """What a unit that prints `printed` (and exits 0) must end as: (status, stored output or reason)."""
+    from akm_run import strictjson
+    from akm_run.units import _text
+
+    text = _text(printed)
+    try:
+        return "completed", strictjson.loads(text)
+    except strictjson.NotStrict:
+        return "failed", "output_invalid"
+    except ValueError:
+        return "completed", text.removesuffix("\n")
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(outputs=st.lists(PRINTED, min_size=1, max_size=4))
+def test_nothing_a_unit_prints_wedges_a_run_and_both_stores_keep_the_same(
+    runtime: Runtime, outputs: list[bytes]
+) -> None:
+    runtime.write({"scripts/emit.py": EMIT})
+    plan = runtime.root / "plans" / "wf.plan.json"
+    if not plan.exists():
+        runtime.compile("wf.akm", MAP_OF_EMITS)
+    names = []
+    for printed in outputs:
+        name = f"out-{len(list(runtime.root.glob('out-*')))}.bin"
+        (runtime.root / name).write_bytes(printed)
+        names.append(name)
+    code, document = runtime.run_json(plan, "--param", f"files={json.dumps(names)}")
+    assert code == 0, document  # completed: each item completed or failed with a reason
+    units = runtime.store().run_attempts(document["runId"])
+    for (unit, attempts), printed in zip(units, outputs, strict=True):
+        status, kept = outcome_of(printed)
+        assert unit.status == status, (printed, unit)
+        assert (unit.output if status == "completed" else unit.failure_reason) == kept, printed
+        assert [a.status for a in attempts] == [status]
+    again = runtime.akm("run", document["runId"])
+    assert again.returncode == 0, again.stderr  # nothing left to do, nothing wedged
+    assert runtime.akm("logs", document["runId"]).returncode == 0
+    assert runtime.akm("status", document["runId"], "--format", "json").returncode == 0
+
+
+def test_script_units_spawned_at_once_never_find_their_script_busy(runtime: Runtime) -> None:
+    runtime.write({"scripts/emit.py": EMIT})
+    names = []
+    for index in range(48):
+        (runtime.root / f"item-{index}.bin").write_bytes(str(index).encode())
+        names.append(f"item-{index}.bin")
+    plan = runtime.compile("wf.akm", MAP_OF_EMITS)
+    code, document = runtime.run_json(plan, "--param", f"files={json.dumps(names)}", "--max-concurrency", "16")
+    assert code == 0, document
+    assert runtime.store().step(document["runId"], "emit").output == list(range(48))

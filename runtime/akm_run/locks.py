@@ -48,6 +48,14 @@ class LockHeld(Exception):
         return self.holder.get("pid")
 
 
+def _read(path: Path) -> str:
+    """A lock file's text: never through a symlink, never more than a holder writes (a unit may
+    have put a FIFO or a link to /dev/zero in its place). Raises OSError."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read(4096).decode("utf-8", "replace")
+
+
 def pid_alive(pid: int) -> bool:
     """Whether a process with this pid exists on this host."""
     if pid <= 0:
@@ -86,10 +94,11 @@ class RunLock:
             raise
 
     def _create(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(OSError):  # a unit may have put a file in its place: see below
+            self.path.parent.mkdir(parents=True, exist_ok=True)
         for _ in range(3):
             try:
-                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o644)
             except FileExistsError:
                 holder = self._holder()
                 if holder is None:
@@ -98,6 +107,9 @@ class RunLock:
                     self._reclaim(holder)
                     continue
                 raise LockHeld(self.run_id, holder) from None
+            except OSError:  # `locks` made a file or a loop by a unit: the database lock holds alone
+                self.held = True
+                return
             with os.fdopen(fd, "w") as handle:
                 json.dump({"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}, handle)
                 handle.flush()
@@ -160,7 +172,7 @@ class RunLock:
         """Who the lock file names; a file that names no one (half-written by a holder that died,
         or rewritten by a unit) names a dead holder on this host once it is a few seconds old."""
         try:
-            text = self.path.read_text(errors="replace")
+            text = _read(self.path)
             value = json.loads(text)
         except FileNotFoundError:
             return None
@@ -171,7 +183,7 @@ class RunLock:
                 value["started"] = 0
             return value
         with contextlib.suppress(OSError):
-            if time.time() - self.path.stat().st_mtime > 5:
+            if time.time() - self.path.lstat().st_mtime > 5:
                 return {"pid": 0, "host": socket.gethostname(), "started": 0}
         return None
 
@@ -183,10 +195,11 @@ class RunLock:
         except FileNotFoundError:
             return
         try:
-            current = json.loads(stale.read_text() or "{}")
-        except (OSError, json.JSONDecodeError):
+            current = json.loads(_read(stale) or "{}")
+        except (OSError, ValueError):
             current = {}
-        if current.get("pid") not in (holder.get("pid"), None, 0) and pid_alive(int(current.get("pid", 0))):
+        pid = current.get("pid") if isinstance(current, dict) else None
+        if type(pid) is int and pid not in (holder.get("pid"), 0) and pid_alive(pid):
             os.rename(stale, self.path)  # someone else took it meanwhile: put it back
             return
         stale.unlink(missing_ok=True)
@@ -195,7 +208,7 @@ class RunLock:
         if self.held:
             self.held = False
             try:
-                holder = json.loads(self.path.read_text())
+                holder = json.loads(_read(self.path))
                 if holder.get("pid") == os.getpid():
                     self.path.unlink(missing_ok=True)
             except (OSError, json.JSONDecodeError, AttributeError):

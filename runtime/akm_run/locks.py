@@ -22,7 +22,8 @@ from typing import Any
 
 _REGION = 1 << 62  # far past anything SQLite locks (its bytes sit at 1 GiB)
 _FLOCK = "hhqqi4x"  # struct flock: l_type, l_whence, l_start, l_len, l_pid
-_OFD_SETLK, _OFD_GETLK = getattr(fcntl, "F_OFD_SETLK", None), getattr(fcntl, "F_OFD_GETLK", None)
+_OFD_SETLK: int = getattr(fcntl, "F_OFD_SETLK", 0)  # Linux 3.15 and later; 0: not here
+_OFD_GETLK: int = getattr(fcntl, "F_OFD_GETLK", 0)
 _guard = threading.Lock()
 _databases: dict[str, int] = {}  # state database -> the descriptor its run locks live on (never closed:
 # closing any descriptor of a file drops every POSIX lock this process holds on it, SQLite's too)
@@ -129,7 +130,7 @@ class RunLock:
         return holder.get("host") != socket.gethostname() or pid_alive(int(holder.get("pid") or 0))
 
     def _descriptor(self) -> int | None:
-        if _OFD_SETLK is None:
+        if not _OFD_SETLK:
             return None  # no open-file-description locks here: the lock file alone
         if self.database not in _databases:
             for mode in (os.O_RDWR, os.O_RDONLY):

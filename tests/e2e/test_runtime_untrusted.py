@@ -163,14 +163,16 @@ def test_arguments_that_are_not_utf8_are_a_usage_error(runtime: Runtime, argv: l
     assert runtime.store().step(document["runId"], "wait").status == "blocked"
 
 
-def test_non_utf8_in_the_environment_the_runtime_reads_is_a_usage_error(runtime: Runtime) -> None:
+@pytest.mark.parametrize("variable", ["USER", "AKM_AGENT_CMD", "AKM_STATE_DIR"])
+def test_non_utf8_in_the_environment_the_runtime_reads_is_a_usage_error(runtime: Runtime, variable: str) -> None:
     plan = runtime.compile("wf.akm", APPROVAL)
     code, document = runtime.run_json(plan)
     assert code == 3
-    env = {**runtime.env(), "USER": os.fsdecode(b"b\xffb")}
+    env = {**runtime.env(), "LOGNAME": "", variable: os.fsdecode(b"b\xffb")}
     result = subprocess.run([sys.executable, "-m", "akm_run", "approve", document["runId"], "wait"],
                             cwd=runtime.root, capture_output=True, env=env, timeout=60)  # fmt: skip
     assert "UTF-8" in refused(result)
+    assert runtime.store().step(document["runId"], "wait").status == "blocked"
 
 
 @pytest.mark.parametrize(

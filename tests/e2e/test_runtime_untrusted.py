@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from helpers import Runtime, eventually, source
+from profiles import examples
 
 # A unit that prints the bytes of the file named by its item (or by `$OUT`), exactly.
 EMIT = source("""
@@ -396,7 +397,7 @@ def outcome_of(printed: bytes) -> tuple[str, object]:
         return "completed", text.removesuffix("\n")
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(outputs=st.lists(PRINTED, min_size=1, max_size=4))
 def test_nothing_a_unit_prints_wedges_a_run_and_both_stores_keep_the_same(
     runtime: Runtime, outputs: list[bytes]

@@ -96,7 +96,7 @@ def test_a_surrogate_pair_is_its_character() -> None:
     assert loads('{"k\\ud83d\\ude00": "\\uD83D\\uDE00"}') == {"k\U0001f600": "\U0001f600"}
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(
     st.recursive(
         st.text(st.characters(codec=None), max_size=6),

@@ -108,9 +108,8 @@ def _no_lone_surrogate(value: Any) -> None:
     while pending:
         item = pending.pop()
         if isinstance(item, str):
-            if (found := _SURROGATE.search(item)) is not None:
-                shown = _shown(item[:40]) + ("…" if len(item) > 40 else "")
-                raise NotStrict(f'a lone surrogate {_shown(found.group())} in "{shown}" is not Unicode text')
+            if (found := _SURROGATE.search(item)) is not None:  # the string itself is not quoted: it may hold a secret
+                raise NotStrict(f"a string holds a lone surrogate {_shown(found.group())}, which is not Unicode text")
         elif isinstance(item, dict):
             pending += item.keys()
             pending += item.values()

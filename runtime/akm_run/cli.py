@@ -5,11 +5,12 @@ Each command parses its arguments and calls one function that returns an exit co
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 from akm_run import __version__, exitcodes
-from akm_run.console import state_dir
+from akm_run.console import as_given, state_dir, utf8
 from akm_run.database_url import DatabaseError, select, unusable
 from akm_run.migrations import NewerSchema
 
@@ -165,6 +166,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "completion":
         sys.stdout.write(completion_script(args.shell))
         return exitcodes.COMPLETED
+    if (garbled := not_text(parser, args)) is not None:
+        print(f"akm-run: error: {garbled}", file=sys.stderr)
+        return exitcodes.USAGE
     try:
         if (refused := store_refusal(args)) is not None:
             print(f"akm-run: error: {refused}", file=sys.stderr)
@@ -186,6 +190,25 @@ def main(argv: list[str] | None = None) -> int:
         print(f"akm-run: internal error: {type(error).__name__}: {error}", file=sys.stderr)
         return exitcodes.INTERNAL
     return code
+
+
+READS = ("AKM_STATE_DIR", "AKM_RUN_DATABASE", "AKM_AGENT_CMD", "AKM_RUN_ALLOWED_SIGNERS")  # read by akm-run itself
+
+
+def not_text(parser: argparse.ArgumentParser, args: argparse.Namespace) -> str | None:
+    """Why an argument, or a variable akm-run reads, is unusable: it is not UTF-8 text (run ids,
+    params, names, notes and paths are all stored or shown as text). None when all are."""
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    names = {a.dest: a.option_strings[0] if a.option_strings else a.metavar or a.dest
+             for a in subparsers.choices[args.command]._actions}  # fmt: skip
+    for dest, value in vars(args).items():
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, str | Path) and not utf8(str(item)):
+                return f"{names.get(dest, dest)} {as_given(str(item))} is not UTF-8 text"
+    for variable in READS:
+        if not utf8(value := os.environ.get(variable, "")):
+            return f"${variable} {as_given(value)} is not UTF-8 text"
+    return None
 
 
 def store_refusal(args: argparse.Namespace) -> str | None:

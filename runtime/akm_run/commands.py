@@ -13,7 +13,7 @@ from typing import Any
 
 from akm_run import children, exitcodes, operations, progress, report
 from akm_run import planformat as pf
-from akm_run.console import emit, escaped, on_signals, state_dir
+from akm_run.console import as_given, emit, escaped, on_signals, state_dir, utf8
 from akm_run.core import SIGNALLED, DriveResult
 from akm_run.database_url import ENV, SharedStore, redacted, select, shown, unusable
 from akm_run.drive_errors import drive_failure
@@ -360,7 +360,11 @@ def resume(args: argparse.Namespace) -> int:
 
 
 def approve(args: argparse.Namespace) -> int:
-    decision = operations.Decision(args.step_id, args.by or getpass.getuser(), not args.reject, args.note)
+    by = args.by or getpass.getuser()
+    if not utf8(by):
+        return _fail(f"the user name {as_given(by)} (from the environment) is not UTF-8 text: give --by NAME",
+                     exitcodes.USAGE)  # fmt: skip
+    decision = operations.Decision(args.step_id, by, not args.reject, args.note)
     hint = hints_for(args)
     decided: list[tuple[str, str]] = []  # (what, run id): said once the pool took the next drive, or did not
 

@@ -31,6 +31,24 @@ def escaped(text: str, keep: str = "") -> str:
     return CONTROL.sub(lambda m: m.group() if m.group() in keep else f"\\x{ord(m.group()):02x}", text)
 
 
+def utf8(text: str) -> bool:
+    """Whether `text` is UTF-8 text (not bytes that did not decode, held as lone surrogates)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def as_given(text: str) -> str:
+    """`text` as its bytes were given (undecodable ones as \\xNN), quoted, at most 80 of them."""
+    try:
+        data = os.fsencode(text)
+    except UnicodeEncodeError:  # a lone surrogate that no byte decodes to
+        data = text.encode("utf-8", "backslashreplace")
+    return repr(data[:80])[1:] + ("…" if len(data) > 80 else "")
+
+
 def emit(document: dict[str, Any], text: str, fmt: str) -> None:
     if fmt == "json":
         text = json.dumps(document, ensure_ascii=False, sort_keys=True, indent=2, allow_nan=False)

@@ -7,6 +7,9 @@ from typing import Any
 
 from akm_run import strictjson
 from akm_run.schemas import schema_errors
+from akm_run.signing import read_limited
+
+MAX_PARAMS_FILE_BYTES = 1024 * 1024  # a params file is read whole, never past this (docs/runtime.md)
 
 
 class ParamsError(Exception):
@@ -64,8 +67,10 @@ def collect(declared: dict[str, Any], pairs: list[str], params_file: Path | None
     given: dict[str, Any] = {}
     if params_file is not None:
         try:
-            loaded = strictjson.loads(params_file.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as error:
+            loaded = strictjson.loads(read_limited(params_file, MAX_PARAMS_FILE_BYTES).decode("utf-8"))
+        except OSError as error:
+            raise ParamsError(f"cannot read params file {params_file}: {error.strerror or error}") from None
+        except ValueError as error:  # not regular, too large, not UTF-8, not strict JSON
             raise ParamsError(f"cannot read params file {params_file}: {error}") from None
         if not isinstance(loaded, dict):
             raise ParamsError(f"params file {params_file} must hold a JSON object")

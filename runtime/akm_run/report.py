@@ -6,12 +6,13 @@ import json
 import time
 from typing import Any
 
-from akm_run import children
+from akm_run import children, operations
 from akm_run.core import DriveResult as Result
 from akm_run.hints import Hints
 from akm_run.store import AttemptRow, RunRow, Store
 from akm_run.trust import signed_by
 
+ABANDONED = operations.ABANDONED["reason"]
 STEP_GLYPHS = {"completed": "✓", "failed": "✗", "blocked": "⚠", "running": "→", "pending": "·", "skipped": "↷"}
 RUN_GLYPHS = {"completed": "✓", "failed": "✗", "blocked": "⚠", "active": "→"}
 
@@ -48,10 +49,13 @@ def result_text(result: Result, run: RunRow, hints: Hints) -> str:
         lines = [f"{head}: error {result.error['code']}: {result.error['message']}"]
     elif result.status == "completed":
         lines = [f"{head} completed", f"exported: {_json(result.exported)}"]
+    elif result.status == "failed" and (result.failure or {}).get("reason") == ABANDONED:
+        lines = [f"{head} was abandoned: it is never driven again (publish its plan as a new run)"]
     elif result.status == "failed":
         failure = result.failure or {}
+        where = f" at step {failure['stepId']}" if failure.get("stepId") else ""
         lines = [
-            f"{head} failed at step {failure.get('stepId')}: {failure.get('reason')}: {failure.get('message')}",
+            f"{head} failed{where}: {failure.get('reason')}: {failure.get('message')}",
             f"see `{hints('status', run.id)}`",
         ]
     elif result.status == "blocked":
@@ -83,6 +87,8 @@ def status_document(store: Store, run: RunRow, hints: Hints) -> dict[str, Any]:
         summary["signedBy"] = signer.document()
     if run.status == "completed":
         summary["exported"] = run.exported
+    if run.status == "failed" and run.failure is not None:
+        summary["failure"] = run.failure
     steps = []
     rows = store.steps(run.id)
     if any(r.status == "running" for r in rows) and not store.driven(run.id):
@@ -136,7 +142,7 @@ def status_text(document: dict[str, Any]) -> str:
     run = document["run"]
     lines = [
         f"run {run['id']}  {run['ref']}  {json.dumps(run['title'], ensure_ascii=False)}",
-        f"status: {run['status']}   plan {run['planHash'][:19]}…   created {run['createdAt']}"
+        f"status: {run['status']}{_why(run.get('failure'))}   plan {run['planHash'][:19]}…   created {run['createdAt']}"
         + (f"   parent {run['parentRunId']}" if "parentRunId" in run else ""),
     ]
     if "signedBy" in run:
@@ -158,6 +164,15 @@ def status_text(document: dict[str, Any]) -> str:
         lines.append("children:")
         lines += _tree(document["children"], "  ")
     return "\n".join(lines) + "\n"
+
+
+def _why(failure: dict[str, Any] | None) -> str:
+    """What the status line adds to a failed run's status: abandoned, or the step it failed at."""
+    if failure is None:
+        return ""
+    if failure.get("reason") == ABANDONED:
+        return " (abandoned)"
+    return f" (at step {failure['stepId']}: {failure.get('reason')})" if failure.get("stepId") else ""
 
 
 def _tree(nodes: list[dict[str, Any]], indent: str) -> list[str]:

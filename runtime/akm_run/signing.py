@@ -9,10 +9,12 @@ import base64
 import binascii
 import hashlib
 import os
+import re
 import shutil
 import stat
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -137,6 +139,8 @@ def verify(data: bytes, signature: bytes, allowed_signers: bytes, signers_name: 
             [p for p in found.stdout.decode("utf-8", "replace").splitlines() if p] if not found.returncode else []
         )
         if not principals:
+            if (outside := _outside_dates(allowed_signers, envelope.fingerprint, signers_name)) is not None:
+                raise SignatureRefused("not_allowed", outside)
             raise SignatureRefused(
                 "unlisted_signer", f"signed with key {envelope.fingerprint}, which {signers_name} does not list"
             )
@@ -155,6 +159,41 @@ def verify(data: bytes, signature: bytes, allowed_signers: bytes, signers_name: 
     raise SignatureRefused(
         "not_allowed", f"{who} is listed in {signers_name}, but not for namespace {NAMESPACE!r} at this time"
     )
+
+
+_KEY = re.compile(rb"(?:^|\s)((?:ssh|ecdsa|sk)-[\w@.-]+)\s+([A-Za-z0-9+/]+=*)")
+_DATE = re.compile(rb'(valid-before|valid-after)="?(\d{8})(\d{4,6})?(Z?)"?', re.IGNORECASE)
+
+
+def _outside_dates(allowed_signers: bytes, fingerprint: str, signers_name: str) -> str | None:
+    """Why ssh-keygen found no principal for a key that `allowed_signers` does list: its
+    valid-before date has passed, or its valid-after date has not come (None: it is not listed)."""
+    for line in allowed_signers.splitlines():
+        key = _KEY.search(line)
+        if key is None or line.lstrip().startswith(b"#"):
+            continue
+        try:
+            blob = base64.b64decode(key.group(2), validate=True)
+        except (binascii.Error, ValueError):
+            continue
+        if f"SHA256:{base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip('=')}" != fingerprint:
+            continue
+        who = line[: key.start()].split(None, 1)[0].decode("utf-8", "replace")
+        now = time.strftime("%Y%m%d%H%M%S", time.gmtime() if b"Z" in line else time.localtime()).encode()
+        for option, day, clock, zone in _DATE.findall(line[: key.start()]):
+            before, stamp = option.lower() == b"valid-before", (day + clock).ljust(14, b"0")
+            if (stamp > now) if before else (stamp <= now):
+                continue  # not the date that excludes it
+            when = f"{day[:4].decode()}-{day[4:6].decode()}-{day[6:].decode()}"
+            if clock:
+                when += f" {clock[:2].decode()}:{clock[2:4].decode()}" + (" UTC" if zone else "")
+            listed = f"{who} ({fingerprint}) is listed in {signers_name}, but its key"
+            return (
+                f"{listed} expired on {when} (valid-before)"
+                if before
+                else f"{listed} is valid only from {when} (valid-after)"
+            )
+    return None
 
 
 def sign(data: bytes, key: Path) -> bytes:

@@ -1,7 +1,8 @@
 """Strict JSON for everything that enters a run from outside: plan files, params and unit output.
 
 Strict means standard JSON and nothing a later step could trip on: no NaN or Infinity, no
-duplicate keys, integers within ±(2^53 − 1) (what every JSON reader agrees on), finite numbers,
+duplicate keys, no lone surrogate (`"\\ud800"` is JSON syntax but no Unicode text: no store, file or
+terminal can hold it), integers within ±(2^53 − 1) (what every JSON reader agrees on), finite numbers,
 and for values a unit produces, nesting at most 64 deep. Parsing never recurses past the limit.
 Numbers are parsed as the values they are (akm_run.numbers: `1.0` is the integer 1), except in
 a plan file, whose bytes its hash covers."""
@@ -18,6 +19,8 @@ from akm_run.planformat import MAX_INT
 MAX_VALUE_DEPTH = 64
 _INT_DIGITS = len(str(MAX_INT))
 _TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class NotStrict(ValueError):
@@ -28,7 +31,7 @@ def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in pairs:
         if key in out:
-            raise NotStrict(f"duplicate key {json.dumps(key, ensure_ascii=False)}")
+            raise NotStrict(f"duplicate key {_shown(json.dumps(key, ensure_ascii=False))}")
         out[key] = value
     return out
 
@@ -86,8 +89,10 @@ def loads(text: str, max_depth: int | None = MAX_VALUE_DEPTH, *, int_check: bool
     `as_values`, numbers keep the form they are written in (`1.0` stays a float)."""
     if max_depth is not None and text.lstrip()[:1] in ("[", "{") and depth(text) > max_depth:
         raise NotStrict(f"nesting deeper than {max_depth} levels")
+    if (found := _SURROGATE.search(text)) is not None:
+        raise NotStrict(f"not Unicode text: a lone surrogate {_shown(found.group())} at character {found.start()}")
     try:
-        return json.loads(
+        value = json.loads(
             text,
             object_pairs_hook=_pairs,
             parse_constant=_constant,
@@ -96,6 +101,28 @@ def loads(text: str, max_depth: int | None = MAX_VALUE_DEPTH, *, int_check: bool
         )
     except RecursionError:
         raise NotStrict("nested too deeply") from None
+    if _SURROGATE_ESCAPE.search(text) is not None:  # a pair is one character; a lone half is none
+        _no_lone_surrogate(value)
+    return value
+
+
+def _shown(text: str) -> str:
+    return "".join(f"\\u{ord(c):04x}" if _SURROGATE.match(c) else c for c in text)
+
+
+def _no_lone_surrogate(value: Any) -> None:
+    """Raise NotStrict for a string (or key) in `value` that holds a lone surrogate; no recursion."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            if (found := _SURROGATE.search(item)) is not None:  # the string itself is not quoted: it may hold a secret
+                raise NotStrict(f"a string holds a lone surrogate {_shown(found.group())}, which is not Unicode text")
+        elif isinstance(item, dict):
+            pending += item.keys()
+            pending += item.values()
+        elif isinstance(item, list):
+            pending += item
 
 
 def dumps(value: Any) -> str:

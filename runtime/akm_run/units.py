@@ -27,6 +27,7 @@ from akm_run.schemas import schema_errors
 
 MAX_OUTPUT_BYTES = 1024 * 1024
 STDERR_TAIL_BYTES = 64 * 1024
+REFUSED_SHOWN_BYTES = 200  # how much of a refused stdout its output_invalid message shows
 KILL_GRACE_SECONDS = 1.0  # SIGTERM, then SIGKILL after this long (docs/runtime.md)
 BASE_ENV = ("PATH", "HOME", "LANG", "TMPDIR")
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -169,12 +170,12 @@ def execute(
             argv = [str(write("script", unit.target["text"], 0o700))]
         if stdin_text is not None:
             stdin_path = write("stdin", stdin_text, 0o600)
-        outcome = _run(argv, unit, env, stdin_path, abort, on_spawn)
+        outcome = _run(argv, unit, env, stdin_path, abort, on_spawn, secrets)
     finally:
         for path in created:
             with contextlib.suppress(OSError):  # a unit may have removed or replaced its files
                 path.unlink(missing_ok=True)
-    return _redacted(outcome, secrets)
+    return _storable(_redacted(outcome, secrets))
 
 
 def _private(path: Path, text: str, mode: int) -> None:
@@ -208,6 +209,7 @@ def _run(
     stdin_path: Path,
     abort: threading.Event,
     on_spawn: Callable[[int], None],
+    secrets: list[str],
 ) -> End:
     import subprocess
 
@@ -223,7 +225,7 @@ def _run(
             return End("failed", reason="spawn_error", message=f"cannot start {_what(unit)}: {error.strerror or error}")
     on_spawn(process.pid)
     deadline = None if unit.timeout_ms is None else time.monotonic() + unit.timeout_ms / 1000
-    streams = _Streams(process)
+    streams = _Streams(process, STDERR_TAIL_BYTES + max((len(s.encode()) for s in secrets), default=0))
     ended = stopped = None
     try:
         while not streams.collect(_slice(deadline)):
@@ -238,7 +240,8 @@ def _run(
                 break
     finally:
         streams.close()
-    tail = _text(bytes(streams.stderr)) or None
+    clean = functools.partial(_clean, secrets=secrets)  # redacted before anything is cut
+    tail = _last(clean(bytes(streams.stderr)), STDERR_TAIL_BYTES) or None
     if ended == "aborted":
         return End("aborted", reason="aborted", message=f"the drive was aborted; {stopped}", stderr_tail=tail)
     if ended == "timeout":
@@ -251,10 +254,10 @@ def _run(
         status = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
         message = f"{_what(unit)} failed with {status}" + (f": {last[0][:200]}" if last[0] else "")
         # stdout of a failed unit is kept as text: a gate check's stdout is the feedback of its loop
-        text = _text(bytes(streams.stdout[:STDERR_TAIL_BYTES]))
+        text = _first(clean(bytes(streams.stdout)), STDERR_TAIL_BYTES)
         return End("failed", output=text[:-1] if text.endswith("\n") else text, reason="exit", message=message,
                        exit_code=code, stderr_tail=tail)  # fmt: skip
-    return _result(streams, unit, tail)
+    return _result(streams, unit, tail, clean)
 
 
 class _Streams:
@@ -262,11 +265,12 @@ class _Streams:
     while waiting for it to exit; wakes on output, on exit (a pidfd where there is one) or after a
     slice. It stops at the unit's exit: a background process that keeps the pipes open cannot hold it."""
 
-    def __init__(self, process: Any) -> None:
+    def __init__(self, process: Any, stderr_keep: int) -> None:
         self.process = process
         self.stdout = bytearray()
         self.stdout_size = 0
         self.stderr = bytearray()
+        self.stderr_keep = stderr_keep  # the tail, and room for a secret that straddles its cut
         self.open = {process.stdout.fileno(): "stdout", process.stderr.fileno(): "stderr"}
         try:
             self.exit_fd: int | None = os.pidfd_open(process.pid)
@@ -315,7 +319,7 @@ class _Streams:
                 self.stdout += chunk[:room]
         else:
             self.stderr += chunk
-            del self.stderr[:-STDERR_TAIL_BYTES]
+            del self.stderr[: -self.stderr_keep]
 
     def close(self) -> None:
         self.process.stdout.close()
@@ -408,29 +412,63 @@ def _text(data: bytes) -> str:
     return data.decode("utf-8", "replace").replace("\x00", "\ufffd")
 
 
-def _result(streams: _Streams, unit: Unit, tail: str | None) -> End:
+def _clean(data: bytes, secrets: list[str]) -> str:
+    return str(redact(_text(data), secrets))
+
+
+def _first(text: str, limit: int) -> str:
+    """The beginning of `text`, at most `limit` bytes of UTF-8 (never half a character)."""
+    return text.encode()[:limit].decode("utf-8", "ignore")
+
+
+def _last(text: str, limit: int) -> str:
+    """The end of `text`, at most `limit` bytes of UTF-8 (never half a character)."""
+    return text.encode()[-limit:].decode("utf-8", "ignore") if limit else ""
+
+
+def _result(streams: _Streams, unit: Unit, tail: str | None, clean: Callable[[bytes], str]) -> End:
     if streams.stdout_size > MAX_OUTPUT_BYTES:
         return End("failed", reason="output_too_large",
                        message=f"{_what(unit)} wrote {streams.stdout_size} bytes to stdout; the limit is {MAX_OUTPUT_BYTES}",
                        stderr_tail=tail)  # fmt: skip
+
+    def invalid(why: str) -> End:
+        began = json.dumps(_first(clean(bytes(streams.stdout)), REFUSED_SHOWN_BYTES), ensure_ascii=False)
+        return End("failed", reason="output_invalid", message=f"{_what(unit)} {why}; its stdout began {began}",
+                   stderr_tail=tail)  # fmt: skip
+
     text = _text(bytes(streams.stdout))
     try:
         value: Any = strictjson.loads(text)
         parsed = True
     except strictjson.NotStrict as error:
-        return End("failed", reason="output_invalid",
-                       message=f"{_what(unit)} printed JSON that is not strict JSON: {error}", stderr_tail=tail)  # fmt: skip
+        return invalid(f"printed JSON that is not strict JSON: {error}")
     except ValueError:
         value, parsed = (text[:-1] if text.endswith("\n") else text), False
     if unit.output_schema is not None:
         if not parsed:
-            return End("failed", reason="output_invalid",
-                           message=f"{_what(unit)} declares an output type, but stdout is not JSON", stderr_tail=tail)  # fmt: skip
+            return invalid("declares an output type, but stdout is not JSON")
         problems = schema_errors(value, unit.output_schema)
         if problems:
-            return End("failed", reason="output_invalid",
-                           message=f"{_what(unit)} output does not match its type: {problems[0]}", stderr_tail=tail)  # fmt: skip
+            return invalid(f"output does not match its type: {_first(problems[0], REFUSED_SHOWN_BYTES)}")
     return End("completed", output=value, stderr_tail=tail)
+
+
+def _storable(outcome: End) -> End:
+    """`outcome` as every store can hold it: no message or tail holds a lone surrogate, and an
+    output that would (strict JSON refuses them; nothing else may slip through) is output_invalid."""
+    outcome.message = outcome.message and _unicode(outcome.message)
+    outcome.stderr_tail = outcome.stderr_tail and _unicode(outcome.stderr_tail)
+    try:
+        strictjson.dumps(outcome.output).encode()
+    except (UnicodeEncodeError, ValueError) as error:
+        return End("failed", reason="output_invalid", message=f"the output cannot be stored: {_unicode(str(error))}",
+                   stderr_tail=outcome.stderr_tail)  # fmt: skip
+    return outcome
+
+
+def _unicode(text: str) -> str:
+    return text.encode("utf-8", "backslashreplace").decode()
 
 
 def _what(unit: Unit) -> str:

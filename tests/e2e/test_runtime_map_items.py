@@ -202,28 +202,6 @@ def test_a_map_over_repeated_items_completes_with_each_items_result(runtime: Run
     _each_its_own_unit(runtime, document["runId"], len(items))
 
 
-@pytest.mark.slow
-def test_script_units_started_at_once_never_find_their_script_busy(runtime: Runtime) -> None:
-    """Each unit's script is written and then executed while other units are being spawned: a
-    process forked meanwhile must not hold a script open for writing (ETXTBSY, "Text file busy")."""
-    runtime.write({"scripts/echo.sh": "#!/bin/sh\ncat\n"})
-    src = source("""
-        workflow "scripts" {
-          params { items: list[int] }
-          step fan {
-            map params.items {
-              concurrency = 16
-              script "scripts/echo.sh"
-            }
-          }
-        }
-    """)
-    plan = runtime.compile("wf.akm", src)
-    code, document = runtime.run_json(plan, "--param", f"items={json.dumps(list(range(200)))}")
-    assert code == 0, document
-    assert [o["item"] for o in runtime.store().step(document["runId"], "fan").output] == list(range(200))
-
-
 # A child's unit: logs its child run, and the second child to run kills the process executing the
 # units (once), right after that side effect.
 CHILD_UNIT = source("""

@@ -115,6 +115,16 @@ def test_a_key_listed_only_for_other_namespaces_is_refused(runtime: Runtime, key
     assert "not allowed: ci@example.com" in stderr and "not for namespace 'akm-plan'" in stderr
 
 
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [("valid-before=20200101", "expired on 2020-01-01"), ('valid-after="29990101"', "valid only from 2999-01-01")],
+)
+def test_a_key_outside_its_validity_dates_says_so(runtime: Runtime, keys: Keys, options: str, said: str) -> None:
+    plan = signed(runtime, keys)
+    stderr = refused(runtime, plan, "--allowed-signers", keys.allowed("ci", options=options))
+    assert "unlisted" not in stderr and "not allowed: ci@example.com" in stderr and said in stderr, stderr
+
+
 def test_a_plan_edited_after_signing_and_rehashed_is_refused(runtime: Runtime, keys: Keys) -> None:
     plan = signed(runtime, keys)
     document = json.loads(plan.read_text())

@@ -82,3 +82,34 @@ def test_the_limits_themselves_are_accepted() -> None:
 def test_dumps_refuses_what_is_not_standard_json() -> None:
     with pytest.raises(ValueError):
         dumps(float("nan"))
+
+
+@pytest.mark.parametrize(
+    "text", ['"\\ud800"', '["a", {"b": "x\\udfffy"}]', '{"\\udc00": 1}', '"\\ude00\\ud83d"', '"\ud800"']
+)
+def test_a_lone_surrogate_is_not_strict(text: str) -> None:
+    with pytest.raises(NotStrict, match="surrogate"):
+        loads(text)
+
+
+def test_a_surrogate_pair_is_its_character() -> None:
+    assert loads('{"k\\ud83d\\ude00": "\\uD83D\\uDE00"}') == {"k\U0001f600": "\U0001f600"}
+
+
+@settings(max_examples=examples(200))
+@given(
+    st.recursive(
+        st.text(st.characters(codec=None), max_size=6),
+        lambda inner: (
+            st.lists(inner, max_size=3)
+            | st.dictionaries(st.text(st.characters(codec=None), max_size=3), inner, max_size=3)
+        ),
+        max_leaves=8,
+    )
+)
+def test_what_loads_returns_is_always_utf8_text(value: Any) -> None:
+    try:
+        parsed = loads(json.dumps(value))
+    except NotStrict:
+        return
+    dumps(parsed).encode("utf-8")  # every store, file and terminal can hold it

@@ -48,6 +48,28 @@ def source(text: str) -> str:
     return textwrap.dedent(text.removeprefix("\n"))
 
 
+def git(repo: Path, *args: str) -> str:
+    """Run git in `repo`; its stdout (a failing git fails the test)."""
+    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout
+
+
+def committed(root: Path) -> Path:
+    """`root` made a git repository (branch main) with everything in it committed as `base`."""
+    git(root, "init", "-q", "-b", "main")
+    git(root, "config", "user.email", "ci@example.invalid")
+    git(root, "config", "user.name", "ci")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "base")
+    return root
+
+
+def edit(path: Path, old: str, new: str) -> None:
+    """Replace `old` (which must be there) with `new` in the file."""
+    text = path.read_text()
+    assert old in text, old
+    path.write_text(text.replace(old, new))
+
+
 def doubling_leaf(log: str) -> str:
     """A child workflow (`workflows/leaf`) whose one unit runs shell command `log` (how a test
     counts where and how often it ran), then outputs `{"value": 2 * params.n}`; its output

@@ -352,11 +352,11 @@ def resume(args: argparse.Namespace) -> int:
             print(f"run {row.id} is {row.status}: nothing to reopen{more}")
             return exitcodes.COMPLETED
         reopened = operations.reopen(store, row)
-        print(f"reopened run {row.id}: {', '.join(reopened) or 'no steps'} pending again; "
-              f"continue with `{hint('run', row.id)}`")  # fmt: skip
+        done.append((f"reopened run {row.id}: {', '.join(reopened) or 'no steps'} pending again", row.id))
         return exitcodes.COMPLETED
 
-    return _locked(args, reopen)
+    done: list[tuple[str, str]] = []  # (what, run id): said once the pool took the next drive, or did not
+    return _locked(args, reopen, then=lambda submitted: _continued(done, submitted, hint))
 
 
 def approve(args: argparse.Namespace) -> int:
@@ -382,14 +382,17 @@ def approve(args: argparse.Namespace) -> int:
             decided.append((f"{'rejected' if args.reject else 'approved'} step {args.step_id} of run {row.id}", row.id))
         return exitcodes.COMPLETED
 
-    def said(submitted: bool) -> None:  # once the pool took the next drive, or did not
-        for done, run_id in decided:
-            if submitted:  # on the pool, approve continued the run: there is nothing to do but follow it
-                print(f"{done}; the worker pool continues the run: follow it with `{hint('run', run_id)}`")
-            else:
-                print(f"{done}; continue with `{hint('run', run_id)}`")
+    return _locked(args, decide, then=lambda submitted: _continued(decided, submitted, hint))
 
-    return _locked(args, decide, then=said)
+
+def _continued(done: list[tuple[str, str]], submitted: bool, hint: Hints) -> None:
+    """What `approve` or `resume` did, and what comes next: on the pool, which took the run's next
+    drive, there is nothing to do but follow it; elsewhere the run is continued with `run`."""
+    for what, run_id in done:
+        if submitted:
+            print(f"{what}; the worker pool continues the run: follow it with `{hint('run', run_id)}`")
+        else:
+            print(f"{what}; continue with `{hint('run', run_id)}`")
 
 
 def _child_waits(store: Store, hint: Hints, plan: pf.Plan, row: RunRow, current: StepRow | None) -> str | None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from akm_run.plan import render_file
-from helpers import REPO, run_cli
+from helpers import REPO, committed, run_cli
 
 CORPUS = REPO / "golden" / "corpus"
 EVIL = {"format": "akm-plan", "planHash": "sha256:" + "0" * 64, "plan": {"irVersion": 1, "ref": "workflows/evil"}}
@@ -83,18 +83,9 @@ def test_a_stale_plan_and_an_orphan_are_both_listed(ws: Path) -> None:
 # -- akmc diff --rev ---------------------------------------------------------------------------
 
 
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout
-
-
 @pytest.fixture
 def repo(ws: Path) -> Path:
-    _git(ws, "init", "-q", "-b", "main")
-    _git(ws, "config", "user.email", "ci@example.invalid")
-    _git(ws, "config", "user.name", "ci")
-    _git(ws, "add", "-A")
-    _git(ws, "commit", "-qm", "base")
-    return ws
+    return committed(ws)
 
 
 def test_diff_rev_shows_a_plan_no_source_accounts_for(repo: Path) -> None:

@@ -121,6 +121,31 @@ def test_a_waiting_run_holds_no_workflow_and_approve_continues_it(pooled: Runtim
         client.destroy()
 
 
+def test_resume_on_the_pool_says_the_pool_continues_the_run(pooled: Runtime, database_url: str) -> None:
+    """`resume` submits the next drive on the pool, as `approve` does: it says so and how to follow."""
+    pooled.start_worker(name="w1")
+    src = source("""
+        workflow "flaky" {
+          step once {
+            shell "echo once >> ran; test -e fixed"
+          }
+        }
+    """)
+    plan = pooled.compile("flaky.akm", src)
+    named = {k: v for k, v in pooled.env().items() if k != "AKM_RUN_DATABASE"}
+    code, document = pooled.run_json(plan, "--database", database_url, env=named)
+    run_id = str(document["runId"])
+    assert code == 1, document
+    (pooled.root / "fixed").touch()
+    resumed = pooled.akm("resume", run_id, "--database", database_url, env=named)
+    follow = f"akm-run run {run_id} --database {shlex.quote(database_url)}"
+    assert resumed.returncode == 0 and resumed.stdout == (
+        f"reopened run {run_id}: once pending again; the worker pool continues the run: follow it with `{follow}`\n"
+    ), resumed.stdout
+    code, document = pooled.run_json(run_id, "--database", database_url, env=named)
+    assert code == 0 and ran(pooled) == ["once", "once"], document
+
+
 def test_a_stored_plan_tampered_while_its_drive_waits_for_recovery_is_refused(
     pooled: Runtime, database_url: str
 ) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ from syrupy.assertion import SnapshotAssertion
 from akmc.render import markdown
 from akmc.render.diff import text_diff
 from akmc.render.plan import text_lines, visible
-from helpers import LANGUAGE_EXAMPLE, REPO, run_cli, source
+from helpers import LANGUAGE_EXAMPLE, REPO, committed, edit, git, run_cli, source
 from profiles import examples
 
 CORPUS = REPO / "golden" / "corpus"
@@ -192,36 +191,21 @@ def test_a_source_with_errors_is_an_error_not_a_difference(suffixed: tuple[Path,
 # -- akmc diff --rev, against real git repositories ----------------------------------------------
 
 
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout
-
-
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     """The language example committed in a git repository, as a workspace below the repository root."""
     repo = tmp_path / "repo"
     shutil.copytree(LANGUAGE_EXAMPLE, repo / "ops")
-    _git(repo, "init", "-q", "-b", "main")
-    _git(repo, "config", "user.email", "ci@example.invalid")
-    _git(repo, "config", "user.name", "ci")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-qm", "base")
-    return repo
-
-
-def _edit(path: Path, old: str, new: str) -> None:
-    text = path.read_text()
-    assert old in text, old
-    path.write_text(text.replace(old, new))
+    return committed(repo)
 
 
 def test_rev_with_no_change_is_equal_and_touches_nothing(repo: Path) -> None:
-    status = _git(repo, "status", "--porcelain")
-    head = _git(repo, "rev-parse", "HEAD")
+    status = git(repo, "status", "--porcelain")
+    head = git(repo, "rev-parse", "HEAD")
     result = run_cli("diff", "--rev", "HEAD", cwd=repo / "ops")
     assert result.returncode == 0, result.stderr
     assert result.stdout == "no workflow changed against HEAD (2 compared)\n"
-    assert _git(repo, "status", "--porcelain") == status and _git(repo, "rev-parse", "HEAD") == head
+    assert git(repo, "status", "--porcelain") == status and git(repo, "rev-parse", "HEAD") == head
 
 
 def test_rev_ignores_comments_and_formatting(repo: Path) -> None:
@@ -233,9 +217,9 @@ def test_rev_ignores_comments_and_formatting(repo: Path) -> None:
 
 def test_rev_shows_content_diffs_children_and_new_workflows(repo: Path, snapshot: SnapshotAssertion) -> None:
     ops = repo / "ops"
-    _edit(ops / "workflows" / "release-checklist.akm", 'shell "scripts/verify-channel.sh"',
+    edit(ops / "workflows" / "release-checklist.akm", 'shell "scripts/verify-channel.sh"',
           'shell "scripts/verify-channel.sh' + SUFFIX + '"')  # fmt: skip
-    _edit(ops / "prompts" / "review-file.md", "Review the file", "Review and approve the file")
+    edit(ops / "prompts" / "review-file.md", "Review the file", "Review and approve the file")
     (ops / "scripts" / "aggregate.py").write_text((ops / "scripts" / "aggregate.py").read_text() + "print('more')\n")
     src = source("""
         workflow "Extra" {
@@ -245,8 +229,8 @@ def test_rev_shows_content_diffs_children_and_new_workflows(repo: Path, snapshot
         }
     """)
     (ops / "workflows" / "extra.akm").write_text(src)
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-qm", "edits")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "edits")
     outputs = {}
     for output_format in ("text", "markdown"):
         result = run_cli("diff", "--rev", "HEAD~1", "--format", output_format, cwd=ops)
@@ -274,7 +258,7 @@ def test_rev_shows_content_diffs_children_and_new_workflows(repo: Path, snapshot
 
 
 def test_rev_compares_the_working_tree_with_uncommitted_edits(repo: Path) -> None:
-    _edit(repo / "ops" / "workflows" / "release.akm", "concurrency = 8", "concurrency = 2")
+    edit(repo / "ops" / "workflows" / "release.akm", "concurrency = 8", "concurrency = 2")
     result = run_cli("diff", "--rev", "main", cwd=repo / "ops")
     assert result.returncode == 1 and "~ 2. review: concurrency 8 -> 2" in result.stdout
 
@@ -293,7 +277,7 @@ def test_rev_errors_exit_2(repo: Path, tmp_path: Path) -> None:
     assert nothing.returncode == 2 and "no workflow under workflows/typo.akm" in nothing.stderr
     usage = run_cli("diff", "workflows/release.akm", cwd=repo / "ops")
     assert usage.returncode == 2 and "diff takes OLD and NEW" in usage.stderr
-    _edit(repo / "ops" / "workflows" / "release.akm", "step collect {", "step collect {{")
+    edit(repo / "ops" / "workflows" / "release.akm", "step collect {", "step collect {{")
     broken = run_cli("diff", "--rev", "HEAD", cwd=repo / "ops")
     assert broken.returncode == 2 and "E10" in broken.stderr
 
@@ -302,7 +286,7 @@ def test_rev_names_files_of_the_revision_as_rev_path(repo: Path) -> None:
     child = repo / "ops" / "workflows" / "release-checklist.akm"
     good = child.read_text()
     child.write_text(good.replace("step count {", "step count {{"))
-    _git(repo, "commit", "-qam", "break the child")
+    git(repo, "commit", "-qam", "break the child")
     child.write_text(good)
     result = run_cli("diff", "--rev", "HEAD", cwd=repo / "ops")
     assert result.returncode == 2
@@ -320,8 +304,8 @@ def test_rev_reads_symlinks_as_committed_and_keeps_them_contained(repo: Path) ->
         }
     """)
     (ops / "workflows" / "leak.akm").write_text(src)
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-qm", "symlink")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "symlink")
     (ops / "workflows" / "leak.akm").unlink()
     result = run_cli("diff", "--rev", "HEAD", cwd=ops)
     assert result.returncode == 2 and "E501" in result.stderr and "HEAD:workflows/leak.akm" in result.stderr
@@ -376,8 +360,8 @@ def test_rev_reads_large_files_as_committed(repo: Path) -> None:
         }
     """)
     (ops / "workflows" / "odd.akm").write_text(src)
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-qm", "odd names")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "odd names")
     (ops / "prompts" / "review.v2_final-draft.md").write_text("Look at it closely.\n" + "x" * 200_000 + "\n")
     result = run_cli("diff", "--rev", "HEAD", "workflows/odd.akm", cwd=ops)
     assert result.returncode == 1, result.stderr

@@ -14,15 +14,11 @@ from pathlib import Path
 import pytest
 from syrupy.assertion import SnapshotAssertion
 
-from helpers import REPO, run_cli
+from helpers import REPO, committed, edit, git, run_cli
 
 MAP_ITEM = REPO / "golden" / "compose" / "map-item"
 ROLLOUT = "workflows/rollout.akm"
 BINDINGS = ("with environment <- item.name", "with region <- item.region", "with version <- params.version")
-
-
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout
 
 
 @pytest.fixture
@@ -30,18 +26,7 @@ def workspace(tmp_path: Path) -> Path:
     """A copy of the golden case committed in a git repository (the workspace is its root)."""
     root = tmp_path / "repo"
     shutil.copytree(MAP_ITEM, root)
-    _git(root, "init", "-q", "-b", "main")
-    _git(root, "config", "user.email", "ci@example.invalid")
-    _git(root, "config", "user.name", "ci")
-    _git(root, "add", "-A")
-    _git(root, "commit", "-qm", "base")
-    return root
-
-
-def _edit(path: Path, old: str, new: str) -> None:
-    text = path.read_text()
-    assert old in text, old
-    path.write_text(text.replace(old, new))
+    return committed(root)
 
 
 @pytest.mark.parametrize(
@@ -75,9 +60,9 @@ def test_plan_json_and_graphs_read_the_item_bindings() -> None:
 def test_diff_of_two_files_shows_a_changed_item_binding_as_source(workspace: Path, tmp_path: Path) -> None:
     before = tmp_path / "before.akm"
     shutil.copy(workspace / ROLLOUT, before)
-    _edit(workspace / ROLLOUT, "environment = item.name", "environment = item.region")
-    _edit(workspace / ROLLOUT, "version = params.version", 'version = "1.2.3"')
-    _edit(workspace / ROLLOUT, "region = item.region\n", "")
+    edit(workspace / ROLLOUT, "environment = item.name", "environment = item.region")
+    edit(workspace / ROLLOUT, "version = params.version", 'version = "1.2.3"')
+    edit(workspace / ROLLOUT, "region = item.region\n", "")
     shutil.copy(before, workspace / "workflows" / "before.akm")
     text = run_cli("diff", "workflows/before.akm", ROLLOUT, cwd=workspace)
     assert text.returncode == 1, text.stderr
@@ -95,7 +80,7 @@ def test_diff_of_two_files_shows_a_changed_item_binding_as_source(workspace: Pat
 
 
 def test_rev_shows_map_steps_added_and_removed_and_a_workflow_that_did_not_exist(workspace: Path) -> None:
-    _edit(workspace / ROLLOUT, "environment = item.name", "environment = item.region")
+    edit(workspace / ROLLOUT, "environment = item.name", "environment = item.region")
     (workspace / "workflows" / "again.akm").write_text((workspace / ROLLOUT).read_text())
     text = run_cli("diff", "--rev", "HEAD", cwd=workspace)
     assert text.returncode == 1, text.stderr
@@ -105,11 +90,11 @@ def test_rev_shows_map_steps_added_and_removed_and_a_workflow_that_did_not_exist
     for output_format in ("markdown", "json"):
         result = run_cli("diff", "--rev", "HEAD", "--format", output_format, cwd=workspace)
         assert result.returncode == 1 and "internal error" not in result.stderr, result.stderr
-    _git(workspace, "add", "-A")
-    _git(workspace, "commit", "-qm", "again")
+    git(workspace, "add", "-A")
+    git(workspace, "commit", "-qm", "again")
     mapped = (workspace / ROLLOUT).read_text()
-    _edit(workspace / ROLLOUT, mapped[mapped.index("  step deploy {") : mapped.index("  step announce {")], "")
-    _edit(workspace / ROLLOUT, "inputs = [steps.deploy.output]", "inputs = [params.version]")
+    edit(workspace / ROLLOUT, mapped[mapped.index("  step deploy {") : mapped.index("  step announce {")], "")
+    edit(workspace / ROLLOUT, "inputs = [steps.deploy.output]", "inputs = [params.version]")
     (workspace / "workflows" / "again.akm").unlink()
     removed = run_cli("diff", "--rev", "HEAD", cwd=workspace)
     assert removed.returncode == 1, removed.stderr
@@ -130,9 +115,9 @@ def test_git_textconv_driver_on_a_map_with_item_bindings(workspace: Path) -> Non
     env = {**os.environ, "PATH": path}
     subprocess.run(["sh", "-e", "-c", setup], cwd=workspace, env=env, check=True)
     assert run_cli("compile", ROLLOUT, "-o", "rollout.plan.json", cwd=workspace).returncode == 0
-    _git(workspace, "add", "-A")
-    _git(workspace, "commit", "-qm", "plan")
-    _edit(workspace / ROLLOUT, "environment = item.name", "environment = item.region")
+    git(workspace, "add", "-A")
+    git(workspace, "commit", "-qm", "plan")
+    edit(workspace / ROLLOUT, "environment = item.name", "environment = item.region")
     assert run_cli("compile", ROLLOUT, "-o", "rollout.plan.json", cwd=workspace).returncode == 0
     shown = subprocess.run(
         ["git", "diff", "rollout.plan.json"], cwd=workspace, env=env, capture_output=True, text=True, check=False
@@ -141,7 +126,7 @@ def test_git_textconv_driver_on_a_map_with_item_bindings(workspace: Path) -> Non
     assert "-       with environment <- item.name" in shown.stdout
     assert "+       with environment <- item.region" in shown.stdout
     assert '"kind": "item"' not in shown.stdout
-    _git(workspace, "commit", "-qam", "region")
+    git(workspace, "commit", "-qam", "region")
     logged = subprocess.run(["git", "log", "-p", "-1"], cwd=workspace, env=env, capture_output=True, text=True)
     assert logged.returncode == 0 and "+       with environment <- item.region" in logged.stdout, logged.stderr
 

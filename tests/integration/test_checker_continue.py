@@ -6,14 +6,9 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from helpers import Checker, source
+from test_checker import CHILD
 
-CHILD = source("""
-    workflow "child" {
-      params { environment: string }
-      step a { shell "x" inputs = [params.environment] }
-    }
-""")
+from helpers import Checker, source
 
 
 def test_inputs_map_and_route_subjects_reading_a_continuing_step_warn(codes: Checker) -> None:

@@ -55,7 +55,7 @@ def test_a_malformed_url_with_a_query_password_is_refused_without_it(tmp_path: P
         (["--concurrency", "0"], "at least 1"),
         (["--executor-id", "a\nb"], "without spaces"),  # would split the worker's log lines
         (["--executor-id", "w 1"], "without spaces"),
-        (["--executor-id", "w\udcff"], "without spaces"),  # bytes that are not UTF-8 (surrogate-escaped)
+        (["--executor-id", "w\udcff"], "is not UTF-8 text"),  # bytes that are not UTF-8: refused as any argument is
         (["--executor-id", "x" * 129], "at most 128"),
     ],
 )

@@ -24,7 +24,12 @@ def _typer_complete(words: str, cword: int) -> list[str]:
 def test_akmc_completes_commands_and_options() -> None:
     assert _typer_complete("akmc ch", 1) == ["check"]
     assert "--format" in _typer_complete("akmc diff --f", 2)
-    script = subprocess.run([str(AKMC), "--show-completion", "bash"], capture_output=True, text=True, timeout=60)
+    # typer takes the shell from the process tree (shellingham), where a test runner's workers may have
+    # no shell to find; its own switch makes it take the shell named on the command line instead.
+    named = {**os.environ, "_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"}
+    script = subprocess.run(
+        [str(AKMC), "--show-completion", "bash"], env=named, capture_output=True, text=True, timeout=60
+    )
     assert script.returncode == 0 and "complete -o default -F _akmc_completion akmc" in script.stdout
 
 

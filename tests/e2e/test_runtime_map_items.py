@@ -102,7 +102,7 @@ def test_items_equal_only_as_numbers_are_one_value_and_separate_units(runtime: R
 
 
 @pytest.mark.slow
-def test_a_thousand_equal_items_run_as_a_thousand_units(runtime: Runtime) -> None:
+def test_hundreds_of_equal_items_run_as_as_many_units(runtime: Runtime) -> None:
     src = source("""
         workflow "many" {
           params { items: list[string] }
@@ -115,12 +115,13 @@ def test_a_thousand_equal_items_run_as_a_thousand_units(runtime: Runtime) -> Non
         }
     """)
     plan = runtime.compile("wf.akm", src)
-    code, document = runtime.run_json(plan, "--param", f"items={json.dumps(['same'] * 1000)}")
+    count = examples(1000, at_least=100)  # a thousand in CI, a fifth of it in a contributor's run
+    code, document = runtime.run_json(plan, "--param", f"items={json.dumps(['same'] * count)}")
     assert code == 0, document
     output = runtime.store().step(document["runId"], "fan").output
-    assert [o["itemIndex"] for o in output] == list(range(1000))
-    assert len({o["unitId"] for o in output}) == 1000 and len({o["dispatchId"] for o in output}) == 1000
-    assert len(_units(runtime, document["runId"])) == 1000
+    assert [o["itemIndex"] for o in output] == list(range(count))
+    assert len({o["unitId"] for o in output}) == count and len({o["dispatchId"] for o in output}) == count
+    assert len(_units(runtime, document["runId"])) == count
 
 
 @pytest.mark.slow
@@ -193,7 +194,9 @@ def _normal(value: Any) -> Any:
     return value
 
 
-@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(10, at_least=2), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(items=st.lists(_VALUES, max_size=6))
 def test_a_map_over_repeated_items_completes_with_each_items_result(runtime: Runtime, items: list[Any]) -> None:
     (runtime.root / "log").unlink(missing_ok=True)

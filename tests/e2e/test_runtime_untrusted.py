@@ -397,7 +397,9 @@ def outcome_of(printed: bytes) -> tuple[str, object]:
         return "completed", text.removesuffix("\n")
 
 
-@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(10, at_least=2), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(outputs=st.lists(PRINTED, min_size=1, max_size=4))
 def test_nothing_a_unit_prints_wedges_a_run_and_both_stores_keep_the_same(
     runtime: Runtime, outputs: list[bytes]

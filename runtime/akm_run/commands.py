@@ -11,9 +11,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from akm_run import children, exitcodes, operations, progress, report
+from akm_run import children, exitcodes, operations, progress, report, serving
 from akm_run import planformat as pf
-from akm_run.console import as_given, emit, escaped, on_signals, state_dir, utf8
+from akm_run.console import as_given, emit, on_signals, state_dir, utf8
+from akm_run.console import fail as _fail
 from akm_run.core import SIGNALLED, DriveResult
 from akm_run.database_url import ENV, SharedStore, redacted, select, shown, unusable
 from akm_run.drive_errors import drive_failure
@@ -30,11 +31,6 @@ from akm_run.trust import Admitted, admission, admit, allowed_signers, recheck
 
 EXIT_OF = {"completed": exitcodes.COMPLETED, "failed": exitcodes.FAILED, "blocked": exitcodes.BLOCKED,
            "aborted": exitcodes.INTERRUPTED}  # fmt: skip
-
-
-def _fail(message: str, code: int) -> int:
-    print(f"akm-run: {escaped(message, keep=chr(10))}", file=sys.stderr)
-    return code
 
 
 def _shared(args: argparse.Namespace) -> SharedStore | None:
@@ -362,8 +358,8 @@ def resume(args: argparse.Namespace) -> int:
 def approve(args: argparse.Namespace) -> int:
     by = args.by or getpass.getuser()
     if not utf8(by):
-        return _fail(f"the user name {as_given(by)} (from the environment) is not UTF-8 text: give --by NAME",
-                     exitcodes.USAGE)  # fmt: skip
+        refusal = f"the user name {as_given(by)} (from the environment) is not UTF-8 text: give --by NAME"
+        return _fail(refusal, exitcodes.USAGE)
     decision = operations.Decision(args.step_id, by, not args.reject, args.note)
     hint = hints_for(args)
     decided: list[tuple[str, str]] = []  # (what, run id): said once the pool took the next drive, or did not
@@ -438,51 +434,6 @@ def verify(args: argparse.Namespace) -> int:
     return exitcodes.COMPLETED
 
 
-WORKER_DURATION_MAX_MS = 24 * 3_600_000  # longer waits overflow the platform's timers
-# DBOS keeps a queue's polling interval in the shared database, and each worker's --poll overwrites
-# it for every worker (docs/scale-out.md): a long one would starve the whole pool that long.
-POLL_MAX_MS = 60_000
-EXECUTOR_ID_MAX = 128
-
-
-def executor_refusal(executor_id: str) -> str | None:
-    """Why a worker cannot take this executor id (it is printed, and stored by DBOS), or None."""
-    if len(executor_id) > EXECUTOR_ID_MAX:
-        return f"--executor-id must be at most {EXECUTOR_ID_MAX} characters"
-    if not executor_id.isprintable() or any(c.isspace() for c in executor_id):  # bytes not UTF-8 are neither
-        return f"--executor-id {executor_id!r} must be printable text without spaces"
-    return None
-
-
-def worker(args: argparse.Namespace) -> int:
-    """`akm-run worker`: serve the shared store's pool until SIGTERM or SIGINT."""
-    import socket
-
-    shared = _shared(args)
-    assert shared is not None  # cli.store_refusal requires one
-    try:
-        takeover_ms, poll_ms, grace_ms = (parse_duration(d) for d in (args.takeover_after, args.poll, args.grace))
-    except ValueError as error:
-        return _fail(str(error), exitcodes.USAGE)
-    if args.concurrency < 1:
-        return _fail("--concurrency must be at least 1", exitcodes.USAGE)
-    if takeover_ms < 300 or poll_ms < 10:
-        return _fail("--takeover-after must be at least 300ms and --poll at least 10ms", exitcodes.USAGE)
-    if max(takeover_ms, grace_ms) > WORKER_DURATION_MAX_MS or poll_ms > POLL_MAX_MS:
-        return _fail("--takeover-after and --grace must be at most 24h, --poll at most 1m", exitcodes.USAGE)
-    executor_id = args.executor_id or socket.gethostname()
-    if refusal := executor_refusal(executor_id):
-        return _fail(refusal, exitcodes.USAGE)
-    workdir = args.workdir or Path(".")
-    if not workdir.is_dir():
-        return _fail(f"--workdir {workdir} is not a directory", exitcodes.USAGE)
-    from akm_run import drives
-
-    return drives.serve(shared.url, executor_id, concurrency=args.concurrency,
-                        takeover_after_s=takeover_ms / 1000, workdir=workdir, poll_s=poll_ms / 1000,
-                        grace_s=grace_ms / 1000)  # fmt: skip
-
-
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "run": run,
     "status": status,
@@ -492,5 +443,5 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "approve": approve,
     "abandon": abandon,
     "verify": verify,
-    "worker": worker,
+    "worker": serving.worker,
 }

@@ -31,6 +31,13 @@ def escaped(text: str, keep: str = "") -> str:
     return CONTROL.sub(lambda m: m.group() if m.group() in keep else f"\\x{ord(m.group()):02x}", text)
 
 
+def fail(message: str, code: int) -> int:
+    """Say what went wrong on stderr, as one `akm-run:` message (control characters escaped), and
+    return the exit code to end with."""
+    print(f"akm-run: {escaped(message, keep=chr(10))}", file=sys.stderr)
+    return code
+
+
 def utf8(text: str) -> bool:
     """Whether `text` is UTF-8 text (not bytes that did not decode, held as lone surrogates)."""
     try:

@@ -15,7 +15,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from helpers import PostgresServer, Runtime, eventually
+from helpers import PostgresServer, Runtime, Worker, eventually
 from profiles import examples
 
 pytestmark = pytest.mark.slow
@@ -41,6 +41,17 @@ def run(runtime: Runtime, *args: str | Path, env: dict[str, str] | None = None) 
 def finished(process: subprocess.Popen[str]) -> tuple[int, str]:
     out, err = process.communicate(timeout=120)
     return process.returncode, out + err
+
+
+def lock_held(runtime: Runtime, plan: Path, release: Path) -> tuple[Worker, subprocess.Popen[str], Path]:
+    """A worker holding the schemas' lock until `release` exists, and a run of `plan` that found the
+    lock taken and holds there until the returned file exists: (the worker, the run, that file)."""
+    worker = runtime.start_worker(runtime.env(AKM_RUN_FAULT=f"hold-schema-locked:{release}"), wait=False)
+    eventually(lambda: Path(f"{release}.held").exists(), "the worker to hold the schemas' lock")
+    busy = release.with_name("busy")
+    follower = run(runtime, plan, env=runtime.env(AKM_RUN_FAULT=f"hold-schema-busy:{busy}"))
+    eventually(lambda: Path(f"{busy}.held").exists() or follower.poll() is not None, "the run to find the lock taken")
+    return worker, follower, busy
 
 
 def completes(runtime: Runtime, follower: subprocess.Popen[str]) -> None:
@@ -108,12 +119,7 @@ def test_a_run_waits_while_a_worker_creates_the_schemas_then_completes(
     plan = runtime.compile("w.akm", PLAN)
     release = tmp_path / "release"
     try:
-        runtime.start_worker(runtime.env(AKM_RUN_FAULT=f"hold-schema-locked:{release}"), wait=False)
-        eventually(lambda: Path(f"{release}.held").exists(), "the worker to hold the schemas' lock")
-        busy = tmp_path / "busy"
-        follower = run(runtime, plan, env=runtime.env(AKM_RUN_FAULT=f"hold-schema-busy:{busy}"))
-        eventually(lambda: Path(f"{busy}.held").exists() or follower.poll() is not None,
-                   "the run to find the schemas' lock taken")  # fmt: skip
+        _, follower, busy = lock_held(runtime, plan, release)
         assert follower.poll() is None, finished(follower)
         release.touch()
         busy.touch()
@@ -134,12 +140,7 @@ def test_a_worker_killed_while_it_creates_the_schemas_leaves_them_to_the_next(
     plan = runtime.compile("w.akm", PLAN)
     release = tmp_path / "release"
     try:
-        first = runtime.start_worker(runtime.env(AKM_RUN_FAULT=f"hold-schema-locked:{release}"), wait=False)
-        eventually(lambda: Path(f"{release}.held").exists(), "the worker to hold the schemas' lock")
-        busy = tmp_path / "busy"
-        follower = run(runtime, plan, env=runtime.env(AKM_RUN_FAULT=f"hold-schema-busy:{busy}"))
-        eventually(lambda: Path(f"{busy}.held").exists() or follower.poll() is not None,
-                   "the run to find the schemas' lock taken")  # fmt: skip
+        first, follower, busy = lock_held(runtime, plan, release)
         first.kill()
         busy.touch()
         code, output = finished(follower)

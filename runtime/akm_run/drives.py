@@ -44,7 +44,14 @@ from akm_run.trust import admission, allowed_signers
 
 DRIVE = "akm-run-drive"  # the workflow functions' names: part of what APP_VERSION pins
 UNIT = "akm-run-unit"
-RESULT_POLL_S = 0.02  # how often a drive looks whether a dispatched attempt ended
+# How often a drive looks whether a dispatched attempt ended: a tenth of the attempt's age so far,
+# within these bounds, so a drive notices the end of a short unit at once and a long one costs a
+# few reads a second, not fifty (each read is a query on the shared database).
+RESULT_POLL_MIN_S = 0.02
+RESULT_POLL_MAX_S = 0.5
+# How often a worker lists the queues for units queues other workers declared: DBOS itself looks
+# for new queues once a second, so listing more often would only add queries.
+ADOPT_QUEUES_S = 1.0
 FOLLOW_POLL_S = 0.1  # how often `run` reads the journal of the run it follows
 RECONNECT_S = 600.0  # how long a drive waits for a database that went away before it gives up
 LIVE = ("PENDING", "ENQUEUED", "DELAYED")  # a workflow that has not ended
@@ -198,7 +205,7 @@ def serve(
     print(f"akm-run worker {executor_id}: serving {pool.RUNS_QUEUE} and the units queues with {concurrency} "
           f"unit(s) at a time, taking over workers silent for {takeover_after_s:g}s", file=sys.stderr,
           flush=True)  # fmt: skip
-    while not stop.wait(poll_s):
+    while not stop.wait(max(poll_s, ADOPT_QUEUES_S)):
         try:
             _HOST.adopt_queues()
             warn()
@@ -226,7 +233,7 @@ def drive_here(host: _Host, args: DriveArgs) -> Outcome:
     """Drive the run here. A database that goes away meanwhile (a restart, a failover) does not end
     the drive, which nobody might submit again (a detached run): it starts again from the top once
     the database is back, as a recovered drive does, for up to RECONNECT_S."""
-    deadline, pause = time.monotonic() + RECONNECT_S, RESULT_POLL_S
+    deadline, pause = time.monotonic() + RECONNECT_S, RESULT_POLL_MIN_S
     while True:
         try:
             outcome = _drive_here(host, args)
@@ -308,13 +315,20 @@ class PoolDispatcher:
             # record it. Resuming it would only replay the error DBOS keeps for its step: the
             # attempt was interrupted, and the unit runs again as a new attempt (a new workflow).
             return End("interrupted")
+        started = time.monotonic()
         while (status := handle.get_status()).status in LIVE:
-            if self.abort.wait(RESULT_POLL_S):
+            if self.abort.wait(result_poll_s(time.monotonic() - started)):
                 return stop_attempt(client, self.host.store, request, workflow_id, status.status)
         if status.status in ENDED_BADLY:
             raise UnitWorkflowEnded(request, status.status, status.error)
         ended: End = handle.get_result()
         return ended
+
+
+def result_poll_s(age_s: float) -> float:
+    """How long a drive waits before it looks again whether an attempt this old (seconds since it
+    began waiting) ended."""
+    return min(RESULT_POLL_MAX_S, max(RESULT_POLL_MIN_S, age_s / 10))
 
 
 def attempt_workflow_id(dispatch_id: str, attempt: int) -> str:

@@ -9,6 +9,7 @@ test_store.py::test_migrations_are_append_only)."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 import sqlite3
 from pathlib import Path
@@ -16,10 +17,11 @@ from typing import Any
 
 import psycopg
 import pytest
+from syrupy.assertion import SnapshotAssertion
 
-from akm_run.migrations import MIGRATIONS
+from akm_run.migrations import POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS
 from akm_run.pgstore import SCHEMA, PostgresStore
-from akm_run.store import Store
+from akm_run.sqlitestore import SQLiteStore
 from helpers import PostgresServer
 
 # -- what earlier releases ran ----------------------------------------------------------------------------
@@ -56,7 +58,7 @@ def earlier_postgres(url: str, upto: int) -> None:
         connection.execute(f"CREATE SCHEMA {SCHEMA}")
         connection.execute(f"SET search_path TO {SCHEMA}")
         connection.execute("CREATE TABLE migrations (version INTEGER PRIMARY KEY, applied_at DOUBLE PRECISION)")
-        for version, script in enumerate(MIGRATIONS[:upto], start=1):
+        for version, script in enumerate(SQLITE_MIGRATIONS[:upto], start=1):
             connection.execute(earlier_translation(script).encode())
             connection.execute("INSERT INTO migrations VALUES (%s, %s)", (version, float(version)))
 
@@ -66,7 +68,7 @@ def earlier_sqlite(state_dir: Path, upto: int) -> None:
     state_dir.mkdir(parents=True)
     with sqlite3.connect(state_dir / "state.db") as db:
         db.execute("CREATE TABLE IF NOT EXISTS migrations (version INTEGER PRIMARY KEY, applied_at REAL)")
-        for version, script in enumerate(MIGRATIONS[:upto], start=1):
+        for version, script in enumerate(SQLITE_MIGRATIONS[:upto], start=1):
             db.executescript(script)
             db.execute("INSERT INTO migrations VALUES (?, ?)", (version, float(version)))
 
@@ -114,14 +116,24 @@ def sqlite_schema(state_dir: Path) -> dict[str, Any]:
 # -- PostgreSQL ---------------------------------------------------------------------------------------------
 
 
+def test_postgres_migrations_are_append_only(snapshot: SnapshotAssertion) -> None:
+    """As test_store.py::test_migrations_are_append_only for SQLite's list: a released migration
+    never changes; a new one is appended to both lists, and both snapshots updated in its commit."""
+    assert [hashlib.sha256(m.encode()).hexdigest() for m in POSTGRES_MIGRATIONS] == snapshot
+
+
+def test_each_change_of_the_schema_has_the_same_version_in_both_dialects() -> None:
+    assert len(POSTGRES_MIGRATIONS) == len(SQLITE_MIGRATIONS)
+
+
 def test_a_fresh_postgres_journal_is_the_schema_earlier_releases_made(postgres_server: PostgresServer) -> None:
     earlier, fresh = postgres_server.database(), postgres_server.database()
-    earlier_postgres(earlier, len(MIGRATIONS))
+    earlier_postgres(earlier, len(SQLITE_MIGRATIONS))
     PostgresStore(fresh).close()
     assert postgres_schema(fresh) == postgres_schema(earlier)
 
 
-@pytest.mark.parametrize("upto", range(1, len(MIGRATIONS) + 1))
+@pytest.mark.parametrize("upto", range(1, len(SQLITE_MIGRATIONS) + 1))
 def test_an_earlier_postgres_journal_migrates_to_the_fresh_schema_keeping_its_versions(
     postgres_server: PostgresServer, upto: int
 ) -> None:
@@ -140,11 +152,11 @@ def test_an_earlier_postgres_journal_migrates_to_the_fresh_schema_keeping_its_ve
 # -- SQLite -------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("upto", range(1, len(MIGRATIONS) + 1))
+@pytest.mark.parametrize("upto", range(1, len(SQLITE_MIGRATIONS) + 1))
 def test_an_earlier_state_database_migrates_to_the_fresh_schema_keeping_its_versions(tmp_path: Path, upto: int) -> None:
     earlier_sqlite(tmp_path / "earlier", upto)
-    Store(tmp_path / "fresh").close()
-    store = Store(tmp_path / "earlier")
+    SQLiteStore(tmp_path / "fresh").close()
+    store = SQLiteStore(tmp_path / "earlier")
     store.publish_run("r1", {"ref": "w", "title": "w", "steps": [{"stepId": "a", "index": 0}]}, "sha256:x", {})
     store.close()
     with sqlite3.connect(tmp_path / "earlier" / "state.db") as db:

@@ -1,8 +1,9 @@
 """The journal interface the engine drives runs through: reads, and named state transitions.
 
-`akm_run.store.Store` implements it once, over a dialect's database: `akm_run.sqlitestore.SQLiteStore`
-and `akm_run.pgstore.PostgresStore`, which reuse the engine, the core and the dispatchers unchanged. Every transition is one
-short transaction and records its event; `transaction()` groups several into one commit."""
+`akm_run.store.Store` implements it once, over a dialect's database (akm_run.database): the stores are
+`akm_run.sqlitestore.SQLiteStore` and `akm_run.pgstore.PostgresStore`, and the engine, the core and the
+dispatchers are the same on both. Every transition is one short transaction and records its event;
+`transaction()` groups several into one commit."""
 
 from __future__ import annotations
 

@@ -163,3 +163,37 @@ def test_an_earlier_state_database_migrates_to_the_fresh_schema_keeping_its_vers
         applied = db.execute("SELECT version, applied_at FROM migrations ORDER BY 1").fetchall()
     assert applied[:upto] == [(version, float(version)) for version in range(1, upto + 1)]
     assert sqlite_schema(tmp_path / "earlier") == sqlite_schema(tmp_path / "fresh")
+
+
+# -- a migration that fails -----------------------------------------------------------------------------------
+
+BROKEN = """
+    CREATE TABLE half_made (a INTEGER);
+    SELECT no_such_function();
+"""
+
+
+class BrokenSQLite(SQLiteStore):
+    MIGRATIONS = (*SQLITE_MIGRATIONS, BROKEN)
+
+
+class BrokenPostgres(PostgresStore):
+    MIGRATIONS = (*POSTGRES_MIGRATIONS, BROKEN)
+
+
+def test_a_migration_that_fails_leaves_the_state_database_as_it_was(tmp_path: Path) -> None:
+    SQLiteStore(tmp_path).close()
+    with pytest.raises(sqlite3.OperationalError, match="no_such_function"):
+        BrokenSQLite(tmp_path)
+    assert sqlite_schema(tmp_path)["versions"] == [(v,) for v in range(1, len(SQLITE_MIGRATIONS) + 1)]
+    assert "half_made" not in {name for _, name, _, _ in sqlite_schema(tmp_path)["objects"]}
+    SQLiteStore(tmp_path).close()
+
+
+def test_a_migration_that_fails_leaves_the_postgres_journal_as_it_was(database_url: str) -> None:
+    PostgresStore(database_url).close()
+    before = postgres_schema(database_url)
+    with pytest.raises(psycopg.errors.UndefinedFunction):
+        BrokenPostgres(database_url)
+    assert postgres_schema(database_url) == before
+    PostgresStore(database_url).close()

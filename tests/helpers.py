@@ -388,11 +388,11 @@ class Runtime:
     # -- the journal, whichever store holds it ------------------------------------------------------------
 
     def store(self) -> Store:
-        """The run journal: a fresh Store on the state directory, or one PostgresStore kept open."""
+        """The run journal: a fresh SQLiteStore on the state directory, or one PostgresStore kept open."""
         if self.database is None:
-            from akm_run.store import Store
+            from akm_run.sqlitestore import SQLiteStore
 
-            return Store(self.state)
+            return SQLiteStore(self.state)
         if self._journal is None:
             from akm_run.pgstore import PostgresStore
 

@@ -57,9 +57,9 @@ def test_relative_state_dir_with_another_workdir_gives_units_absolute_paths(runt
     result = _akm("run", plan, "--workdir", "units", "--state-dir", "rel-state", cwd=runtime.root, env=env)
     assert result.returncode == 3, result.stderr
     run_id = result.stdout.split()[1]
-    from akm_run.store import Store
+    from akm_run.sqlitestore import SQLiteStore
 
-    shown = Store(runtime.root / "rel-state").step(run_id, "show").output
+    shown = SQLiteStore(runtime.root / "rel-state").step(run_id, "show").output
     assert shown["cwd"] == str((runtime.root / "units").resolve())
     assert os.path.isabs(shown["context"]) and os.path.isabs(shown["script"])
     assert Path(shown["context"]).parent.parent == (runtime.root / "rel-state" / "scratch").absolute()
@@ -80,9 +80,9 @@ def test_a_run_started_in_one_directory_is_resumed_from_another(runtime: Runtime
     assert approved.returncode == 0, approved.stderr
     resumed = _akm("run", run_id, "--state-dir", "../../st", cwd=elsewhere, env=env)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    from akm_run.store import Store
+    from akm_run.sqlitestore import SQLiteStore
 
-    after = Store(runtime.root / "st").step(run_id, "after").output
+    after = SQLiteStore(runtime.root / "st").step(run_id, "after").output
     assert after["cwd"] == str((runtime.root / "units").resolve())  # the workdir the run was started with
     assert os.path.isabs(after["context"]) and os.path.isabs(after["script"])
 
@@ -134,9 +134,9 @@ def test_runs_remember_workdir_and_agent_and_every_hint_pastes_as_printed(runtim
     assert _paste(approve, elsewhere, env).returncode == 0
     finished = _paste(then, elsewhere, env)  # no --workdir, no --agent-cmd: the run's own are used
     assert finished.returncode == 0, finished.stdout + finished.stderr
-    from akm_run.store import Store
+    from akm_run.sqlitestore import SQLiteStore
 
-    store = Store(runtime.root / "custom")
+    store = SQLiteStore(runtime.root / "custom")
     assert store.step(document["runId"], "second").output == str((runtime.root / "work").resolve())
     # an override on the command line wins over what the run remembers
     (runtime.root / "other").mkdir()

@@ -216,15 +216,24 @@ class Placement:
 
 
 def unit_context(
-    run_id: str, place: Placement, dispatch: str, attempt: int, inputs: dict[str, Any], feedback: str | None,
+    run_id: str,
+    place: Placement,
+    dispatch: str,
+    attempt: int,
+    inputs: dict[str, Any],
+    feedback: str | None,
     gate_output: Any,
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     """The context file of one attempt. Only what the step declares reaches a unit (language-v2.md):
     its inputs, its item, and a gate's feedback; never the run's other params."""
     context: dict[str, Any] = {
-        "runId": run_id, "stepId": place.step_id, "unitId": place.journal, "dispatchId": dispatch,
-        "attempt": attempt, "inputs": inputs,
-    }  # fmt: skip
+        "runId": run_id,
+        "stepId": place.step_id,
+        "unitId": place.journal,
+        "dispatchId": dispatch,
+        "attempt": attempt,
+        "inputs": inputs,
+    }
     if place.index is not None:
         context["item"], context["itemIndex"] = place.item, place.index
     if feedback is not None:

@@ -1,9 +1,9 @@
 """The plan-interpretation core: what a plan means for a run, with no I/O.
 
 Spine order, routes, retry policy, gates, output resolution, bindings and the context a unit is
-given are decided here, from the plan, the run's params and its journaled step rows. The engine
-(akm_run.engine) journals and dispatches what this module decides; a second store reuses it
-unchanged."""
+given are decided here, from the plan, the run's params and its journaled step rows.
+akm_run.decisions turns them into what a drive does next, which the engine (akm_run.engine,
+akm_run.attempts) journals and dispatches; a second store reuses all of it unchanged."""
 
 from __future__ import annotations
 

@@ -182,8 +182,9 @@ def serve(
 ) -> int:
     """`akm-run worker`: serve the pool until SIGTERM or SIGINT, then stop gracefully and exit 0."""
     global _HOST
-    worker = pool.Worker(url, executor_id, concurrency=concurrency, takeover_after_s=takeover_after_s,
-                         queue_poll_s=poll_s)  # fmt: skip
+    worker = pool.Worker(
+        url, executor_id, concurrency=concurrency, takeover_after_s=takeover_after_s, queue_poll_s=poll_s
+    )
     stop = threading.Event()
     # The schemas first, by one worker at a time (an unusable database is one clear error): DBOS's
     # launch then finds them whole and creates nothing.
@@ -254,8 +255,16 @@ def _drive_here(host: _Host, args: DriveArgs) -> Outcome:
         if row is None:
             return Outcome(code=exitcodes.USAGE, message=f"no run named {args.run_id!r}")
         workdir, agent_cmd = _settings(row, args)
-        options = Options(host.state, workdir, agent_cmd, args.max_concurrency, args.timeout_ms, progress=Progress(),
-                          hints=args.hints, admit=admission(store, args.run_id, allowed_signers(None)))  # fmt: skip
+        options = Options(
+            host.state,
+            workdir,
+            agent_cmd,
+            args.max_concurrency,
+            args.timeout_ms,
+            progress=Progress(),
+            hints=args.hints,
+            admit=admission(store, args.run_id, allowed_signers(None)),
+        )
         dispatcher = PoolDispatcher(host, str(workdir), agent_cmd)
         engine = Engine(store, options, process=dispatcher, pooled=True)
         dispatcher.abort = engine.abort
@@ -305,11 +314,15 @@ class PoolDispatcher:
         client = self.host.client
         workflow_id = attempt_workflow_id(request.dispatch_id, request.attempt)
         options = EnqueueOptions(
-            queue_name=self.host.units_queue(request.width), workflow_name=UNIT, workflow_id=workflow_id,
-            app_version=pool.APP_VERSION, queue_partition_key=f"{request.run_id}/{request.place.step_id}",
-        )  # fmt: skip
-        handle: WorkflowHandle[End] = client.enqueue(options, UnitJob(dataclasses.replace(request, scratch=None), self.workdir,
-                                                 self.agent_cmd))  # fmt: skip
+            queue_name=self.host.units_queue(request.width),
+            workflow_name=UNIT,
+            workflow_id=workflow_id,
+            app_version=pool.APP_VERSION,
+            queue_partition_key=f"{request.run_id}/{request.place.step_id}",
+        )
+        handle: WorkflowHandle[End] = client.enqueue(
+            options, UnitJob(dataclasses.replace(request, scratch=None), self.workdir, self.agent_cmd)
+        )
         if handle.get_status().status in ENDED_BADLY:
             # Re-attached to an attempt whose workflow ended without a result before a drive could
             # record it. Resuming it would only replay the error DBOS keeps for its step: the
@@ -346,10 +359,11 @@ class UnitWorkflowEnded(Exception):
         self.status, self.attempt, self.unit = status, request.attempt, request.place.journal
         why = f": {type(error).__name__}: {error}" if error is not None else ""
         if status == "MAX_RECOVERY_ATTEMPTS_EXCEEDED":
-            why = (" after DBOS recovered it too many times (each worker running it died before its "
-                   "process started)")  # fmt: skip
-        super().__init__(f"the workflow of attempt {request.attempt} of unit {request.place.journal} "
-                         f"({attempt_workflow_id(request.dispatch_id, request.attempt)}) ended {status}{why}")  # fmt: skip
+            why = " after DBOS recovered it too many times (each worker running it died before its process started)"
+        super().__init__(
+            f"the workflow of attempt {request.attempt} of unit {request.place.journal} "
+            f"({attempt_workflow_id(request.dispatch_id, request.attempt)}) ended {status}{why}"
+        )
 
 
 @DBOS.workflow(name=UNIT)
@@ -372,8 +386,9 @@ def attempt(job: UnitJob) -> End:
     except psycopg.OperationalError:  # a connection the server dropped while the worker was idle
         host.reconnect()
         host.verified(request.run_id)
-    recorded = next((a for a in host.store.attempts(request.run_id, request.place.journal)
-                     if a.attempt == request.attempt), None)  # fmt: skip
+    recorded = next(
+        (a for a in host.store.attempts(request.run_id, request.place.journal) if a.attempt == request.attempt), None
+    )
     if recorded is not None and recorded.status == "completed":
         return End("completed", output=recorded.output, stderr_tail=recorded.stderr_tail)
     if (stopped := _not_to_run(host.store, request, recorded)) is not None:
@@ -390,8 +405,9 @@ def _not_to_run(store: PostgresStore, request: Request, recorded: AttemptRow | N
         return End("aborted", reason="aborted", message=f"run {request.run_id} is {status}: the unit did not run")
     if recorded is not None and recorded.status != "running":
         return End("interrupted", message=f"the journal ended attempt {request.attempt} as {recorded.status}")
-    if recorded is not None and not store.claim_attempt(request.run_id, request.place.journal, request.attempt,
-                                                        socket.gethostname()):  # fmt: skip
+    if recorded is not None and not store.claim_attempt(
+        request.run_id, request.place.journal, request.attempt, socket.gethostname()
+    ):
         units.stop_leftover(recorded.pid, recorded.host)
         return End("interrupted", message=f"the worker running attempt {request.attempt} died")
     return None

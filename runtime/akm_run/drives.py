@@ -203,17 +203,23 @@ def serve(
             print(f"akm-run worker {executor_id}: warning: {warning}", file=sys.stderr, flush=True)
 
     warn()
-    print(f"akm-run worker {executor_id}: serving {pool.RUNS_QUEUE} and the units queues with {concurrency} "
-          f"unit(s) at a time, taking over workers silent for {takeover_after_s:g}s", file=sys.stderr,
-          flush=True)  # fmt: skip
+    print(
+        f"akm-run worker {executor_id}: serving {pool.RUNS_QUEUE} and the units queues with {concurrency} "
+        f"unit(s) at a time, taking over workers silent for {takeover_after_s:g}s",
+        file=sys.stderr,
+        flush=True,
+    )
     while not stop.wait(max(poll_s, ADOPT_QUEUES_S)):
         try:
             _HOST.adopt_queues()
             warn()
         except Exception as error:  # noqa: BLE001 - a database that is away for a while: try again
             print(f"akm-run worker {executor_id}: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
-    print(f"akm-run worker {executor_id}: stopping (up to {grace_s:g}s for the work in flight)", file=sys.stderr,
-          flush=True)  # fmt: skip
+    print(
+        f"akm-run worker {executor_id}: stopping (up to {grace_s:g}s for the work in flight)",
+        file=sys.stderr,
+        flush=True,
+    )
     worker.stop(grace_s)
     _HOST.attempts.close(executor_id)
     shutil.rmtree(state, ignore_errors=True)

@@ -9,15 +9,19 @@ edits exactly as the server does after a `didChange` (`akmc.lsp.analysis.check` 
 laid over the disk: the file, its children, the workflows composing it, and the analysis hover,
 definition and completion read). The debounce and the protocol are left out (bench/lsp_latency.py
 measures those). The trees alternate, so that a busy machine slows both alike. Prints the median
-wall and CPU time of one re-check; asserts nothing.
+wall and CPU time of one re-check; asserts nothing. With `--callgrind N`, each tree's child also
+runs under valgrind's callgrind for N and for 2N edits: (count for 2N − count for N) / N is the
+instructions of one re-check, a figure the machine's load does not move.
 
-    python bench/lsp_recheck.py --against main --files 300 --edits 40 --repeat 5
+    python bench/lsp_recheck.py --against main --files 300 --edits 40 --repeat 5 --callgrind 10
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -60,12 +64,23 @@ def measure(tree: Path, root: Path, edits: int) -> dict[str, float]:
     return figures
 
 
+def instructions(tree: Path, root: Path, edits: int) -> int:
+    """Instructions callgrind counts for a child process that re-checks `edits` times."""
+    argv = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable]
+    argv += [str(HERE / "lsp_recheck.py"), "--child", str(root), "--edits", str(edits)]
+    done = subprocess.run(argv, env=environment(tree), capture_output=True, text=True, check=True, cwd=tree)
+    found = re.search(r"Collected : (\d+)", done.stderr)
+    assert found, done.stderr[-2000:]
+    return int(found.group(1))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--against", default="main", help="the commit to compare with (default: main)")
     parser.add_argument("--files", type=int, default=300, help="workflows in the workspace")
     parser.add_argument("--edits", type=int, default=40, help="re-checks per child process")
     parser.add_argument("--repeat", type=int, default=5, help="child processes per tree, alternating")
+    parser.add_argument("--callgrind", type=int, default=0, metavar="N", help="also count instructions over N edits")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -80,14 +95,23 @@ def main() -> int:
         for _ in range(args.repeat):
             for name, tree in trees.items():
                 runs[name].append(measure(tree, root, args.edits))
+        counts = {}
+        if args.callgrind and shutil.which("valgrind"):
+            for name, tree in trees.items():
+                once = instructions(tree, root, args.callgrind)
+                counts[name] = (instructions(tree, root, 2 * args.callgrind) - once) / args.callgrind
     shape = f"{args.files} workflows, {args.edits} edits x {args.repeat} runs per tree (median of each run)"
     print(f"re-check of one edited workflow and its two composers, {shape}")
     for name, figures in runs.items():
         for key in ("wall_ms", "cpu_ms"):
             values = [f[key] for f in figures]
             print(f"  {name:>12}  {key[:-3]:>4}: best {min(values):.2f} ms, median {statistics.median(values):.2f} ms")
+        if name in counts:
+            print(f"  {name:>12}  {counts[name] / 1e6:.1f} M instructions per re-check (callgrind)")
     this, other = (statistics.median(f["cpu_ms"] for f in runs[n]) for n in trees)
     print(f"re-check CPU, median: {this / other:.2f} of {args.against}'s")
+    if len(counts) == 2:
+        print(f"instructions per re-check: {counts['this tree'] / counts[args.against]:.2f} of {args.against}'s")
     return 0
 
 

@@ -41,7 +41,6 @@ class FileResult:
     workflow: ast.Workflow | None = None  # the syntax tree; None when the file does not parse
     model: Model | None = None  # the resolved workflow; set once compiled, when it parses
     typed: Typed | None = None  # its types, with the children it composes (`typed.children`)
-    linked: dict[str, Path] = field(default_factory=dict)  # `uses` step id → the file of its linked child
     data: bytes = b""
     plan: dict[str, Any] | None = None
     unreadable: str | None = None  # why the file could not be read at all
@@ -245,8 +244,7 @@ class Session:
         return deps
 
     def _link(self, result: FileResult, model: Model) -> tuple[dict[str, Child], list[tuple[ast.Span, Child]]]:
-        """The compiled child of each `uses` step (E400, E401, E408), and the `uses` sites in step order;
-        each linked child's file is kept in `result.linked`."""
+        """The compiled child of each `uses` step (E400, E401, E408), and the `uses` sites in step order."""
         children: dict[str, Child] = {}
         sites: list[tuple[ast.Span, Child]] = []
         for sm in model.steps:
@@ -274,7 +272,6 @@ class Session:
             if not child.ok:
                 compose.failed_child(result.report, span, child)
             children[sm.id] = child
-            result.linked[sm.id] = key
             sites.append((span, child))
         return children, sites
 

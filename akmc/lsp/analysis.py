@@ -74,7 +74,7 @@ def check(path: Path, buffers: Mapping[Path, str], indexes: dict[Path, UsesIndex
             continue
         found[real_path(parent)] = _reported(parent_result, config)
     text = buffers.get(key, result.text or "")  # the text the editor holds, which requests are about
-    return Checked(_analysis(result, root, text, found[key]), found, problem)
+    return Checked(_analysis(result, session, root, text, found[key]), found, problem)
 
 
 def _config(root: Path) -> tuple[CheckConfig, str | None]:
@@ -103,10 +103,19 @@ def _composers(root: Path, path: Path, session: Session, buffers: Mapping[Path, 
     return parents([path], candidates, lambda candidate: session.uses_of(candidate, root))
 
 
-def _analysis(result: FileResult, root: Path, text: str, found: list[Diagnostic]) -> Analysis:
-    """The file as its compile left it: the tree, the model, the types and each linked child."""
+def _analysis(result: FileResult, session: Session, root: Path, text: str, found: list[Diagnostic]) -> Analysis:
+    """The file as its compile left it (the tree, the model, the types), and the compiled child of
+    each `uses` whose file was found, even one the compile refused to link (a cycle): hover shows it
+    and definition goes to it."""
     analysis = Analysis(result.path, root, text, found, result.workflow, result.model, result.typed)
-    if result.typed is not None:
-        children = result.typed.children
-        analysis.children = {step: (children[step], path) for step, path in result.linked.items()}
+    if result.model is None:
+        return analysis
+    compiled = {r.path: r for r in session.results}
+    for sm in result.model.steps:
+        if sm.target is None or sm.target.kind != "uses" or sm.target.path is None:
+            continue
+        located, _ = result.edges.get(sm.target.path.value, (None, None))
+        child = compiled.get(real_path(located)) if located is not None else None
+        if child is not None and child.child is not None:
+            analysis.children[sm.id] = (child.child, child.path)
     return analysis

@@ -111,8 +111,11 @@ def system_tools() -> None:
             print(shown(argv), file=sys.stderr, flush=True)
             subprocess.run(argv, cwd=ROOT, env=quiet, check=True)
         return
-    print(f"note: missing system packages {', '.join(missing)} (Debian: apt-get install {' '.join(missing)});"
-          " the tests that use them fail without them", file=sys.stderr)  # fmt: skip
+    print(
+        f"note: missing system packages {', '.join(missing)} (Debian: apt-get install {' '.join(missing)});"
+        " the tests that use them fail without them",
+        file=sys.stderr,
+    )
 
 
 # The VS Code extension's grammar has scope tests run by `vscode-tmgrammar-test` (npm). Where Node is

@@ -206,8 +206,9 @@ class Cache:
         if data["code"] not in CATALOG:
             raise ValueError(data["code"])
         related = tuple(Related(self._display(f), Span(*s), m) for f, s, m in data["related"])
-        return Diagnostic(data["code"], data["message"], self._display(data["file"]), Span(*data["span"]),
-                          data["help"], related)  # fmt: skip
+        return Diagnostic(
+            data["code"], data["message"], self._display(data["file"]), Span(*data["span"]), data["help"], related
+        )
 
     def _rel_of_display(self, display: str) -> str:
         return self.relative(Path(display)) or display

@@ -11,9 +11,14 @@ from typing import Any
 from akmc.diagnostics import CATALOG, did_you_mean
 
 FILE_NAME = "akm.toml"
-_KEYS = {"strict": "a boolean", "select": "a list of codes", "ignore": "a list of codes",
-         "include": "a list of glob patterns", "exclude": "a list of glob patterns",
-         "docs_url": "a URL string"}  # fmt: skip
+_KEYS = {
+    "strict": "a boolean",
+    "select": "a list of codes",
+    "ignore": "a list of codes",
+    "include": "a list of glob patterns",
+    "exclude": "a list of glob patterns",
+    "docs_url": "a URL string",
+}
 _TABLES = {"check"}
 _TOML_POSITION = re.compile(r"\(at line (\d+), column (\d+)\)")
 

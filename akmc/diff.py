@@ -179,11 +179,26 @@ def _fields(old: dict[str, Any], new: dict[str, Any]) -> list[FieldChange]:
 
 _TEXT_KINDS = {"command": "command", "instructions": "prompt", "message": "approval text"}
 ORDER = (
-    "workflow added", "workflow removed", "step added", "step removed", "step moved", "command changed",
-    "script changed", "prompt changed", "approval text changed", "child workflow changed", "step setting changed",
-    "param added", "param removed", "param changed", "output added", "output removed", "output changed",
-    "limit changed", "workflow field changed",
-)  # fmt: skip
+    "workflow added",
+    "workflow removed",
+    "step added",
+    "step removed",
+    "step moved",
+    "command changed",
+    "script changed",
+    "prompt changed",
+    "approval text changed",
+    "child workflow changed",
+    "step setting changed",
+    "param added",
+    "param removed",
+    "param changed",
+    "output added",
+    "output removed",
+    "output changed",
+    "limit changed",
+    "workflow field changed",
+)
 _SECTION_NOUN = {"params": "param", "outputs": "output", "limits": "limit"}
 _OPS = {ADDED: "added", REMOVED: "removed", CHANGED: "changed"}
 

@@ -151,8 +151,9 @@ def _attach(text: str, tokens: list[Token]) -> list[_Attached]:
         position = previous_end
         for match in re.finditer(r"#[^\n]*", text[previous_end:gap_end]):
             start = previous_end + match.start()
-            comment = _Comment(match.group().rstrip(), start, previous_end + match.end(),
-                               text.count("\n", position, start) >= 2)  # fmt: skip
+            comment = _Comment(
+                match.group().rstrip(), start, previous_end + match.end(), text.count("\n", position, start) >= 2
+            )
             if index > 0 and "\n" not in text[previous_end:start]:
                 attached[index - 1].trailing = comment
             else:
@@ -225,8 +226,16 @@ class _Printer:
         self.current += comment.text
         self.break_after = True
 
-    def put(self, token: Token, sep: str, indent: int, *, brk: bool = False, items: bool = False,
-            comment_indent: int | None = None) -> None:  # fmt: skip
+    def put(
+        self,
+        token: Token,
+        sep: str,
+        indent: int,
+        *,
+        brk: bool = False,
+        items: bool = False,
+        comment_indent: int | None = None,
+    ) -> None:
         """Write one token: after `sep` on the current line, or at the start of a new line indented
         `indent` when `brk` (the printer's layout) or a comment demands it. `items`: `brk` separates
         two items of a block, so a blank line of the source may stay."""
@@ -292,12 +301,14 @@ class _Printer:
 
     # -- layout
 
-    def node(self, node: Tree[Token] | Token, indent: int, sep: str = " ", brk: bool = False,
-             items: bool = False) -> None:  # fmt: skip
+    def node(
+        self, node: Tree[Token] | Token, indent: int, sep: str = " ", brk: bool = False, items: bool = False
+    ) -> None:
         """Print one node; its first token goes after `sep` (or on a new line when `brk`)."""
         if isinstance(node, Token):
-            self.put(node, sep, indent + (0 if brk else 1), brk=brk, items=items,
-                     comment_indent=indent if brk else None)  # fmt: skip
+            self.put(
+                node, sep, indent + (0 if brk else 1), brk=brk, items=items, comment_indent=indent if brk else None
+            )
             return
         kind = node.data
         if kind in _BLOCKS:
@@ -315,8 +326,14 @@ class _Printer:
             else:
                 first = _first_token(child)
                 between = _space(previous, first)
-                if child is children[-1] and isinstance(child, Token) and child.type == "STRING" and previous is not None \
-                        and previous.type != "EQUAL" and _is_description(children):  # fmt: skip
+                if (
+                    child is children[-1]
+                    and isinstance(child, Token)
+                    and child.type == "STRING"
+                    and previous is not None
+                    and previous.type != "EQUAL"
+                    and _is_description(children)
+                ):
                     between = "  "
                 self.node(child, indent, between)
             previous = _last_token(child)

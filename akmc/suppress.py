@@ -36,8 +36,14 @@ def directives(comments: list[tuple[str, ast.Span]]) -> list[Suppression]:
             continue
         codes = [c.strip() for c in match.group(2).split(",") if c.strip()]
         start = span.start + match.start()
-        where = ast.Span(span.line, span.column + match.start(), span.line, span.column + match.end(), start,
-                         start + match.end() - match.start())  # fmt: skip
+        where = ast.Span(
+            span.line,
+            span.column + match.start(),
+            span.line,
+            span.column + match.end(),
+            start,
+            start + match.end() - match.start(),
+        )
         found.append(Suppression(match.group(1) == "ignore-file", span.line, where, codes))
     return found
 

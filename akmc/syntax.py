@@ -102,8 +102,9 @@ def _str(text: str, token: Token, report: Report) -> str:
     return raw[1:-1]
 
 
-def _escape_error(text: str, token: Token, report: Report, pattern: re.Pattern[str], width: int,
-                  message: Callable[..., Message]) -> None:  # fmt: skip
+def _escape_error(
+    text: str, token: Token, report: Report, pattern: re.Pattern[str], width: int, message: Callable[..., Message]
+) -> None:
     raw = token[1]
     bad = pattern.search(raw)
     offset = token[2] + (bad.start() if bad else 0)

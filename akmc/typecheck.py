@@ -130,10 +130,15 @@ def _continuing(model: Model) -> dict[str, str]:
 
 def _why_null(skippable: dict[str, str], continuing: dict[str, str]) -> dict[str, str]:
     """Step id → why its output may be null where it is read (a route's skip is named first)."""
-    why = {step: f"step `{step}` has `on_error = continue`{'' if source.startswith('on ') else ' ' + source}, "
-                 "so its output is null when it fails" for step, source in continuing.items()}  # fmt: skip
-    why.update((step, f"route step `{route}` may skip step `{step}`, whose output is then null")
-               for step, route in skippable.items())  # fmt: skip
+    why = {
+        step: f"step `{step}` has `on_error = continue`{'' if source.startswith('on ') else ' ' + source}, "
+        "so its output is null when it fails"
+        for step, source in continuing.items()
+    }
+    why.update(
+        (step, f"route step `{route}` may skip step `{step}`, whose output is then null")
+        for step, route in skippable.items()
+    )
     return why
 
 
@@ -178,19 +183,25 @@ def _bindings(
         if name not in child.params:
             names = ", ".join(f"`{p}`" for p in child.params) or "none"
             report.add(
-                messages.unknown_child_param(child=child.ref, name=name), binding.name.span,
+                messages.unknown_child_param(child=child.ref, name=name),
+                binding.name.span,
                 help=did_you_mean(name, list(child.params)) or f"its params: {names}",
-            )  # fmt: skip
+            )
             continue
         param_type = child.params[name][0]
         if isinstance(binding.value, ast.Reference):
             if value_type is not None and not t.fits(value_type, param_type):
                 report.add(
-                    messages.binding_type(name=name, value=binding.value.text, value_type=t.describe(value_type),
-                                          child=child.ref, param_type=t.describe(param_type)),
+                    messages.binding_type(
+                        name=name,
+                        value=binding.value.text,
+                        value_type=t.describe(value_type),
+                        child=child.ref,
+                        param_type=t.describe(param_type),
+                    ),
                     binding.value.span,
                     help=_null_help(binding.value, nullable, "give the child param a type that admits null"),
-                )  # fmt: skip
+                )
         else:
             problems = validation_errors(t.value_of(binding.value), param_type)
             if problems:

@@ -38,8 +38,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("paths", nargs="*", type=Path, help="files and directories to check (default: .)")
     parser.add_argument("--root", type=Path, help="workspace root (default: nearest akm.toml, else .git)")
     parser.add_argument("--format", dest="output_format", choices=FORMATS, default="text", help="output format")
-    parser.add_argument("--strict", action=argparse.BooleanOptionalAction, default=None,
-                        help="warnings count as errors (default: [check] strict in akm.toml)")  # fmt: skip
+    parser.add_argument(
+        "--strict",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="warnings count as errors (default: [check] strict in akm.toml)",
+    )
     parser.add_argument("--select", type=_codes, help="report only these codes or prefixes, e.g. E,W700")
     parser.add_argument("--ignore", type=_codes, help="never report these codes or prefixes, e.g. W700,W701")
     parser.add_argument("--include", action="append", metavar="GLOB", help="check only matching workflows")
@@ -66,9 +70,16 @@ def main(argv: list[str]) -> int:
     gc.set_threshold(100_000, 50, 100)
     args = build_parser().parse_args(argv)
     overrides = {name: getattr(args, name) for name in ("strict", "select", "ignore", "include", "exclude")}
-    return run(args.paths, root=args.root, overrides={k: v for k, v in overrides.items() if v is not None},
-               output_format=args.output_format, quiet=args.quiet, suppressions=not args.no_ignore,
-               cache=not args.no_cache, jobs=args.jobs)  # fmt: skip
+    return run(
+        args.paths,
+        root=args.root,
+        overrides={k: v for k, v in overrides.items() if v is not None},
+        output_format=args.output_format,
+        quiet=args.quiet,
+        suppressions=not args.no_ignore,
+        cache=not args.no_cache,
+        jobs=args.jobs,
+    )
 
 
 def run(
@@ -119,9 +130,14 @@ def run(
 
 
 def _checkers(
-    sources: list[Path], named: list[Path], root: Path | None, overrides: dict[str, Any], suppressions: bool,
-    cache: bool, jobs: int | None,
-) -> tuple[list[tuple[_Checker, list[Path]]], str | None] | None:  # fmt: skip
+    sources: list[Path],
+    named: list[Path],
+    root: Path | None,
+    overrides: dict[str, Any],
+    suppressions: bool,
+    cache: bool,
+    jobs: int | None,
+) -> tuple[list[tuple[_Checker, list[Path]]], str | None] | None:
     """A checker per workspace with the files it checks, and the docs URL for SARIF; None after an
     invalid akm.toml was reported."""
     workspaces: dict[Path, list[Path]] = {}
@@ -373,8 +389,11 @@ class _Checker:
                     done = pool.submit(_work, self._job(files)).result()
                 except BrokenProcessPool:
                     first = display_path(files[0]) if files else "?"
-                    print(f"akmc: error: a worker process died while checking {len(files)} file(s) from {first} "
-                          "on; their results are missing", file=sys.stderr)  # fmt: skip
+                    print(
+                        f"akmc: error: a worker process died while checking {len(files)} file(s) from {first} "
+                        "on; their results are missing",
+                        file=sys.stderr,
+                    )
                     out.done(number)
                     ok = False
                     continue

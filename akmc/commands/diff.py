@@ -45,9 +45,15 @@ def _write(items: list[WorkflowDiff], single: PlanDiff | None, revision: str, ou
     from akmc.render import diff as renderer
 
     if output_format == "json":
-        document = single.to_json() if single is not None else {
-            "equal": all(i.status == "equal" for i in items), "revision": revision, "workflows": [i.to_json() for i in items]
-        }  # fmt: skip
+        document = (
+            single.to_json()
+            if single is not None
+            else {
+                "equal": all(i.status == "equal" for i in items),
+                "revision": revision,
+                "workflows": [i.to_json() for i in items],
+            }
+        )
         sys.stdout.write(json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
     elif output_format == "markdown":
         sys.stdout.write(renderer.render_markdown(items, revision, how))
@@ -84,8 +90,10 @@ def _revision(revision: str, paths: list[Path], output_format: str, root: Path |
         print("akmc: error: a workflow has errors on one side; nothing is compared", file=sys.stderr)
         return exitcodes.USAGE
     if wanted and not (sides[0] or sides[1]):
-        print(f"akmc: error: no workflow under {' '.join(map(str, paths))} at {revision} or in the working tree",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"akmc: error: no workflow under {' '.join(map(str, paths))} at {revision} or in the working tree",
+            file=sys.stderr,
+        )
         return exitcodes.USAGE
     items = []
     for relative in sorted(sides[0].keys() | sides[1].keys()):

@@ -63,8 +63,11 @@ def run(paths: list[Path], *, check: bool = False, diff: bool = False) -> int:
                 changed -= 1
                 continue
     verb = "would be reformatted" if check or diff else "reformatted"
-    print(f"{changed} file{'s' if changed != 1 else ''} {verb}, {len(files) - changed - failed} left unchanged"
-          + (f", {failed} not formatted (errors above)" if failed else ""), file=sys.stderr)  # fmt: skip
+    print(
+        f"{changed} file{'s' if changed != 1 else ''} {verb}, {len(files) - changed - failed} left unchanged"
+        + (f", {failed} not formatted (errors above)" if failed else ""),
+        file=sys.stderr,
+    )
     if failed:
         return exitcodes.USAGE
     return exitcodes.FINDINGS if changed and (check or diff) else exitcodes.OK

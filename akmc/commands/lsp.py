@@ -11,8 +11,11 @@ def run() -> int:
     try:
         from akmc.lsp.server import main
     except ImportError as error:
-        print(f"akmc: error: `akmc lsp` needs the language server extra ({error.name or error} is missing); "
-              "install it with: pip install 'akmc[lsp]'", file=sys.stderr)  # fmt: skip
+        print(
+            f"akmc: error: `akmc lsp` needs the language server extra ({error.name or error} is missing); "
+            "install it with: pip install 'akmc[lsp]'",
+            file=sys.stderr,
+        )
         return exitcodes.USAGE
     main()
     return exitcodes.OK

@@ -26,18 +26,31 @@ _TERMINAL_WORDS = {
     "$END": "end of file",
 }
 _STEP_ITEM_KEYWORDS = [
-    "shell", "script", "agent", "uses", "approval", "map", "route", "gate", "env",
-    "inputs", "output",
-]  # fmt: skip
+    "shell",
+    "script",
+    "agent",
+    "uses",
+    "approval",
+    "map",
+    "route",
+    "gate",
+    "env",
+    "inputs",
+    "output",
+]
 # Sets of expected terminals that read better as one phrase.
 _GROUPS = [
-    ("a step item (a target, `map`, `route`, `gate`, `env`, `inputs`, `output` or a setting)",
-     {"SHELL", "SCRIPT", "AGENT", "USES", "APPROVAL", "MAP", "ROUTE", "GATE", "ENV", "INPUTS", "OUTPUT", "NAME"}),
-    ("a workflow section (`description`, `params`, `outputs`, `limits`, `defaults`) or `step`",
-     {"DESCRIPTION", "PARAMS", "OUTPUTS", "LIMITS", "DEFAULTS", "STEP"}),
+    (
+        "a step item (a target, `map`, `route`, `gate`, `env`, `inputs`, `output` or a setting)",
+        {"SHELL", "SCRIPT", "AGENT", "USES", "APPROVAL", "MAP", "ROUTE", "GATE", "ENV", "INPUTS", "OUTPUT", "NAME"},
+    ),
+    (
+        "a workflow section (`description`, `params`, `outputs`, `limits`, `defaults`) or `step`",
+        {"DESCRIPTION", "PARAMS", "OUTPUTS", "LIMITS", "DEFAULTS", "STEP"},
+    ),
     ("a target (`shell`, `script`, `agent`, `uses`, `approval`)", {"SHELL", "SCRIPT", "AGENT", "USES", "APPROVAL"}),
     ("a value", {"STRING", "INT", "DECIMAL", "TRUE", "FALSE", "NULL", "LSQB", "LBRACE"}),
-]  # fmt: skip
+]
 _BLOCK_KEYWORDS = {"PARAMS", "OUTPUTS", "LIMITS", "DEFAULTS", "ENV", "GATE", "MAP", "ROUTE"}
 
 

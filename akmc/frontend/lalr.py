@@ -52,8 +52,13 @@ def end_of_file(text: str) -> Span:
     return point(text, len(text.rstrip()), 0)
 
 
-def parse(text: str, tables: Tables, callbacks: Sequence[Callback | None], span: Callable[[int, int], Span],
-          comments: list[Token]) -> Any:  # fmt: skip
+def parse(
+    text: str,
+    tables: Tables,
+    callbacks: Sequence[Callback | None],
+    span: Callable[[int, int], Span],
+    comments: list[Token],
+) -> Any:
     """The value the `start` rule's callback built; every `#` comment is appended to `comments`."""
     actions, scanners = tables.actions, tables.scanners
     reductions = [(r.size, r.origin, r.keep, r.trailing, c) for r, c in zip(tables.rules, callbacks, strict=True)]

@@ -79,16 +79,19 @@ def drive_child(
         child_run_id = published
         row = journal.run(child_run_id)
         if row is None or row.plan_hash != target["planHash"]:  # a row changed behind the journal
-            return _failed("child_workflow_publish_failed",
-                           f"child run {child_run_id} does not run the plan this step embeds "
-                           f"({target['planHash']})"), child_run_id  # fmt: skip
+            return _failed(
+                "child_workflow_publish_failed",
+                f"child run {child_run_id} does not run the plan this step embeds ({target['planHash']})",
+            ), child_run_id
         fault("child-published")
         try:
             result = drive(child_run_id)
         except LockHeld as held:
-            return _failed("child_workflow_busy",
-                           f"child run {child_run_id} ({target['ref']}) is being driven by pid {held.pid} on "
-                           f"{held.holder.get('host')}; resume this run once that driver finishes"), child_run_id  # fmt: skip
+            return _failed(
+                "child_workflow_busy",
+                f"child run {child_run_id} ({target['ref']}) is being driven by pid {held.pid} on "
+                f"{held.holder.get('host')}; resume this run once that driver finishes",
+            ), child_run_id
         fault("child-completed")
     except Aborted:
         return End("aborted", reason="aborted", message="the drive was aborted inside the child run"), child_run_id
@@ -112,10 +115,16 @@ def _publish(
     key = identity.invocation_key(parent.run_id, parent.unit, parent.input_hash)
     try:
         child_run_id = journal.publish_run(
-            identity.new_run_id(), dict(plan), target["planHash"], params,
-            parent_run_id=parent.run_id, parent_unit_id=parent.unit, invocation_key=key,
-            workdir=str(settings.workdir.absolute()), agent_cmd=settings.agent_cmd,
-        )  # fmt: skip
+            identity.new_run_id(),
+            dict(plan),
+            target["planHash"],
+            params,
+            parent_run_id=parent.run_id,
+            parent_unit_id=parent.unit,
+            invocation_key=key,
+            workdir=str(settings.workdir.absolute()),
+            agent_cmd=settings.agent_cmd,
+        )
         journal.set_child_run(parent.run_id, parent.unit, child_run_id)
     except Exception as error:  # noqa: BLE001 - the parent attempt must end honestly
         return _failed("child_workflow_publish_failed", f"cannot publish the child run: {error}")
@@ -136,13 +145,17 @@ def _mapped(result: DriveResult, journal: Journal, hints: Hints, parent: Parent,
         notes = blocked_notes(journal, hints, parent.run_id, parent.step_id, child)
         return End("failed", reason="child_workflow_blocked", message=notes)
     if result.error is not None:
-        return _failed("child_workflow_failed",
-                       f"child run {child} ({ref}) could not complete: {result.error['code']}: "
-                       f"{result.error['message']}; see `{hints('status', child)}`")  # fmt: skip
+        return _failed(
+            "child_workflow_failed",
+            f"child run {child} ({ref}) could not complete: {result.error['code']}: "
+            f"{result.error['message']}; see `{hints('status', child)}`",
+        )
     failure = result.failure or {}
-    return _failed("child_workflow_failed",
-                   f"child run {child} ({ref}) failed at its step {failure.get('stepId')}: "
-                   f"{failure.get('reason')}: {failure.get('message')}; see `{hints('status', child)}`")  # fmt: skip
+    return _failed(
+        "child_workflow_failed",
+        f"child run {child} ({ref}) failed at its step {failure.get('stepId')}: "
+        f"{failure.get('reason')}: {failure.get('message')}; see `{hints('status', child)}`",
+    )
 
 
 def blocked_notes(store: Journal, hints: Hints, parent_run_id: str, parent_step: str, child_run_id: str) -> str:

@@ -30,17 +30,23 @@ def drive_failure(error: Exception, run_id: str, hints: Hints, database: Path | 
     if isinstance(error, SigningUnavailable):
         return exitcodes.USAGE, f"cannot check the signature of run {run_id}: {error}"
     if database is not None and not database.exists():
-        return exitcodes.INTERNAL, (f"error: the state database {database} was removed while run {run_id} was "
-                                    f"being driven ({type(error).__name__}: {error}); nothing more can be recorded")  # fmt: skip
-    return exitcodes.INTERNAL, (f"internal error while driving run {run_id}: {type(error).__name__}: {error}; the "
-                                f"run stays active and resumable: `{hints('run', run_id)}`")  # fmt: skip
+        return exitcodes.INTERNAL, (
+            f"error: the state database {database} was removed while run {run_id} was "
+            f"being driven ({type(error).__name__}: {error}); nothing more can be recorded"
+        )
+    return exitcodes.INTERNAL, (
+        f"internal error while driving run {run_id}: {type(error).__name__}: {error}; the "
+        f"run stays active and resumable: `{hints('run', run_id)}`"
+    )
 
 
 def given_up(store: Store, run_id: str, what: str, resume: str) -> DriveResult:
     """The pool gave up on `what` after recovering it too many times: the run, active and resumable,
     as an interrupted drive reports it, with the units its dead workers interrupted."""
-    counts = {u.unit_id: sum(a.status in ("interrupted", "running") for a in attempts)
-              for u, attempts in store.run_attempts(run_id)}  # fmt: skip
+    counts = {
+        u.unit_id: sum(a.status in ("interrupted", "running") for a in attempts)
+        for u, attempts in store.run_attempts(run_id)
+    }
     named = ", ".join(f"{unit} ({n} time{'s' * (n > 1)})" for unit, n in counts.items() if n)
     units_hint = f"; interrupted by a dying worker: {named}" if named else ""
     message = (

@@ -22,8 +22,12 @@ class Guard:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._process = subprocess.Popen([sys.executable, "-m", "akm_run.guard"], stdin=subprocess.PIPE,
-                                         stdout=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "akm_run.guard"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            start_new_session=True,
+        )
 
     def started(self, pid: int) -> None:
         self._tell(f"+{pid}\n")

@@ -64,10 +64,14 @@ def invocation_key(parent_run_id: str, parent_unit_id: str, unit_input_hash: str
     """The same three inputs always name the same child run."""
     return sha256_of(
         canonical_bytes(
-            {"v": "akm.child/1", "parentRunId": parent_run_id, "parentUnitId": parent_unit_id,
-             "unitInputHash": unit_input_hash}
+            {
+                "v": "akm.child/1",
+                "parentRunId": parent_run_id,
+                "parentUnitId": parent_unit_id,
+                "unitInputHash": unit_input_hash,
+            }
         )
-    )  # fmt: skip
+    )
 
 
 def dispatch_id(run_id: str, journal: str, retry: int) -> str:

@@ -51,6 +51,12 @@ def worker(args: argparse.Namespace) -> int:
         return fail(f"--workdir {workdir} is not a directory", exitcodes.USAGE)
     from akm_run import drives
 
-    return drives.serve(shared.url, executor_id, concurrency=args.concurrency,
-                        takeover_after_s=takeover_ms / 1000, workdir=workdir, poll_s=poll_ms / 1000,
-                        grace_s=grace_ms / 1000)  # fmt: skip
+    return drives.serve(
+        shared.url,
+        executor_id,
+        concurrency=args.concurrency,
+        takeover_after_s=takeover_ms / 1000,
+        workdir=workdir,
+        poll_s=poll_ms / 1000,
+        grace_s=grace_ms / 1000,
+    )

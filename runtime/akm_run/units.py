@@ -21,18 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from akm_run import strictjson
+from akm_run import outcomes
 from akm_run.core import End
-from akm_run.schemas import schema_errors
+from akm_run.outcomes import STDERR_TAIL_BYTES
 
-MAX_OUTPUT_BYTES = 1024 * 1024
-STDERR_TAIL_BYTES = 64 * 1024
-REFUSED_SHOWN_BYTES = 200  # how much of a refused stdout its output_invalid message shows
 KILL_GRACE_SECONDS = 1.0  # SIGTERM, then SIGKILL after this long (docs/runtime.md)
 BASE_ENV = ("PATH", "HOME", "LANG", "TMPDIR")
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
-MIN_REDACTED = 4  # shorter secret values are not redacted: masking "a" everywhere would garble every output
-REDACTED = "***"
 # Held while a unit's script is written and while a unit's process is spawned: a process forked
 # while another thread still has a script open for writing holds it open until it execs, and
 # executing that script in the meantime fails with ETXTBSY ("Text file busy").
@@ -93,22 +88,6 @@ def environment(unit: Unit, environ: Mapping[str, str]) -> tuple[dict[str, str],
         }
     )
     return env, secrets
-
-
-def redact(value: Any, secrets: list[str]) -> Any:
-    """`value` with every secret value (of at least MIN_REDACTED characters) replaced by ***."""
-    masks = sorted({s for s in secrets if len(s) >= MIN_REDACTED}, key=len, reverse=True)
-    if not masks:
-        return value
-    if isinstance(value, str):
-        for mask in masks:
-            value = value.replace(mask, REDACTED)
-        return value
-    if isinstance(value, list):
-        return [redact(v, masks) for v in value]
-    if isinstance(value, dict):
-        return {redact(k, masks): redact(v, masks) for k, v in value.items()}
-    return value
 
 
 def scratch_directory(state_dir: Path, run_id: str) -> Path:
@@ -175,7 +154,7 @@ def execute(
         for path in created:
             with contextlib.suppress(OSError):  # a unit may have removed or replaced its files
                 path.unlink(missing_ok=True)
-    return _storable(_redacted(outcome, secrets))
+    return outcomes.storable(outcomes.redacted(outcome, secrets))
 
 
 def _private(path: Path, text: str, mode: int) -> None:
@@ -218,9 +197,14 @@ def _run(
         try:
             with _SPAWNING:
                 process = subprocess.Popen(
-                    argv, cwd=unit.workdir, env=env, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                    argv,
+                    cwd=unit.workdir,
+                    env=env,
+                    stdin=stdin,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
                     start_new_session=True,
-                )  # fmt: skip
+                )
         except OSError as error:
             return End("failed", reason="spawn_error", message=f"cannot start {_what(unit)}: {error.strerror or error}")
     on_spawn(process.pid)
@@ -240,24 +224,40 @@ def _run(
                 break
     finally:
         streams.close()
-    clean = functools.partial(_clean, secrets=secrets)  # redacted before anything is cut
-    tail = _last(clean(bytes(streams.stderr)), STDERR_TAIL_BYTES) or None
+    return _ended(streams, unit, ended, stopped, secrets)
+
+
+def _ended(streams: _Streams, unit: Unit, ended: str | None, stopped: str | None, secrets: list[str]) -> End:
+    """The End of an attempt whose process exited (or was stopped: `ended` says why, `stopped` how)."""
+    clean = functools.partial(outcomes.clean, secrets=secrets)  # redacted before anything is cut
+    what = _what(unit)
+    tail = outcomes.last(clean(bytes(streams.stderr)), STDERR_TAIL_BYTES) or None
     if ended == "aborted":
         return End("aborted", reason="aborted", message=f"the drive was aborted; {stopped}", stderr_tail=tail)
     if ended == "timeout":
         assert unit.timeout_ms is not None
-        return End("failed", reason="timeout", message=f"{_what(unit)} exceeded its timeout of {unit.timeout_ms} ms; "
-                       f"{stopped}", stderr_tail=tail)  # fmt: skip
-    code = process.returncode
+        return End(
+            "failed",
+            reason="timeout",
+            message=f"{what} exceeded its timeout of {unit.timeout_ms} ms; {stopped}",
+            stderr_tail=tail,
+        )
+    code = streams.process.returncode
     if code != 0:
         last = (tail or "").strip().splitlines()[-1:] or [""]
         status = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
-        message = f"{_what(unit)} failed with {status}" + (f": {last[0][:200]}" if last[0] else "")
+        message = f"{what} failed with {status}" + (f": {last[0][:200]}" if last[0] else "")
         # stdout of a failed unit is kept as text: a gate check's stdout is the feedback of its loop
-        text = _first(clean(bytes(streams.stdout)), STDERR_TAIL_BYTES)
-        return End("failed", output=text[:-1] if text.endswith("\n") else text, reason="exit", message=message,
-                       exit_code=code, stderr_tail=tail)  # fmt: skip
-    return _result(streams, unit, tail, clean)
+        text = outcomes.first(clean(bytes(streams.stdout)), STDERR_TAIL_BYTES)
+        return End(
+            "failed",
+            output=text[:-1] if text.endswith("\n") else text,
+            reason="exit",
+            message=message,
+            exit_code=code,
+            stderr_tail=tail,
+        )
+    return outcomes.read(bytes(streams.stdout), streams.stdout_size, what, unit.output_schema, tail, clean)
 
 
 class _Streams:
@@ -314,7 +314,7 @@ class _Streams:
             del self.open[fd]
         elif self.open[fd] == "stdout":
             self.stdout_size += len(chunk)
-            room = MAX_OUTPUT_BYTES + 1 - len(self.stdout)
+            room = outcomes.MAX_OUTPUT_BYTES + 1 - len(self.stdout)
             if room > 0:
                 self.stdout += chunk[:room]
         else:
@@ -406,82 +406,8 @@ def stop_leftover(pid: int | None, host: str | None) -> None:
     stop_group(pid)
 
 
-def _text(data: bytes) -> str:
-    """A unit's bytes as the journal keeps them, alike on both stores: what is not UTF-8, and NUL
-    (which PostgreSQL's text cannot hold), as U+FFFD. A NUL escaped inside JSON stays itself."""
-    return data.decode("utf-8", "replace").replace("\x00", "\ufffd")
-
-
-def _clean(data: bytes, secrets: list[str]) -> str:
-    return str(redact(_text(data), secrets))
-
-
-def _first(text: str, limit: int) -> str:
-    """The beginning of `text`, at most `limit` bytes of UTF-8 (never half a character)."""
-    return text.encode()[:limit].decode("utf-8", "ignore")
-
-
-def _last(text: str, limit: int) -> str:
-    """The end of `text`, at most `limit` bytes of UTF-8 (never half a character)."""
-    return text.encode()[-limit:].decode("utf-8", "ignore") if limit else ""
-
-
-def _result(streams: _Streams, unit: Unit, tail: str | None, clean: Callable[[bytes], str]) -> End:
-    if streams.stdout_size > MAX_OUTPUT_BYTES:
-        return End("failed", reason="output_too_large",
-                       message=f"{_what(unit)} wrote {streams.stdout_size} bytes to stdout; the limit is {MAX_OUTPUT_BYTES}",
-                       stderr_tail=tail)  # fmt: skip
-
-    def invalid(why: str) -> End:
-        began = json.dumps(_first(clean(bytes(streams.stdout)), REFUSED_SHOWN_BYTES), ensure_ascii=False)
-        return End("failed", reason="output_invalid", message=f"{_what(unit)} {why}; its stdout began {began}",
-                   stderr_tail=tail)  # fmt: skip
-
-    text = _text(bytes(streams.stdout))
-    try:
-        value: Any = strictjson.loads(text)
-        parsed = True
-    except strictjson.NotStrict as error:
-        return invalid(f"printed JSON that is not strict JSON: {error}")
-    except ValueError:
-        value, parsed = (text[:-1] if text.endswith("\n") else text), False
-    if unit.output_schema is not None:
-        if not parsed:
-            return invalid("declares an output type, but stdout is not JSON")
-        problems = schema_errors(value, unit.output_schema)
-        if problems:
-            return invalid(f"output does not match its type: {_first(problems[0], REFUSED_SHOWN_BYTES)}")
-    return End("completed", output=value, stderr_tail=tail)
-
-
-def _storable(outcome: End) -> End:
-    """`outcome` as every store can hold it: no message or tail holds a lone surrogate, and an
-    output that would (strict JSON refuses them; nothing else may slip through) is output_invalid."""
-    outcome.message = outcome.message and _unicode(outcome.message)
-    outcome.stderr_tail = outcome.stderr_tail and _unicode(outcome.stderr_tail)
-    try:
-        strictjson.dumps(outcome.output).encode()
-    except (UnicodeEncodeError, ValueError) as error:
-        return End("failed", reason="output_invalid", message=f"the output cannot be stored: {_unicode(str(error))}",
-                   stderr_tail=outcome.stderr_tail)  # fmt: skip
-    return outcome
-
-
-def _unicode(text: str) -> str:
-    return text.encode("utf-8", "backslashreplace").decode()
-
-
 def _what(unit: Unit) -> str:
     kind = unit.target["kind"]
     if kind == "script":
         return f"script {unit.target['path']}"
     return "agent command" if kind == "agent" else "command"
-
-
-def _redacted(outcome: End, secrets: list[str]) -> End:
-    if not secrets:
-        return outcome
-    outcome.output = redact(outcome.output, secrets)
-    outcome.message = redact(outcome.message, secrets)
-    outcome.stderr_tail = redact(outcome.stderr_tail, secrets)
-    return outcome

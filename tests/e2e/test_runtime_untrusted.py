@@ -386,9 +386,9 @@ MAP_OF_EMITS = source("""
 def outcome_of(printed: bytes) -> tuple[str, object]:
     """What a unit that prints `printed` (and exits 0) must end as: (status, stored output or reason)."""
     from akm_run import strictjson
-    from akm_run.units import _text
+    from akm_run.outcomes import text as journal_text
 
-    text = _text(printed)
+    text = journal_text(printed)
     try:
         return "completed", strictjson.loads(text)
     except strictjson.NotStrict:

@@ -20,13 +20,13 @@ from syrupy.assertion import SnapshotAssertion
 
 from akm_run.locks import LockHeld, RunLock
 from akm_run.migrations import EVENT_KINDS, SQLITE_MIGRATIONS
+from akm_run.outcomes import redact
 from akm_run.pgstore import SCHEMA, PostgresStore
 from akm_run.rows import AttemptFailure
 from akm_run.signing import Signer
 from akm_run.sqlitestore import SQLiteStore
 from akm_run.store import Store
 from akm_run.trust import Signature
-from akm_run.units import redact
 
 PLAN = {"irVersion": 1, "ref": "workflows/w", "title": "w", "steps": [{"stepId": "a", "index": 0}], "limits": {}}
 

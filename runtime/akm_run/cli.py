@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sqlite3
 import sys
 from pathlib import Path
 
@@ -168,8 +167,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return exitcodes.USAGE
-    # Imported only now: the commands and the engine they reach cost about 0.1 s of start-up, which
-    # `--help`, a usage error and the argument checks above spend nothing on.
+    # Imported only now: the commands and the engine they reach (and sqlite3) cost about 70 ms of
+    # start-up, which `--help` and a usage error spend nothing on.
+    import sqlite3
+
     from akm_run import commands
 
     if args.command == "completion":

@@ -46,7 +46,7 @@ def check_schema(value: Any, path: str) -> None:
     if not isinstance(value, dict):
         raise PlanError(path, wording.expected(expected="a JSON Schema object", found=type_name(value)))
     json_value(value, path)
-    # Imported here, as in _validator_class: jsonschema costs about 0.18 s to import, paid only by
+    # Imported here, as in _validator_class: jsonschema costs about 60 ms to import, paid only by
     # a process that checks or validates a schema (not by `akmc check`, nor by `akm-run status`).
     from jsonschema import Draft202012Validator
     from jsonschema.exceptions import SchemaError
@@ -166,7 +166,7 @@ def _patterns(schema: Any, path: str) -> None:
 def _validator_class() -> Any:
     """Draft 2020-12 by the numeric rule of akm_run.numbers: an `integer` is an int (values are
     normalised before they are validated, so `1.0` is one, and `1e300` is not)."""
-    import jsonschema  # about 0.18 s: imported on the first validation, not with the module
+    import jsonschema  # about 60 ms: imported on the first validation, not with the module
 
     base = jsonschema.Draft202012Validator
     checker = base.TYPE_CHECKER.redefine("integer", lambda _, v: isinstance(v, int) and not isinstance(v, bool))

@@ -1,6 +1,7 @@
 """MkDocs hooks of the documentation site (mkdocs.yml): the changelog from CHANGELOG.md, and the
 diagnostic codes' index and navigation generated from akmc's catalog, so a code added to the
-catalog without a page, or a page left for a code the catalog no longer has, fails the build."""
+catalog without a page, or a page left for a code the catalog no longer has, fails the build.
+docs/runtime-messages.md is generated from akm-run's wording registry the same way."""
 
 from __future__ import annotations
 
@@ -12,10 +13,12 @@ from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File, Files
 
+from akm_run import wording
 from akmc.diagnostics import CATALOG
 
 ROOT = Path(__file__).resolve().parent
 INDEX = ROOT / "docs" / "diagnostics" / "index.md"
+RUNTIME_MESSAGES = ROOT / "docs" / "runtime-messages.md"
 # The docs' own fence attributes, which the tests read: ```akm file=workflows/x.akm names the file
 # a block is (shown as the block's title on the site), ```akm case=E501-x is a checker case,
 # ```akm fragment a part of a workflow, ```sh run a block tests/e2e/test_docs_run.py runs,
@@ -44,6 +47,9 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
         )
     if INDEX.read_text(encoding="utf-8") != index():
         raise PluginError(f"{INDEX.relative_to(ROOT)} does not list the catalog: `python3 docs_hooks.py` rewrites it")
+    if RUNTIME_MESSAGES.read_text(encoding="utf-8") != runtime_messages():
+        stale = RUNTIME_MESSAGES.relative_to(ROOT)
+        raise PluginError(f"{stale} does not list akm-run's messages: `python3 docs_hooks.py` rewrites it")
     # CHANGELOG.md stands beside docs/, so its links into docs/ lose that prefix on the site.
     changelog = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8").replace("](docs/", "](")
     files.append(File.generated(config, "changelog.md", content=changelog))
@@ -73,6 +79,39 @@ def index() -> str:
     )
 
 
+def runtime_messages() -> str:
+    """docs/runtime-messages.md: every message akm-run ends a command with, by exit code, then the
+    reasons those messages quote; each as its template, in the registry's order."""
+    errors = [t for t in wording.REGISTRY if t.exit is not None]
+    lines = [
+        "# Runtime messages",
+        "",
+        "Every message `akm-run` ends a command with, by the exit code it ends with (what each code means:",
+        "[exit codes](runtime.md#exit-codes)), and then the reasons those messages quote. `{name}` stands for",
+        "what the message names: a run id, a path, a param. A message is printed on stderr as",
+        "`akm-run: MESSAGE`; one about the command line itself, before any store is opened, as",
+        "`akm-run: error: MESSAGE`, and an internal error as `akm-run: internal error: MESSAGE`.",
+        "The wording lives in `runtime/akm_run/wording.py`; `python3 docs_hooks.py` rewrites this page.",
+    ]
+    for code in sorted({t.exit for t in errors if t.exit is not None}):
+        lines += ["", f"## Exit {code}", ""]
+        lines += [_listed(t) for t in errors if t.exit == code]
+    reasons = "What a refusal or an error quotes, and what a command prints when it succeeds."
+    lines += ["", "## Reasons", "", reasons, ""]
+    lines += [_listed(t) for t in wording.REGISTRY if t.exit is None]
+    return "\n".join([*lines, ""])
+
+
+def _listed(template: wording.Template[Any]) -> str:
+    """A template as a list item; one that passes on another part's message is named instead."""
+    if re.fullmatch(r"\{\w+\}", template.text):
+        return f"- {template.name.replace('_', ' ')}: said in the words of the part that refused"
+    text = re.sub(r"\{(\w+)!r\}", r"'{\1}'", template.text)  # a quoted field is shown quoted
+    return f"- `` {text} ``"
+
+
 if __name__ == "__main__":
     INDEX.write_text(index(), encoding="utf-8")
     print(f"wrote {INDEX.relative_to(ROOT)}")
+    RUNTIME_MESSAGES.write_text(runtime_messages(), encoding="utf-8")
+    print(f"wrote {RUNTIME_MESSAGES.relative_to(ROOT)}")

@@ -77,25 +77,38 @@ def unexpected_token(*, found: str, expected: str) -> None: ...
 def unexpected_end() -> None: ...
 @message("E101", 'unterminated text block: no closing `"""`', 'close the text block with `"""`')
 def unterminated_text_block() -> None: ...
-@message("E101", 'unterminated string: no closing `"` on this line',
-         'strings end on the line they start; use a `"""` text block for several lines')  # fmt: skip
+@message(
+    "E101",
+    'unterminated string: no closing `"` on this line',
+    'strings end on the line they start; use a `"""` text block for several lines',
+)
 def unterminated_string() -> None: ...
-@message("E101", "lone surrogate escape `{escape}` in string",
-         "a `\\uD800`-`\\uDBFF` escape must be followed by a `\\uDC00`-`\\uDFFF` one, such as `\\ud83d\\ude00`; "
-         "or write the character itself")  # fmt: skip
+@message(
+    "E101",
+    "lone surrogate escape `{escape}` in string",
+    "a `\\uD800`-`\\uDBFF` escape must be followed by a `\\uDC00`-`\\uDFFF` one, such as `\\ud83d\\ude00`; "
+    "or write the character itself",
+)
 def lone_surrogate(*, escape: str) -> None: ...
-@message("E101", "invalid escape `{escape}` in string",
-         'strings use JSON escapes: \\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX')  # fmt: skip
+@message(
+    "E101", "invalid escape `{escape}` in string", 'strings use JSON escapes: \\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX'
+)
 def invalid_escape(*, escape: str) -> None: ...
 @message("E102", "duration `{duration}` is out of range")
 def duration_out_of_range(*, duration: str) -> None: ...
-@message("E102", "invalid duration `{duration}`",
-         "write one or more <integer><unit> with units ms, s, m, h, e.g. `90s` or `1h30m`")  # fmt: skip
+@message(
+    "E102",
+    "invalid duration `{duration}`",
+    "write one or more <integer><unit> with units ms, s, m, h, e.g. `90s` or `1h30m`",
+)
 def invalid_duration(*, duration: str) -> None: ...
 @message("E102", "invalid integer `{integer}`", "`_` may only separate digits, as in `1_000`")
 def invalid_integer(*, integer: str) -> None: ...
-@message("E102", "integer `{integer}` is out of range",
-         "integers must lie within ±(2^53 − 1) so that every JSON reader agrees on them")  # fmt: skip
+@message(
+    "E102",
+    "integer `{integer}` is out of range",
+    "integers must lie within ±(2^53 − 1) so that every JSON reader agrees on them",
+)
 def integer_out_of_range(*, integer: str) -> None: ...
 @message("E102", "invalid number `{number}`")
 def invalid_number(*, number: str) -> None: ...
@@ -122,30 +135,45 @@ def two_gates(*, step: str) -> None: ...
 def second_work(*, step: str, first: str) -> None: ...
 @message("E202", "step `{step}` declares `output:` twice")
 def two_outputs(*, step: str) -> None: ...
-@message("E202", "step `{step}` composes a child workflow; its output type comes from the child",
-         "remove `output:`; declare outputs in the child's `outputs` block")  # fmt: skip
+@message(
+    "E202",
+    "step `{step}` composes a child workflow; its output type comes from the child",
+    "remove `output:`; declare outputs in the child's `outputs` block",
+)
 def output_on_uses(*, step: str) -> None: ...
 @message("E202", "a `gate` has exactly one `check`")
 def two_gate_checks() -> None: ...
 @message("E203", "unknown step `{step}` in reference `{ref}`")
 def unknown_step(*, step: str, ref: str) -> None: ...
-@message("E204", "`{ref}` reads the step that reads it; a step may only read earlier steps",
-         "move the producing step above this one")  # fmt: skip
+@message(
+    "E204",
+    "`{ref}` reads the step that reads it; a step may only read earlier steps",
+    "move the producing step above this one",
+)
 def reads_itself(*, ref: str) -> None: ...
-@message("E204", "`{ref}` reads a later step (declared at {at}); a step may only read earlier steps",
-         "move the producing step above this one")  # fmt: skip
+@message(
+    "E204",
+    "`{ref}` reads a later step (declared at {at}); a step may only read earlier steps",
+    "move the producing step above this one",
+)
 def reads_later(*, ref: str, at: str) -> None: ...
 @message("E205", "unknown param `{param}` in reference `{ref}`")
 def unknown_param(*, param: str, ref: str) -> None: ...
-@message("E206", "step `{step}` has no target, `map` or `route`",
-         'give it a target such as `shell "..."`, `script`, `agent`, `uses` or `approval`')  # fmt: skip
+@message(
+    "E206",
+    "step `{step}` has no target, `map` or `route`",
+    'give it a target such as `shell "..."`, `script`, `agent`, `uses` or `approval`',
+)
 def no_target(*, step: str) -> None: ...
 @message("E206", "a `map` block holds exactly one target; this one holds {count}")
 def map_targets(*, count: int) -> None: ...
 @message("E206", "a `gate` needs a `check` target")
 def gate_without_check() -> None: ...
-@message("E207", "`secret({name})` does not name an environment variable",
-         "a secret name is an environment variable name: letters, digits and `_`, not starting with a digit")  # fmt: skip
+@message(
+    "E207",
+    "`secret({name})` does not name an environment variable",
+    "a secret name is an environment variable name: letters, digits and `_`, not starting with a digit",
+)
 def invalid_secret_name(*, name: str) -> None: ...
 @message("E207", "`{name}` cannot be set in {where}; it belongs in {home}")
 def misplaced_setting(*, name: str, where: str, home: str) -> None: ...
@@ -179,9 +207,12 @@ def route_to_itself(*, step: str) -> None: ...
 def route_to_unknown(*, target: str) -> None: ...
 @message("E208", "route target `{target}` comes before `{step}`; routes select later steps")
 def route_backwards(*, target: str, step: str) -> None: ...
-@message("E209", "`item` is only defined inside a `map` block",
-         "`item` names the current element in the bindings of a `map` block's `uses` target; "
-         "shell, script and agent units inside a `map` receive it in their context")  # fmt: skip
+@message(
+    "E209",
+    "`item` is only defined inside a `map` block",
+    "`item` names the current element in the bindings of a `map` block's `uses` target; "
+    "shell, script and agent units inside a `map` receive it in their context",
+)
 def item_outside_map() -> None: ...
 
 
@@ -216,9 +247,12 @@ def foreign_refinement(*, name: str, key: str, takes: str) -> None: ...
 def pattern_not_string() -> None: ...
 @message("E306", "invalid `pattern`: {error}")
 def invalid_pattern(*, error: str) -> None: ...
-@message("E306", "`pattern` may take exponential time to match: {why}",
-         "rewrite it so that each character can be matched in only one way, or use an atomic group `(?>...)` "
-         "or a possessive quantifier such as `a++`")  # fmt: skip
+@message(
+    "E306",
+    "`pattern` may take exponential time to match: {why}",
+    "rewrite it so that each character can be matched in only one way, or use an atomic group `(?>...)` "
+    "or a possessive quantifier such as `a++`",
+)
 def slow_pattern(*, why: str) -> None: ...
 @message("E306", "`{key}` on `{name}` takes {kind}")
 def refinement_kind(*, key: str, name: str, kind: str) -> None: ...
@@ -226,8 +260,11 @@ def refinement_kind(*, key: str, name: str, kind: str) -> None: ...
 def refinement_not_count(*, key: str) -> None: ...
 @message("E306", "`{low}` ({low_value}) is greater than `{high}` ({high_value})")
 def refinement_bounds(*, low: str, low_value: object, high: str, high_value: object) -> None: ...
-@message("E307", "binding `{name}` passes `{value}` of type {value_type}, "
-         "but param `{name}` of child workflow {child} is {param_type}")  # fmt: skip
+@message(
+    "E307",
+    "binding `{name}` passes `{value}` of type {value_type}, "
+    "but param `{name}` of child workflow {child} is {param_type}",
+)
 def binding_type(*, name: str, value: str, value_type: str, child: str, param_type: str) -> None: ...
 
 
@@ -248,34 +285,56 @@ def child_not_found(*, ref: str, suffix: str) -> None: ...
 def child_unreadable(*, ref: str, why: str) -> None: ...
 @message("E401", "composition cycle: {path}", "a workflow cannot compose itself, directly or through its children")
 def composition_cycle(*, path: str) -> None: ...
-@message("E402", "composing {child} nests child workflows {levels} levels deep ({chain}); "
-         "the limit is {limit} below the root",
-         "flatten the composition: inline a level or compose the deep part from a higher workflow")  # fmt: skip
+@message(
+    "E402",
+    "composing {child} nests child workflows {levels} levels deep ({chain}); the limit is {limit} below the root",
+    "flatten the composition: inline a level or compose the deep part from a higher workflow",
+)
 def composition_too_deep(*, child: str, levels: int, chain: str, limit: int) -> None: ...
-@message("E403", "embedded child plans reach {total} bytes here ({child} adds {adds}); "
-         "the limit is {limit} bytes (1 MiB) across all levels",
-         "compose fewer or smaller children; large scripts and prompts count once per embedded copy")  # fmt: skip
+@message(
+    "E403",
+    "embedded child plans reach {total} bytes here ({child} adds {adds}); "
+    "the limit is {limit} bytes (1 MiB) across all levels",
+    "compose fewer or smaller children; large scripts and prompts count once per embedded copy",
+)
 def embedded_too_large(*, total: int, child: str, adds: int, limit: int) -> None: ...
-@message("E404", "the plan is {size} bytes of canonical JSON; the limit is {limit} bytes (4 MiB)",
-         "every `script` and `file(...)` is frozen into the plan once per use: share one step instead of copying")  # fmt: skip
+@message(
+    "E404",
+    "the plan is {size} bytes of canonical JSON; the limit is {limit} bytes (4 MiB)",
+    "every `script` and `file(...)` is frozen into the plan once per use: share one step instead of copying",
+)
 def plan_too_large(*, size: int, limit: int) -> None: ...
-@message("E404", "the plan is {size} bytes of canonical JSON; the limit is {limit} bytes (4 MiB); "
-         "the largest step is `{step}`",
-         "every `script` and `file(...)` is frozen into the plan once per use: share one step instead of copying")  # fmt: skip
+@message(
+    "E404",
+    "the plan is {size} bytes of canonical JSON; the limit is {limit} bytes (4 MiB); the largest step is `{step}`",
+    "every `script` and `file(...)` is frozen into the plan once per use: share one step instead of copying",
+)
 def plan_too_large_at(*, size: int, limit: int, step: str) -> None: ...
 @message("E405", "child workflow {child} has no param `{name}`")
 def unknown_child_param(*, child: str, name: str) -> None: ...
-@message("E406", "step `{step}` composes {child} without binding its required param `{name}` ({type})",
-         "add `{name} = ...` to the bindings, or give the param a default in the child")  # fmt: skip
+@message(
+    "E406",
+    "step `{step}` composes {child} without binding its required param `{name}` ({type})",
+    "add `{name} = ...` to the bindings, or give the param a default in the child",
+)
 def unbound_param(*, step: str, child: str, name: str, type: str) -> None: ...
-@message("E407", 'step {step} reads "{ref}", but child workflow {child} exports outputs: {outputs}. '
-         "Declare the output in the child's outputs block, or reference one of the names above.")  # fmt: skip
+@message(
+    "E407",
+    'step {step} reads "{ref}", but child workflow {child} exports outputs: {outputs}. '
+    "Declare the output in the child's outputs block, or reference one of the names above.",
+)
 def not_exported(*, step: str, ref: str, child: str, outputs: str) -> None: ...
-@message("E407", 'step {step} reads "{ref}", but child workflow {child} exports only {{runId, status}}: it declares '
-         "no outputs. Declare the output in the child's outputs block, or reference runId or status.")  # fmt: skip
+@message(
+    "E407",
+    'step {step} reads "{ref}", but child workflow {child} exports only {{runId, status}}: it declares '
+    "no outputs. Declare the output in the child's outputs block, or reference runId or status.",
+)
 def no_outputs_exported(*, step: str, ref: str, child: str) -> None: ...
-@message("E408", "child workflow {child} has errors; they are reported at {file}",
-         "fix the child first: this workflow cannot be compiled while a child it composes fails")  # fmt: skip
+@message(
+    "E408",
+    "child workflow {child} has errors; they are reported at {file}",
+    "fix the child first: this workflow cannot be compiled while a child it composes fails",
+)
 def child_has_errors(*, child: str, file: str) -> None: ...
 
 
@@ -292,11 +351,17 @@ def path_absolute(*, what: str, path: str) -> None: ...
 def path_climbs(*, what: str, path: str) -> None: ...
 @message("E501", "{what} path `{path}` resolves outside the workspace root through a symlink")
 def path_escapes(*, what: str, path: str) -> None: ...
-@message("E501", "{what} path `{path}` is not a portable name: a plan names files with ASCII letters, digits, `_`, `.`, `-` and `/`",
-         "rename it (no spaces or non-ASCII characters): the plan must name it the same on every machine")  # fmt: skip
+@message(
+    "E501",
+    "{what} path `{path}` is not a portable name: a plan names files with ASCII letters, digits, `_`, `.`, `-` and `/`",
+    "rename it (no spaces or non-ASCII characters): the plan must name it the same on every machine",
+)
 def path_not_portable(*, what: str, path: str) -> None: ...
-@message("E501", "workflow file `{path}` has no portable ref: a plan names workflows with ASCII letters, digits, `_`, `.`, `-` and `/`",
-         "rename the file (no spaces or non-ASCII characters), for example to `{suggestion}`")  # fmt: skip
+@message(
+    "E501",
+    "workflow file `{path}` has no portable ref: a plan names workflows with ASCII letters, digits, `_`, `.`, `-` and `/`",
+    "rename the file (no spaces or non-ASCII characters), for example to `{suggestion}`",
+)
 def source_name_not_portable(*, path: str, suggestion: str) -> None: ...
 @message("E502", "{what} `{path}` exceeds {limit_kib} KiB")
 def file_too_large(*, what: str, path: str, limit_kib: int) -> None: ...
@@ -311,11 +376,17 @@ def script_without_shebang(*, path: str) -> None: ...
 # -- E6xx: secrets and limits ----------------------------------------------------------------------
 
 
-@message("E600", "env `{name}` holds what looks like {found}; a plan must never contain a secret",
-         'read it at dispatch instead: `{name} = secret("{name}")`, and rotate the credential')  # fmt: skip
+@message(
+    "E600",
+    "env `{name}` holds what looks like {found}; a plan must never contain a secret",
+    'read it at dispatch instead: `{name} = secret("{name}")`, and rotate the credential',
+)
 def credential_in_env(*, name: str, found: str) -> None: ...
-@message("E600", "{what} holds what looks like {found}; a plan must never contain a secret",
-         'read it at dispatch instead: `env {{ TOKEN = secret("TOKEN") }}` and use `$TOKEN`, and rotate the credential')  # fmt: skip
+@message(
+    "E600",
+    "{what} holds what looks like {found}; a plan must never contain a secret",
+    'read it at dispatch instead: `env {{ TOKEN = secret("TOKEN") }}` and use `$TOKEN`, and rotate the credential',
+)
 def credential_in_text(*, what: str, found: str) -> None: ...
 @message("E601", "more than {limit} steps in one workflow")
 def too_many_steps(*, limit: int) -> None: ...
@@ -340,28 +411,49 @@ def retry_out_of_range(*, limit: int, value: int) -> None: ...
 
 @message("W700", "param `{param}` is declared but never referenced")
 def unused_param(*, param: str) -> None: ...
-@message("W701", "route on `{ref}` does not cover {missing} and has no `_` case",
-         "add the missing cases or a `_ -> step` default")  # fmt: skip
+@message(
+    "W701",
+    "route on `{ref}` does not cover {missing} and has no `_` case",
+    "add the missing cases or a `_ -> step` default",
+)
 def route_not_covered(*, ref: str, missing: str) -> None: ...
-@message("W702", "step `{reader}` reads `{ref}`, but route step `{route}` may skip step `{step}`",
-         "when it is skipped its output is null: this step reads null, and a path beneath it fails input_unresolved")  # fmt: skip
+@message(
+    "W702",
+    "step `{reader}` reads `{ref}`, but route step `{route}` may skip step `{step}`",
+    "when it is skipped its output is null: this step reads null, and a path beneath it fails input_unresolved",
+)
 def skippable_read(*, reader: str, ref: str, route: str, step: str) -> None: ...
 @message("W703", "`concurrency = {value}` is clamped to {limit}")
 def concurrency_clamped(*, value: int, limit: int) -> None: ...
-@message("W704", "`# akmc: {kind}[…]` names {codes}, which is not a diagnostic code",
-         "codes look like E203 or W700; `akmc explain CODE` describes each")  # fmt: skip
+@message(
+    "W704",
+    "`# akmc: {kind}[…]` names {codes}, which is not a diagnostic code",
+    "codes look like E203 or W700; `akmc explain CODE` describes each",
+)
 def unknown_suppressed_code(*, kind: str, codes: str) -> None: ...
-@message("W704", "`# akmc: ignore-file[{codes}]` silences nothing: this file has no such diagnostic",
-         "remove the code from the suppression")  # fmt: skip
+@message(
+    "W704",
+    "`# akmc: ignore-file[{codes}]` silences nothing: this file has no such diagnostic",
+    "remove the code from the suppression",
+)
 def idle_file_suppression(*, codes: str) -> None: ...
-@message("W704", "`# akmc: ignore[{codes}]` silences nothing on line {line}",
-         "remove the suppression, or move it to the line the diagnostic points at")  # fmt: skip
+@message(
+    "W704",
+    "`# akmc: ignore[{codes}]` silences nothing on line {line}",
+    "remove the suppression, or move it to the line the diagnostic points at",
+)
 def idle_suppression(*, codes: str, line: int) -> None: ...
-@message("W705", "step `{reader}` reads `{ref}`, but step `{step}` may fail and continue",
-         "`on_error = continue` {source} makes its output null when it fails, and a path beneath null does not "
-         "resolve; make step `{step}` `on_error = fail`, or read it where `T | null` is declared")  # fmt: skip
+@message(
+    "W705",
+    "step `{reader}` reads `{ref}`, but step `{step}` may fail and continue",
+    "`on_error = continue` {source} makes its output null when it fails, and a path beneath null does not "
+    "resolve; make step `{step}` `on_error = fail`, or read it where `T | null` is declared",
+)
 def continuing_read(*, reader: str, ref: str, step: str, source: str) -> None: ...
-@message("W708", "this shell command runs workspace file `{path}`, which the plan does not freeze",
-         'use `script "{path}"` instead: its bytes are frozen into the plan and hashed in its read set, so an edit '
-         "changes the plan, its diff and its signature")  # fmt: skip
+@message(
+    "W708",
+    "this shell command runs workspace file `{path}`, which the plan does not freeze",
+    'use `script "{path}"` instead: its bytes are frozen into the plan and hashed in its read set, so an edit '
+    "changes the plan, its diff and its signature",
+)
 def shell_runs_workspace_file(*, path: str) -> None: ...

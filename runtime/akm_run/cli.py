@@ -9,10 +9,11 @@ import os
 import sys
 from pathlib import Path
 
-from akm_run import __version__, exitcodes
+from akm_run import __version__, exitcodes, wording
 from akm_run.console import as_given, state_dir, utf8
 from akm_run.database_url import DatabaseError, select, unusable
 from akm_run.migrations import NewerSchema
+from akm_run.wording import Failure
 
 EXAMPLES = {
     "run": "akm-run run plans/workflows/release.plan.json --param version=1.4.0",
@@ -71,8 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     approve.add_argument("step_id", metavar="STEP")
     approve.add_argument("--by", default=None, help="who decides (default: $USER)")
     approve.add_argument("--note", default=None, help="a note stored with the decision")
-    approve.add_argument("--reject", action="store_true", help="reject: the step fails with approval_rejected "
-                         "(unless it has on_error = continue, when the run goes on with approved: false)")  # fmt: skip
+    approve.add_argument("--reject", action="store_true", help=REJECT_HELP)
     abandon = command("abandon", "Mark a run failed; it will not be driven again.")
     abandon.add_argument("run_id", metavar="RUN")
     verify = command("verify", "Verify a plan file as `run` does; exit 0 or 4.")
@@ -82,33 +82,41 @@ def build_parser() -> argparse.ArgumentParser:
     worker_options(command("worker", "Serve a shared store's worker pool: drive runs and run their units."))
     for sub in (resume, approve):
         sub.add_argument("--allowed-signers", type=Path, metavar="FILE", help=SIGNERS_HELP)
+    summary = "Print a shell completion script."
     completion = commands.add_parser(
-        "completion", help="Print a shell completion script.", description="Print a shell completion script.",
-        epilog=f"Example: {EXAMPLES['completion']}",
-    )  # fmt: skip
+        "completion", help=summary, description=summary, epilog=f"Example: {EXAMPLES['completion']}"
+    )
     completion.add_argument("shell", choices=("bash", "zsh", "fish"))
     return parser
 
 
 def worker_options(worker: argparse.ArgumentParser) -> None:
     """`akm-run worker`'s own options (docs/scale-out.md)."""
-    worker.add_argument("--concurrency", type=int, default=4, metavar="N",
-                        help="units in flight per worker: one value for the whole pool (default 4)")  # fmt: skip
+    concurrency = "units in flight per worker: one value for the whole pool (default 4)"
+    worker.add_argument("--concurrency", type=int, default=4, metavar="N", help=concurrency)
     worker.add_argument("--executor-id", metavar="ID", help="this worker's name in the pool (default: the host name)")
-    worker.add_argument("--takeover-after", default="30s", metavar="DUR",
-                        help="take over a worker silent this long (default 30s)")  # fmt: skip
-    worker.add_argument("--workdir", type=Path, help="where units run when a run's own workdir is not on this "
-                        "host (default: .)")  # fmt: skip
+    takeover = "take over a worker silent this long (default 30s)"
+    worker.add_argument("--takeover-after", default="30s", metavar="DUR", help=takeover)
+    workdir = "where units run when a run's own workdir is not on this host (default: .)"
+    worker.add_argument("--workdir", type=Path, help=workdir)
     worker.add_argument("--poll", default="1s", metavar="DUR", help="how often to look for work (default 1s)")
-    worker.add_argument("--grace", default="30s", metavar="DUR",
-                        help="on SIGTERM, how long the work in flight may take to finish (default 30s)")  # fmt: skip
+    grace = "on SIGTERM, how long the work in flight may take to finish (default 30s)"
+    worker.add_argument("--grace", default="30s", metavar="DUR", help=grace)
 
 
-DATABASE_HELP = "a shared PostgreSQL store, postgresql://… (default: $AKM_RUN_DATABASE, else the state directory); " \
-    "needs akm-run[postgres]"  # fmt: skip
+DATABASE_HELP = (
+    "a shared PostgreSQL store, postgresql://… (default: $AKM_RUN_DATABASE, else the state directory); "
+    "needs akm-run[postgres]"
+)
 DETACH_HELP = "with --database: submit the run to the worker pool and print its id instead of following it"
-SIGNERS_HELP = "require a valid signature by a signer this file (git's allowed_signers format) allows " \
-    "(default: $AKM_RUN_ALLOWED_SIGNERS; unset: signatures are not required)"  # fmt: skip
+SIGNERS_HELP = (
+    "require a valid signature by a signer this file (git's allowed_signers format) allows "
+    "(default: $AKM_RUN_ALLOWED_SIGNERS; unset: signatures are not required)"
+)
+REJECT_HELP = (
+    "reject: the step fails with approval_rejected "
+    "(unless it has on_error = continue, when the run goes on with approved: false)"
+)
 
 
 def signed(sub: argparse.ArgumentParser) -> None:
@@ -159,6 +167,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return exitcodes.USAGE
+    # Imported only now: the commands and the engine they reach (and sqlite3) cost about 70 ms of
+    # start-up, which `--help` and a usage error spend nothing on.
     import sqlite3
 
     from akm_run import commands
@@ -167,64 +177,69 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(completion_script(args.shell))
         return exitcodes.COMPLETED
     if (garbled := not_text(parser, args)) is not None:
-        print(f"akm-run: error: {garbled}", file=sys.stderr)
-        return exitcodes.USAGE
+        return _refuse(garbled)
     try:
         if (refused := store_refusal(args)) is not None:
-            print(f"akm-run: error: {refused}", file=sys.stderr)
-            return exitcodes.USAGE
+            return _refuse(refused)
         code: int = commands.COMMANDS[args.command](args)
     except BrokenPipeError:
         return exitcodes.FAILED
     except NewerSchema as error:
-        print(f"akm-run: error: {error}", file=sys.stderr)
-        return exitcodes.USAGE
+        return _refuse(wording.written_by_a_newer_akm_run(error=error))
     except sqlite3.DatabaseError as error:
         where = state_dir(args) / "state.db" if hasattr(args, "state_dir") else "the state database"
-        print(f"akm-run: error: {where} cannot be used: {error}", file=sys.stderr)
-        return exitcodes.USAGE
+        return _refuse(wording.state_database_unusable(where=where, error=error))
     except Exception as error:  # noqa: BLE001 - no traceback reaches a user
         if (unreachable := unusable(select(getattr(args, "database", None)), error)) is not None:
-            print(f"akm-run: error: {unreachable}", file=sys.stderr)
-            return exitcodes.USAGE
-        print(f"akm-run: internal error: {type(error).__name__}: {error}", file=sys.stderr)
-        return exitcodes.INTERNAL
+            return _refuse(wording.database_unreachable(reason=unreachable))
+        internal = wording.internal_error(kind=type(error).__name__, error=error)
+        print(f"akm-run: internal error: {internal.text}", file=sys.stderr)
+        return internal.exit
     return code
+
+
+def _refuse(failure: Failure) -> int:
+    """Say why the command cannot run, as `akm-run: error: …`, printed as it is (what it quotes from
+    the command line or the environment is quoted already)."""
+    print(f"akm-run: error: {failure.text}", file=sys.stderr)
+    return failure.exit
 
 
 READS = ("AKM_STATE_DIR", "AKM_RUN_DATABASE", "AKM_AGENT_CMD", "AKM_RUN_ALLOWED_SIGNERS")  # read by akm-run itself
 
 
-def not_text(parser: argparse.ArgumentParser, args: argparse.Namespace) -> str | None:
+def not_text(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Failure | None:
     """Why an argument, or a variable akm-run reads, is unusable: it is not UTF-8 text (run ids,
     params, names, notes and paths are all stored or shown as text). None when all are."""
     subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    names = {a.dest: a.option_strings[0] if a.option_strings else a.metavar or a.dest
-             for a in subparsers.choices[args.command]._actions}  # fmt: skip
+    names = {
+        a.dest: a.option_strings[0] if a.option_strings else a.metavar or a.dest
+        for a in subparsers.choices[args.command]._actions
+    }
     for dest, value in vars(args).items():
         for item in value if isinstance(value, list) else [value]:
             if isinstance(item, str | Path) and not utf8(str(item)):
-                return f"{names.get(dest, dest)} {as_given(str(item))} is not UTF-8 text"
+                return wording.argument_not_text(option=names.get(dest, dest), value=as_given(str(item)))
     for variable in READS:
         if not utf8(value := os.environ.get(variable, "")):
-            return f"${variable} {as_given(value)} is not UTF-8 text"
+            return wording.variable_not_text(variable=variable, value=as_given(value))
     return None
 
 
-def store_refusal(args: argparse.Namespace) -> str | None:
+def store_refusal(args: argparse.Namespace) -> Failure | None:
     """Why the store the arguments select cannot serve this command (None: the SQLite state directory)."""
     if not hasattr(args, "database"):
         return None
     try:
         database = select(args.database)
     except DatabaseError as error:
-        return str(error)
+        return wording.bad_database_url(error=error)
     if database is None and args.command == "worker":
-        return "a worker serves a shared store: give --database postgresql://… (or set $AKM_RUN_DATABASE)"
+        return wording.worker_needs_database()
     if database is None and getattr(args, "detach", False):
-        return "--detach submits to a worker pool: give --database postgresql://… (or set $AKM_RUN_DATABASE)"
+        return wording.detach_needs_database()
     if database is None or args.command == "verify":  # verify reads no store
         return None
     if args.state_dir is not None:
-        return f"--state-dir and --database {database} name two different stores: give one"
+        return wording.two_stores(database=database)
     return None

@@ -11,10 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from akm_run import children, exitcodes, operations, progress, report, serving
+from akm_run import children, exitcodes, operations, progress, report, serving, wording
 from akm_run import planformat as pf
-from akm_run.console import as_given, emit, on_signals, state_dir, utf8
-from akm_run.console import fail as _fail
+from akm_run.console import as_given, emit, fail, on_signals, state_dir, utf8
 from akm_run.core import SIGNALLED, DriveResult
 from akm_run.database_url import ENV, SharedStore, redacted, select, shown, unusable
 from akm_run.drive_errors import drive_failure
@@ -30,9 +29,18 @@ from akm_run.signing import SignatureRefused, SigningUnavailable
 from akm_run.sqlitestore import SQLiteStore, writable
 from akm_run.store import Store
 from akm_run.trust import Admitted, admission, admit, allowed_signers, recheck
+from akm_run.wording import Failure
 
-EXIT_OF = {"completed": exitcodes.COMPLETED, "failed": exitcodes.FAILED, "blocked": exitcodes.BLOCKED,
-           "aborted": exitcodes.INTERRUPTED}  # fmt: skip
+# PG_IMPORT: the shared store's modules (pgstore: psycopg; drives, submitting: DBOS, about 0.6 s of
+# start-up) are imported inside the functions that use that store, so the SQLite commands and a
+# plain install (without the `postgres` extra) never load them.
+
+EXIT_OF = {
+    "completed": exitcodes.COMPLETED,
+    "failed": exitcodes.FAILED,
+    "blocked": exitcodes.BLOCKED,
+    "aborted": exitcodes.INTERRUPTED,
+}
 
 
 def _shared(args: argparse.Namespace) -> SharedStore | None:
@@ -44,7 +52,7 @@ def _open(args: argparse.Namespace, *, reading: bool = False) -> Store | None:
     """The command's store: the shared one, else the state directory's (None when it has no state
     database yet); `reading` opens a read-only state directory too."""
     if (shared := _shared(args)) is not None:
-        from akm_run.pgstore import PostgresStore
+        from akm_run.pgstore import PostgresStore  # psycopg: only for a shared store (PG_IMPORT)
 
         return PostgresStore(shared.url)
     directory = state_dir(args)
@@ -62,7 +70,11 @@ def _existing(args: argparse.Namespace, run_id: str, *, reading: bool = False) -
 def _where(args: argparse.Namespace) -> str:
     """The store, as messages name it."""
     shared = _shared(args)
-    return f"state dir {state_dir(args)}" if shared is None else f"database {redacted(shared.url)}"
+    return (
+        wording.in_state_dir(directory=state_dir(args))
+        if shared is None
+        else wording.in_database(url=redacted(shared.url))
+    )
 
 
 def hints_for(args: argparse.Namespace) -> Hints:
@@ -79,8 +91,7 @@ def _unwritable(directory: Path) -> int | None:
     """Exit 2, before anything is published, when the state directory cannot be written."""
     if writable(directory):
         return None
-    return _fail(f"state directory {directory} cannot be written (read-only or not permitted): nothing was "
-                 f"published; pass --state-dir or set AKM_STATE_DIR to a writable directory", exitcodes.USAGE)  # fmt: skip
+    return fail(wording.state_dir_unwritable(directory=directory))
 
 
 # -- run ----------------------------------------------------------------------------------------------
@@ -92,59 +103,75 @@ def run(args: argparse.Namespace) -> int:
     try:
         timeout_ms = parse_duration(args.timeout) if args.timeout else None
     except ValueError as error:
-        return _fail(str(error), exitcodes.USAGE)
+        return fail(wording.bad_duration(error=error))
     if args.max_concurrency < 1:
-        return _fail("--max-concurrency must be at least 1", exitcodes.USAGE)
+        return fail(wording.max_concurrency_below_one())
     if args.workdir is not None and not args.workdir.is_dir():
-        return _fail(f"--workdir {args.workdir} is not a directory", exitcodes.USAGE)
+        return fail(wording.workdir_not_a_directory(workdir=args.workdir))
     path = Path(args.target)
     signers = allowed_signers(args.allowed_signers)
     if args.signature is not None and signers is None:
-        return _fail("--signature needs --allowed-signers (or $AKM_RUN_ALLOWED_SIGNERS)", exitcodes.USAGE)
+        return fail(wording.signature_needs_signers())
     publishing = path.exists()
     if publishing:
-        admitted = _admit(path, args.expect_hash, signers, args.signature)
-        if not isinstance(admitted, Admitted):  # refused before anything is written or started
-            return admitted
-        plan = admitted.plan
-        try:
-            params = collect(plan.get("params", {}), args.param, args.params_file)
-        except ParamsError as error:
-            return _fail(f"bad params: {error}", exitcodes.USAGE)
-        if shared is None and (refused := _unwritable(directory)) is not None:
-            return refused
-        workdir = (args.workdir or Path(".")).absolute()
-        agent_cmd = args.agent_cmd or os.environ.get("AKM_AGENT_CMD") or None
-        store = _open(args) or SQLiteStore(directory)
-        run_id = store.publish_run(new_run_id(), plan, plan_hash(plan), params, signature=admitted.signature,
-                                   workdir=str(workdir), agent_cmd=agent_cmd)  # fmt: skip
+        published = _publish(args, path, signers)
+        if isinstance(published, int):
+            return published
+        store, run_id, workdir, agent_cmd = published
     else:
         if shared is None and (directory / "state.db").exists() and (refused := _unwritable(directory)) is not None:
             return refused
         store_or_none, row = _existing(args, args.target)
         if store_or_none is None or row is None:
             if _names_a_file(args):
-                return _fail(f"plan file {path} does not exist", exitcodes.USAGE)
-            return _fail(f"no plan file and no run named {args.target!r} ({_where(args)})", exitcodes.USAGE)
+                return fail(wording.no_plan_file(path=path))
+            return fail(wording.no_plan_file_or_run(target=args.target, where=_where(args)))
         if args.param or args.params_file or args.signature:
-            return _fail("params and the signature are fixed when a run is published; "
-                         "drive an existing run without them", exitcodes.USAGE)  # fmt: skip
+            return fail(wording.fixed_when_published())
         store, run_id = store_or_none, row.id
         if args.expect_hash and row.plan_hash != args.expect_hash:
-            return _fail(f"refused run {run_id}: its plan hash is {row.plan_hash}, not {args.expect_hash}",
-                         exitcodes.REFUSED)  # fmt: skip
+            return fail(wording.run_hash_differs(run=run_id, plan_hash=row.plan_hash, expected=args.expect_hash))
         if shared is not None:  # checked here, and by the worker at the start of the drive
             return _recheck(store, row, signers) or pooled_run(args, shared, store, run_id, timeout_ms)
         workdir, agent_cmd = remembered(row, args.workdir, args.agent_cmd)
         if not workdir.is_dir():
-            return _fail(f"the run's workdir {workdir} is not a directory; pass --workdir", exitcodes.USAGE)
+            return fail(wording.run_workdir_gone(workdir=workdir))
     if shared is not None:
         return pooled_run(args, shared, store, run_id, timeout_ms)
-    options = Options(directory, workdir, agent_cmd, args.max_concurrency, timeout_ms,
-                      progress=progress.for_this_process(), hints=Hints.of(directory))  # fmt: skip
+    shows, hints = progress.for_this_process(), Hints.of(directory)
+    options = Options(directory, workdir, agent_cmd, args.max_concurrency, timeout_ms, progress=shows, hints=hints)
     if not publishing:  # checked under the run's lock, on the row the drive then reads
         options.admit = admission(store, run_id, signers)
     return drive(store, run_id, options, args.format)
+
+
+def _publish(args: argparse.Namespace, path: Path, signers: Path | None) -> tuple[Store, str, Path, str | None] | int:
+    """Publish a plan file as a new run: its store, run id, workdir and agent command, or the exit
+    code after saying why nothing was published."""
+    admitted = _admit(path, args.expect_hash, signers, args.signature)
+    if not isinstance(admitted, Admitted):  # refused before anything is written or started
+        return admitted
+    plan = admitted.plan
+    try:
+        params = collect(plan.get("params", {}), args.param, args.params_file)
+    except ParamsError as error:
+        return fail(wording.bad_params(error=error))
+    directory = state_dir(args)
+    if _shared(args) is None and (refused := _unwritable(directory)) is not None:
+        return refused
+    workdir = (args.workdir or Path(".")).absolute()
+    agent_cmd = args.agent_cmd or os.environ.get("AKM_AGENT_CMD") or None
+    store = _open(args) or SQLiteStore(directory)
+    run_id = store.publish_run(
+        new_run_id(),
+        plan,
+        plan_hash(plan),
+        params,
+        signature=admitted.signature,
+        workdir=str(workdir),
+        agent_cmd=agent_cmd,
+    )
+    return store, run_id, workdir, agent_cmd
 
 
 def _admit(path: Path, expect_hash: str | None, signers: Path | None, signature: Path | None) -> Admitted | int:
@@ -152,9 +179,9 @@ def _admit(path: Path, expect_hash: str | None, signers: Path | None, signature:
     try:
         return admit(path, expect_hash, signers, signature)
     except (PlanError, SignatureRefused) as error:
-        return _fail(f"refused {path}: {error}", exitcodes.REFUSED)
+        return fail(wording.refused_plan_file(path=path, error=error))
     except SigningUnavailable as error:
-        return _fail(f"cannot check the signature of {path}: {error}", exitcodes.USAGE)
+        return fail(wording.cannot_check_plan_file(path=path, error=error))
 
 
 def _recheck(store: Store, row: RunRow, signers: Path | None) -> int | None:
@@ -162,9 +189,9 @@ def _recheck(store: Store, row: RunRow, signers: Path | None) -> int | None:
     try:
         recheck(store, row, signers)
     except (PlanError, SignatureRefused) as error:
-        return _fail(f"refused run {row.id}: {error}", exitcodes.REFUSED)
+        return fail(wording.refused_run(run=row.id, error=error))
     except SigningUnavailable as error:
-        return _fail(f"cannot check the signature of run {row.id}: {error}", exitcodes.USAGE)
+        return fail(wording.cannot_check_run(run=row.id, error=error))
     return None
 
 
@@ -193,7 +220,7 @@ def drive(store: Store, run_id: str, options: Options, fmt: str) -> int:
         result = engine.drive(run_id)
     except Exception as error:  # noqa: BLE001 - the attempt is finished; the run stays active and resumable
         code, message = drive_failure(error, run_id, options.hints, options.state_dir / "state.db")
-        return _fail(message, code)
+        return fail(Failure(message, code))
     finally:
         options.progress.close()
     return show_result(store, result, options.hints, fmt)
@@ -212,7 +239,7 @@ def show_result(store: Store, result: DriveResult, hints: Hints, fmt: str) -> in
 def pooled_run(args: argparse.Namespace, shared: SharedStore, store: Store, run_id: str, timeout_ms: int | None) -> int:
     """`run` on the shared store: submit the run's next drive to the worker pool and follow it to its
     end (or, with --detach, print the run id); the same documents and exit codes as a local drive."""
-    from akm_run import drives, submitting
+    from akm_run import drives, submitting  # DBOS and psycopg (PG_IMPORT)
     from akm_run.pgstore import PostgresStore
 
     assert isinstance(store, PostgresStore)
@@ -229,16 +256,16 @@ def pooled_run(args: argparse.Namespace, shared: SharedStore, store: Store, run_
             return exitcodes.COMPLETED
         outcome = submitting.follow(shared.url, store, submitted, shows, stop)
     except submitting.NoPool as error:
-        return _fail(f"run {run_id} is published and waits: {error}", exitcodes.USAGE)
+        return fail(wording.published_and_waits(run=run_id, error=error))
     except Exception as error:
         if (unreachable := unusable(shared, error)) is None:
             raise
-        return _fail(f"error: {unreachable}; run {run_id} goes on once the database is back (follow it with "
-                     f"`{hints('run', run_id)}`)", exitcodes.USAGE)  # fmt: skip
+        command = hints("run", run_id)
+        return fail(wording.database_gone_while_following(reason=unreachable, run=run_id, command=command))
     finally:
         shows.close()
     if outcome.result is None:
-        return _fail(outcome.message or "the drive ended without a result", outcome.code or exitcodes.INTERNAL)
+        return fail(Failure(outcome.message or wording.no_result(), outcome.code or exitcodes.INTERNAL))
     if store.broken:  # the server restarted while this followed: the journal is there again
         store = PostgresStore(shared.url)
     return show_result(store, outcome.result, hints, args.format)
@@ -254,12 +281,12 @@ def _reading(args: argparse.Namespace) -> tuple[Store, RunRow] | int:
         latest = None if store is None else store.latest_run()
         if store is None or latest is None:
             shared = _shared(args)
-            where = state_dir(args) if shared is None else f"database {redacted(shared.url)}"
-            return _fail(f"no runs yet in {where}", exitcodes.USAGE)
+            where = state_dir(args) if shared is None else wording.in_database(url=redacted(shared.url))
+            return fail(wording.no_runs_yet(where=where))
         return store, latest
     found, row = _existing(args, args.run_id, reading=True)
     if found is None or row is None:
-        return _fail(f"no run named {args.run_id!r} ({_where(args)})", exitcodes.USAGE)
+        return fail(wording.no_run(run=args.run_id, where=_where(args)))
     return found, row
 
 
@@ -288,7 +315,7 @@ def logs(args: argparse.Namespace) -> int:
     store, row = found
     steps = [s.step_id for s in store.steps(row.id)]
     if args.step is not None and args.step not in steps:
-        return _fail(f"run {row.id} has no step {args.step!r} (its steps: {', '.join(steps)})", exitcodes.USAGE)
+        return fail(wording.no_step(run=row.id, step=args.step, steps=", ".join(steps)))
     document = report.logs_document(store, row, args.step, args.unit, args.attempt)
     emit(document, report.logs_text(document), args.format)
     return exitcodes.COMPLETED
@@ -298,16 +325,19 @@ def logs(args: argparse.Namespace) -> int:
 
 
 def _locked(
-    args: argparse.Namespace, action: Callable[[Store, RunRow], int], *, trusted: bool = True,
+    args: argparse.Namespace,
+    action: Callable[[Store, RunRow], int],
+    *,
+    trusted: bool = True,
     then: Callable[[bool], None] | None = None,
-) -> int:  # fmt: skip
+) -> int:
     """Run a state change on an existing run while holding its lock (never beside a live driver);
     a `trusted` change (one that lets the run go on) first re-checks the run's plan and signature.
     On the shared store, a trusted change that leaves the run active submits its next drive. `then`
     is told, after a change that succeeded, whether the pool took the run's next drive."""
     store, row = _existing(args, args.run_id)
     if store is None or row is None:
-        return _fail(f"no run named {args.run_id!r}", exitcodes.USAGE)
+        return fail(wording.no_run_to_change(run=args.run_id))
     try:
         with store.lock(row.id):
             # Read again under the lock: a change that held it meanwhile (an abandon racing an approve,
@@ -317,13 +347,13 @@ def _locked(
             code = refused if refused is not None else action(store, row)
             children.hold("locked")
     except LockHeld as held:
-        return _fail(f"{held}; it cannot be changed while it is being driven", exitcodes.LOCKED)
+        return fail(wording.being_driven(held=held))
     except PlanError as error:
-        return _fail(f"refused run {row.id}: its stored plan does not verify: {error}", exitcodes.REFUSED)
+        return fail(wording.stored_plan_refused(run=row.id, error=error))
     continued, submitted, shared = store.run(row.id), False, _shared(args)
     try:
         if shared is not None and trusted and code == 0 and continued and continued.status == "active":
-            from akm_run import drives, submitting
+            from akm_run import drives, submitting  # DBOS and psycopg (PG_IMPORT)
 
             try:
                 submitting.submit_once(
@@ -343,14 +373,15 @@ def resume(args: argparse.Namespace) -> int:
 
     def reopen(store: Store, row: RunRow) -> int:
         if row.failure is not None and row.failure.get("reason") == operations.ABANDONED["reason"]:
-            return _fail(f"run {row.id} was abandoned: it is never driven again (publish its plan as a new run)",
-                         exitcodes.USAGE)  # fmt: skip
+            return fail(wording.abandoned_for_good(run=row.id))
         if row.status in ("active", "completed"):
-            more = f"; drive it with `{hint('run', row.id)}`" if row.status == "active" else ""
-            print(f"run {row.id} is {row.status}: nothing to reopen{more}")
+            if row.status == "active":
+                print(wording.active_nothing_to_reopen(run=row.id, command=hint("run", row.id)))
+            else:
+                print(wording.nothing_to_reopen(run=row.id, status=row.status))
             return exitcodes.COMPLETED
         reopened = operations.reopen(store, row)
-        done.append((f"reopened run {row.id}: {', '.join(reopened) or 'no steps'} pending again", row.id))
+        done.append((wording.reopened(run=row.id, steps=", ".join(reopened) or "no steps"), row.id))
         return exitcodes.COMPLETED
 
     done: list[tuple[str, str]] = []  # (what, run id): said once the pool took the next drive, or did not
@@ -360,8 +391,7 @@ def resume(args: argparse.Namespace) -> int:
 def approve(args: argparse.Namespace) -> int:
     by = args.by or getpass.getuser()
     if not utf8(by):
-        refusal = f"the user name {as_given(by)} (from the environment) is not UTF-8 text: give --by NAME"
-        return _fail(refusal, exitcodes.USAGE)
+        return fail(wording.user_not_text(name=as_given(by)))
     decision = operations.Decision(args.step_id, by, not args.reject, args.note)
     hint = hints_for(args)
     decided: list[tuple[str, str]] = []  # (what, run id): said once the pool took the next drive, or did not
@@ -370,14 +400,14 @@ def approve(args: argparse.Namespace) -> int:
         plan = stored_plan(row)
         current = store.step(row.id, args.step_id)
         if (waiting := _child_waits(store, hint, plan, row, current)) is not None:
-            return _fail(waiting, exitcodes.USAGE)
+            return fail(waiting)
         if (refused := operations.approval_refusal(plan, row, current, decision)) is not None:
-            return _fail(refused, exitcodes.USAGE)
+            return fail(refused)
         if operations.decide(store, plan, row, decision):
-            print(f"rejected step {args.step_id} of run {row.id}: the run failed (approval_rejected); "
-                  f"see `{hint('status', row.id)}`")  # fmt: skip
+            print(wording.rejected_and_failed(step=args.step_id, run=row.id, command=hint("status", row.id)))
         else:
-            decided.append((f"{'rejected' if args.reject else 'approved'} step {args.step_id} of run {row.id}", row.id))
+            verdict = "rejected" if args.reject else "approved"
+            decided.append((wording.decided(decision=verdict, step=args.step_id, run=row.id), row.id))
         return exitcodes.COMPLETED
 
     return _locked(args, decide, then=lambda submitted: _continued(decided, submitted, hint))
@@ -388,12 +418,12 @@ def _continued(done: list[tuple[str, str]], submitted: bool, hint: Hints) -> Non
     drive, there is nothing to do but follow it; elsewhere the run is continued with `run`."""
     for what, run_id in done:
         if submitted:
-            print(f"{what}; the worker pool continues the run: follow it with `{hint('run', run_id)}`")
+            print(wording.pool_continues(done=what, command=hint("run", run_id)))
         else:
-            print(f"{what}; continue with `{hint('run', run_id)}`")
+            print(wording.continue_with(done=what, command=hint("run", run_id)))
 
 
-def _child_waits(store: Store, hint: Hints, plan: pf.Plan, row: RunRow, current: StepRow | None) -> str | None:
+def _child_waits(store: Store, hint: Hints, plan: pf.Plan, row: RunRow, current: StepRow | None) -> Failure | None:
     """For `approve` on a step that waits on its child run: the child's own command to run instead."""
     step = next((s for s in plan["steps"] if current is not None and s["stepId"] == current.step_id), None)
     if step is None or step["kind"] == "route" or step["target"]["kind"] != "child-workflow" or current is None:
@@ -401,8 +431,10 @@ def _child_waits(store: Store, hint: Hints, plan: pf.Plan, row: RunRow, current:
     clear = children.clearing(store, hint, row)[1] if current.status == "blocked" else []
     if len(clear) <= 1:
         return None
-    return (f"step {current.step_id} of run {row.id} composes a child run; clear the child with `{clear[0]}`, "
-            f"then {', then '.join(f'`{c}`' for c in clear[1:])} and `{hint('run', row.id)}`")  # fmt: skip
+    then = ", then ".join(f"`{c}`" for c in clear[1:])
+    return wording.clear_the_child_first(
+        step=current.step_id, run=row.id, first=clear[0], then=then, command=hint("run", row.id)
+    )
 
 
 def abandon(args: argparse.Namespace) -> int:
@@ -410,16 +442,16 @@ def abandon(args: argparse.Namespace) -> int:
         running = store.interrupted_attempts(row.id)  # no driver: on the pool, they may run on a worker
         if operations.abandon(store, row):
             if (shared := _shared(args)) is not None and running:
-                from akm_run import drives
+                from akm_run import drives  # DBOS (PG_IMPORT)
 
                 dbos = drives.client(shared.url)  # their workers stop the processes; a queued one never starts
                 try:
                     dbos.cancel_workflows([drives.attempt_workflow_id(a.dispatch_id, a.attempt) for _, _, a in running])
                 finally:
                     dbos.destroy()
-            print(f"abandoned run {row.id}")
+            print(wording.abandoned(run=row.id))
         else:
-            print(f"run {row.id} is already {row.status}")
+            print(wording.already_settled(run=row.id, status=row.status))
         return exitcodes.COMPLETED
 
     return _locked(args, give_up, trusted=False)  # stopping a run needs no trust in its plan
@@ -428,7 +460,7 @@ def abandon(args: argparse.Namespace) -> int:
 def verify(args: argparse.Namespace) -> int:
     signers = allowed_signers(args.allowed_signers)
     if args.signature is not None and signers is None:
-        return _fail("--signature needs --allowed-signers (or $AKM_RUN_ALLOWED_SIGNERS)", exitcodes.USAGE)
+        return fail(wording.signature_needs_signers())
     admitted = _admit(args.plan, args.expect_hash, signers, args.signature)
     if not isinstance(admitted, Admitted):
         return admitted

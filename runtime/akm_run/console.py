@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from akm_run.wording import Failure
+
 
 def state_dir(args: argparse.Namespace) -> Path:
     if args.state_dir is not None:
@@ -31,11 +33,11 @@ def escaped(text: str, keep: str = "") -> str:
     return CONTROL.sub(lambda m: m.group() if m.group() in keep else f"\\x{ord(m.group()):02x}", text)
 
 
-def fail(message: str, code: int) -> int:
+def fail(failure: Failure) -> int:
     """Say what went wrong on stderr, as one `akm-run:` message (control characters escaped), and
     return the exit code to end with."""
-    print(f"akm-run: {escaped(message, keep=chr(10))}", file=sys.stderr)
-    return code
+    print(f"akm-run: {escaped(failure.text, keep=chr(10))}", file=sys.stderr)
+    return failure.exit
 
 
 def utf8(text: str) -> bool:

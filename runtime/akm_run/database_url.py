@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
+from akm_run import wording
+
 ENV = "AKM_RUN_DATABASE"
 EXTRA = "akm-run[postgres]"
 SCHEMES = ("postgresql", "postgres")
@@ -117,17 +119,12 @@ def select(option: str | None, environ: Mapping[str, str] = os.environ) -> Share
         return None
     scheme, separator, _ = text.partition("://")
     if not separator or scheme.lower() not in SCHEMES:
-        raise DatabaseError(
-            f"unsupported database URL {redacted(text)}: use postgresql://USER@HOST/DATABASE "
-            f"(or no --database and no ${ENV} for the SQLite state directory)"
-        )
+        raise DatabaseError(wording.unsupported_database_url(url=redacted(text), variable=ENV))
     if not text.isascii() and not _utf8(text):
-        raise DatabaseError(f"database URL {redacted(text)} is not valid UTF-8")
+        raise DatabaseError(wording.database_url_not_utf8(url=redacted(text)))
     if missing := missing_modules():
-        raise DatabaseError(
-            f"the PostgreSQL store needs the `postgres` extra ({', '.join(missing)} not installed): "
-            f"pip install '{EXTRA}'"
-        )
+        raise DatabaseError(wording.postgres_extra_missing(missing=", ".join(missing), extra=EXTRA))
+    # Imported here, for a postgresql:// URL only: psycopg is the extra's, absent from a plain install.
     from psycopg import Error
     from psycopg.conninfo import conninfo_to_dict
 
@@ -136,7 +133,7 @@ def select(option: str | None, environ: Mapping[str, str] = os.environ) -> Share
     except Error as error:
         # libpq quotes the whole URL, password included, in its message.
         reason = printable(str(error).strip().replace(text, redacted(text)))
-        raise DatabaseError(f"malformed database URL {redacted(text)}: {reason}") from None
+        raise DatabaseError(wording.malformed_database_url(url=redacted(text), reason=reason)) from None
     return SharedStore(text)
 
 
@@ -146,16 +143,12 @@ def unusable(database: SharedStore | None, error: Exception) -> str | None:
     if database is None or type(error).__module__.split(".")[0] not in ("psycopg", "sqlalchemy", "dbos"):
         return None
     text = " ".join(str(error).split()).replace(database.url, str(database))
-    hint = PRIVILEGE_HINT if INSUFFICIENT_PRIVILEGE in (_sqlstate(error), _sqlstate(error.__cause__)) else ""
-    return f"the database {database} cannot be used: {text[:500]}{hint}"
+    privileges = INSUFFICIENT_PRIVILEGE in (_sqlstate(error), _sqlstate(error.__cause__))
+    said = wording.database_privileges if privileges else wording.database_unusable
+    return said(database=database, error=text[:500])
 
 
 INSUFFICIENT_PRIVILEGE = "42501"  # PostgreSQL's SQLSTATE for "permission denied"
-PRIVILEGE_HINT = (
-    "; the first akm-run on a database creates the schemas akm_run and dbos, which needs CREATE on the "
-    "database: run one worker once as a user who has it, then grant the others USAGE on both schemas and "
-    "SELECT, INSERT, UPDATE, DELETE on their tables and sequences (docs/scale-out.md)"
-)
 
 
 def _sqlstate(error: BaseException | None) -> str | None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 
+from akm_run import wording
+
 UNIT_MS = {"h": 3_600_000, "m": 60_000, "s": 1000, "ms": 1}
 PART = re.compile(r"([0-9]+)(ms|s|m|h)")  # `ms` before `m`: `5ms` is five milliseconds
 FULL = re.compile(r"(?:[0-9]+(?:ms|s|m|h))+")
@@ -28,7 +30,7 @@ def parse_option(text: str) -> int:
     parts = PART.findall(text) if FULL.fullmatch(text) else []
     sizes = [UNIT_MS[unit] for _, unit in parts]
     if not parts or sizes != sorted(set(sizes), reverse=True):
-        raise ValueError(f"invalid duration {text!r} (use e.g. 90s, 10m, 2h, 1h30m, 250ms)")
+        raise ValueError(wording.invalid_duration(text=text))
     return sum(int(number) * UNIT_MS[unit] for number, unit in parts)
 
 

@@ -8,12 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from akm_run import core
+from akm_run import core, wording
 from akm_run import planformat as pf
 from akm_run.journal import Journal
 from akm_run.rows import RunRow, StepRow
+from akm_run.wording import Failure
 
-ABANDONED = {"stepId": None, "reason": "abandoned", "message": "abandoned by akm-run abandon"}
+ABANDONED = {"stepId": None, "reason": "abandoned", "message": wording.abandoned_by_command()}
 
 
 def reopen(journal: Journal, run: RunRow) -> list[str]:
@@ -40,16 +41,16 @@ class Decision:
     note: str | None = None
 
 
-def approval_refusal(plan: pf.Plan, run: RunRow, current: StepRow | None, decision: Decision) -> str | None:
+def approval_refusal(plan: pf.Plan, run: RunRow, current: StepRow | None, decision: Decision) -> Failure | None:
     """Why a decision cannot be taken on this step, or None when it can."""
     step = next((s for s in plan["steps"] if s["stepId"] == decision.step_id), None)
     if step is None or step["kind"] == "route" or step["target"]["kind"] != "approval":
-        return f"run {run.id} has no approval step {decision.step_id!r}"
+        return wording.no_approval_step(run=run.id, step=decision.step_id)
     if run.status in ("completed", "failed"):  # an abandoned run leaves its gate blocked: still settled
-        return f"run {run.id} is {run.status}, not waiting for approval"
+        return wording.run_not_waiting(run=run.id, status=run.status)
     if current is None or current.status != "blocked":
         state = current.status if current else "unknown"
-        return f"step {decision.step_id} of run {run.id} is {state}, not waiting for approval"
+        return wording.step_not_waiting(step=decision.step_id, run=run.id, state=state)
     return None
 
 
@@ -69,7 +70,8 @@ def decide(journal: Journal, plan: pf.Plan, run: RunRow, decision: Decision) -> 
     failed = not decision.approved and step["onError"] != "continue"
     with journal.transaction():
         if failed:
-            message = f"rejected by {decision.by}" + (f": {decision.note}" if decision.note else "")
+            by, note = decision.by, decision.note
+            message = wording.rejected_by_with_note(by=by, note=note) if note else wording.rejected_by(by=by)
             journal.reject_step(run.id, decision.step_id, output, message, decision.by)
             failure = {"stepId": decision.step_id, "reason": "approval_rejected", "message": message}
             journal.fail_run(run.id, failure, clear_notes=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from akm_run import strictjson
+from akm_run import strictjson, wording
 from akm_run.schemas import schema_errors
 from akm_run.signing import read_limited
 
@@ -27,26 +27,26 @@ def parse_value(raw: str, schema: dict[str, Any]) -> Any:
         try:
             number = strictjson.loads(raw.strip())
         except strictjson.NotStrict as error:
-            raise ParamsError(f"expected {wanted}, got {raw!r}: {error}") from None
+            raise ParamsError(wording.param_value_not_strict(wanted=wanted, raw=raw, error=error)) from None
         except ValueError:
-            raise ParamsError(f"expected {wanted}, got {raw!r}") from None
+            raise ParamsError(wording.param_value(wanted=wanted, raw=raw)) from None
         if isinstance(number, bool) or not isinstance(number, int | float):
-            raise ParamsError(f"expected {wanted}, got {raw!r}")
+            raise ParamsError(wording.param_value(wanted=wanted, raw=raw))
         if kinds == {"integer"} and not isinstance(number, int):
-            raise ParamsError(f"expected an int, got {raw!r}")
+            raise ParamsError(wording.param_value(wanted="an int", raw=raw))
         return number
     if kinds == {"boolean"}:
         if raw in ("true", "false"):
             return raw == "true"
-        raise ParamsError(f"expected true or false, got {raw!r}")
+        raise ParamsError(wording.param_value(wanted="true or false", raw=raw))
     try:
         return strictjson.loads(raw)
     except strictjson.NotStrict as error:
-        raise ParamsError(f"{raw[:40]!r} is not strict JSON: {error}") from None
+        raise ParamsError(wording.param_not_strict_json(raw=raw[:40], error=error)) from None
     except ValueError:
         if "string" in kinds or not kinds:
             return raw
-        raise ParamsError(f"expected JSON, got {raw!r}") from None
+        raise ParamsError(wording.param_value(wanted="JSON", raw=raw)) from None
 
 
 def _kinds(schema: dict[str, Any]) -> set[str]:
@@ -69,22 +69,22 @@ def collect(declared: dict[str, Any], pairs: list[str], params_file: Path | None
         try:
             loaded = strictjson.loads(read_limited(params_file, MAX_PARAMS_FILE_BYTES).decode("utf-8"))
         except OSError as error:
-            raise ParamsError(f"cannot read params file {params_file}: {error.strerror or error}") from None
+            raise ParamsError(wording.unreadable_params_file(path=params_file, why=error.strerror or error)) from None
         except ValueError as error:  # not regular, too large, not UTF-8, not strict JSON
-            raise ParamsError(f"cannot read params file {params_file}: {error}") from None
+            raise ParamsError(wording.unreadable_params_file(path=params_file, why=error)) from None
         if not isinstance(loaded, dict):
-            raise ParamsError(f"params file {params_file} must hold a JSON object")
+            raise ParamsError(wording.params_file_not_object(path=params_file))
         given.update(loaded)
     for pair in pairs:
         name, equals, raw = pair.partition("=")
         if not equals:
-            raise ParamsError(f"--param takes NAME=VALUE, got {pair!r}")
+            raise ParamsError(wording.param_pair(pair=pair))
         if name not in declared:
             raise ParamsError(_unknown(name, declared))
         try:
             given[name] = parse_value(raw, declared[name]["schema"])
         except ParamsError as error:
-            raise ParamsError(f"param {name}: {error}") from None
+            raise ParamsError(wording.param_problem(name=name, problem=error)) from None
     return complete(declared, given)
 
 
@@ -98,14 +98,13 @@ def complete(declared: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
         elif "default" in param:
             params[name] = param["default"]
         else:
-            problems.append(f"param {name} is required (pass --param {name}=VALUE)")
+            problems.append(wording.param_required(name=name))
             continue
-        problems += [f"param {name}: {p}" for p in schema_errors(params[name], param["schema"])]
+        problems += [wording.param_problem(name=name, problem=p) for p in schema_errors(params[name], param["schema"])]
     if problems:
         raise ParamsError("; ".join(problems))
     return params
 
 
 def _unknown(name: str, declared: dict[str, Any]) -> str:
-    known = ", ".join(declared) or "none"
-    return f"the plan has no param {name!r} (its params: {known})"
+    return wording.unknown_param(name=name, known=", ".join(declared) or "none")

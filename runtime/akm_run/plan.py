@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from akm_run import strictjson, wording
 from akm_run.digest import canonical_bytes, tagged_sha256
 from akm_run.planformat import (
     FORMAT,
@@ -32,9 +33,21 @@ if TYPE_CHECKING:
     from akm_run import planshape
 
 __all__ = [
-    "MAX_DEPTH", "MAX_EMBEDDED_BYTES", "MAX_FILE_BYTES", "MAX_PLAN_BYTES", "REF", "PlanError", "canonical_bytes",
-    "plan_hash", "read_bytes", "read_file", "render_file", "sha256_of", "verify_file", "verify_plan",
-]  # fmt: skip
+    "MAX_DEPTH",
+    "MAX_EMBEDDED_BYTES",
+    "MAX_FILE_BYTES",
+    "MAX_PLAN_BYTES",
+    "REF",
+    "PlanError",
+    "canonical_bytes",
+    "plan_hash",
+    "read_bytes",
+    "read_file",
+    "render_file",
+    "sha256_of",
+    "verify_file",
+    "verify_plan",
+]
 
 sha256_of = tagged_sha256  # the name the compiler imports
 
@@ -62,16 +75,14 @@ def render_file(plan: Mapping[str, Any]) -> str:
 def loads_strict(data: bytes) -> Any:
     """Parse strict JSON (strictjson): UTF-8, no duplicate keys, no NaN or Infinity, no integer
     past ±(2^53 − 1); raises PlanError naming why."""
-    from akm_run import strictjson
-
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise PlanError("file", f"not UTF-8 (byte {error.start})") from error
+        raise PlanError("file", wording.not_utf8(byte=error.start)) from error
     try:
         return strictjson.loads(text, max_depth=None, int_check=False, as_values=False)
     except json.JSONDecodeError as error:
-        raise PlanError("file", f"not JSON: {error.msg} at line {error.lineno} column {error.colno}") from error
+        raise PlanError("file", wording.not_json(error=error.msg, line=error.lineno, column=error.colno)) from error
     except strictjson.NotStrict as error:
         raise PlanError("file", str(error)) from error
 
@@ -81,18 +92,14 @@ def loads_strict(data: bytes) -> Any:
 Check = Callable[[Any, str], None]
 
 
-def _fail(path: str, message: str) -> PlanError:
-    return PlanError(path, message)
-
-
 def _string(pattern: re.Pattern[str] | None = None, nonempty: bool = False) -> Check:
     def check(value: Any, path: str) -> None:
         if not isinstance(value, str):
-            raise _fail(path, f"expected a string, found {type_name(value)}")
+            raise PlanError(path, wording.expected(expected="a string", found=type_name(value)))
         if pattern is not None and not pattern.fullmatch(value):
-            raise _fail(path, f"{json.dumps(value)} does not match {pattern.pattern}")
+            raise PlanError(path, wording.no_match(value=json.dumps(value), pattern=pattern.pattern))
         if nonempty and not value:
-            raise _fail(path, "must not be empty (optional fields are absent, never empty)")
+            raise PlanError(path, wording.empty_string())
 
     return check
 
@@ -100,9 +107,9 @@ def _string(pattern: re.Pattern[str] | None = None, nonempty: bool = False) -> C
 def _integer(low: int, high: int) -> Check:
     def check(value: Any, path: str) -> None:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise _fail(path, f"expected an integer, found {type_name(value)}")
+            raise PlanError(path, wording.expected(expected="an integer", found=type_name(value)))
         if not low <= value <= high:
-            raise _fail(path, f"{value} is outside [{low}, {high}]")
+            raise PlanError(path, wording.outside(value=value, low=low, high=high))
 
     return check
 
@@ -110,7 +117,7 @@ def _integer(low: int, high: int) -> Check:
 def _const(expected: Any) -> Check:
     def check(value: Any, path: str) -> None:
         if type(value) is not type(expected) or value != expected:
-            raise _fail(path, f"expected {json.dumps(expected)}, found {json.dumps(value)}")
+            raise PlanError(path, wording.expected(expected=json.dumps(expected), found=json.dumps(value)))
 
     return check
 
@@ -118,7 +125,10 @@ def _const(expected: Any) -> Check:
 def _one_of(*choices: str) -> Check:
     def check(value: Any, path: str) -> None:
         if not isinstance(value, str) or value not in choices:
-            raise _fail(path, f"expected one of {', '.join(json.dumps(c) for c in choices)}, found {json.dumps(value)}")
+            raise PlanError(
+                path,
+                wording.expected_one_of(choices=", ".join(json.dumps(c) for c in choices), found=json.dumps(value)),
+            )
 
     return check
 
@@ -126,9 +136,9 @@ def _one_of(*choices: str) -> Check:
 def _list(item: Check, *, low: int, high: int) -> Check:
     def check(value: Any, path: str) -> None:
         if not isinstance(value, list):
-            raise _fail(path, f"expected an array, found {type_name(value)}")
+            raise PlanError(path, wording.expected(expected="an array", found=type_name(value)))
         if not low <= len(value) <= high:
-            raise _fail(path, f"expected {low} to {high} items, found {len(value)}")
+            raise PlanError(path, wording.item_count(low=low, high=high, count=len(value)))
         for i, element in enumerate(value):
             item(element, f"{path}[{i}]")
 
@@ -144,18 +154,18 @@ def _record(
 
     def check(value: Any, path: str) -> None:
         if not isinstance(value, dict):
-            raise _fail(path, f"expected an object, found {type_name(value)}")
+            raise PlanError(path, wording.expected(expected="an object", found=type_name(value)))
         for key in value:
             if key not in required and key not in optional:
-                raise _fail(f"{path}.{key}", f"unknown key {json.dumps(key)}")
+                raise PlanError(f"{path}.{key}", wording.unknown_key(key=json.dumps(key)))
         for key, sub in required.items():
             if key not in value:
-                raise _fail(path, f"missing key {json.dumps(key)}")
+                raise PlanError(path, wording.missing_key(key=json.dumps(key)))
             sub(value[key], f"{path}.{key}")
         for key, sub in optional.items():
             if key in value:
                 if key not in values and value[key] in ({}, [], None, ""):
-                    raise _fail(f"{path}.{key}", "must be absent rather than empty")
+                    raise PlanError(f"{path}.{key}", wording.empty_optional())
                 sub(value[key], f"{path}.{key}")
 
     return check
@@ -164,12 +174,12 @@ def _record(
 def _mapping(key_pattern: re.Pattern[str], item: Check, *, high: int) -> Check:
     def check(value: Any, path: str) -> None:
         if not isinstance(value, dict):
-            raise _fail(path, f"expected an object, found {type_name(value)}")
+            raise PlanError(path, wording.expected(expected="an object", found=type_name(value)))
         if len(value) > high:
-            raise _fail(path, f"at most {high} entries, found {len(value)}")
+            raise PlanError(path, wording.too_many_entries(limit=high, count=len(value)))
         for key, element in value.items():
             if not key_pattern.fullmatch(key):
-                raise _fail(f"{path}.{key}", f"{json.dumps(key)} is not a valid name")
+                raise PlanError(f"{path}.{key}", wording.invalid_name(key=json.dumps(key)))
             item(element, f"{path}.{key}")
 
     return check
@@ -178,11 +188,11 @@ def _mapping(key_pattern: re.Pattern[str], item: Check, *, high: int) -> Check:
 def _tagged(tag: str, variants: Mapping[str, Check]) -> Check:
     def check(value: Any, path: str) -> None:
         if not isinstance(value, dict):
-            raise _fail(path, f"expected an object, found {type_name(value)}")
+            raise PlanError(path, wording.expected(expected="an object", found=type_name(value)))
         kind = value.get(tag)
         if not isinstance(kind, str) or kind not in variants:
             choices = ", ".join(json.dumps(k) for k in variants)
-            raise _fail(f"{path}.{tag}", f"expected one of {choices}, found {json.dumps(kind)}")
+            raise PlanError(f"{path}.{tag}", wording.expected_one_of(choices=choices, found=json.dumps(kind)))
         variants[kind](value, path)
 
     return check
@@ -192,7 +202,7 @@ def _sorted_unique(key: str) -> Check:
     def check(value: Any, path: str) -> None:
         names = [entry[key] for entry in value]
         if names != sorted(names) or len(set(names)) != len(names):
-            raise _fail(path, f"entries must be sorted by {key} and unique")
+            raise PlanError(path, wording.unsorted(key=key))
 
     return check
 
@@ -284,19 +294,19 @@ def _semantics(plan: dict[str, Any], path: str) -> None:
     for i, step in enumerate(plan["steps"]):
         where = f"{path}.steps[{i}]"
         if step["index"] != i:
-            raise _fail(f"{where}.index", f"is {step['index']}, but the step stands at position {i}")
+            raise PlanError(f"{where}.index", wording.misplaced_step(index=step["index"], position=i))
         if step["stepId"] in index_of:
-            raise _fail(f"{where}.stepId", f"duplicate step id {json.dumps(step['stepId'])}")
+            raise PlanError(f"{where}.stepId", wording.duplicate_step(step=json.dumps(step["stepId"])))
         index_of[step["stepId"]] = i
 
     def reads(reference: str, where: str, before: int) -> None:
         match = REFERENCE.fullmatch(reference)
         assert match is not None  # the structural pass checked the pattern
         if match.group("param") is not None and match.group("param") not in params:
-            raise _fail(where, f"{json.dumps(reference)} names an undeclared param")
+            raise PlanError(where, wording.undeclared_param(reference=json.dumps(reference)))
         step = match.group("step")
         if step is not None and index_of.get(step, before) >= before:
-            raise _fail(where, f"{json.dumps(reference)} does not name an earlier step")
+            raise PlanError(where, wording.not_earlier(reference=json.dumps(reference)))
 
     for i, step in enumerate(plan["steps"]):
         where = f"{path}.steps[{i}]"
@@ -311,7 +321,7 @@ def _semantics(plan: dict[str, Any], path: str) -> None:
                 nexts.append((f"{where}.default", step["default"]))
             for at, target in nexts:
                 if index_of.get(target, -1) <= i:
-                    raise _fail(at, f"route target {json.dumps(target)} is not a later step")
+                    raise PlanError(at, wording.route_not_later(target=json.dumps(target)))
         target = step.get("target")
         if target is not None and target["kind"] == "child-workflow":
             _child_bindings(target, f"{where}.target", i, reads, step["kind"] == "map")
@@ -326,15 +336,15 @@ def _child_bindings(
     bound = set()
     for j, binding in enumerate(target.get("bindings", [])):
         if binding["name"] not in child_params:
-            raise _fail(f"{path}.bindings[{j}].name", f"child has no param {json.dumps(binding['name'])}")
+            raise PlanError(f"{path}.bindings[{j}].name", wording.child_has_no_param(name=json.dumps(binding["name"])))
         if binding["kind"] == "reference":
             reads(binding["from"], f"{path}.bindings[{j}].from", index)
         if binding["kind"] == "item" and not mapped:
-            raise _fail(f"{path}.bindings[{j}].from", "`item` is only defined in the target of a map step")
+            raise PlanError(f"{path}.bindings[{j}].from", wording.item_outside_map())
         bound.add(binding["name"])
     for name, param in child_params.items():
         if "default" not in param and name not in bound:
-            raise _fail(f"{path}.bindings", f"required child param {json.dumps(name)} is not bound")
+            raise PlanError(f"{path}.bindings", wording.child_param_unbound(name=json.dumps(name)))
 
 
 def _hashes(plan: dict[str, Any], path: str, depth: int, embedded: list[int]) -> None:
@@ -345,13 +355,13 @@ def _hashes(plan: dict[str, Any], path: str, depth: int, embedded: list[int]) ->
             continue
         where = f"{path}.steps[{i}].target"
         if depth + 1 > MAX_DEPTH:
-            raise _fail(where, f"composition deeper than {MAX_DEPTH} levels")
+            raise PlanError(where, wording.composition_too_deep(limit=MAX_DEPTH))
         data = canonical_bytes(target["plan"])
         embedded[0] += len(data)
         if embedded[0] > MAX_EMBEDDED_BYTES:
-            raise _fail(where, f"embedded child plans exceed {MAX_EMBEDDED_BYTES} bytes in total")
+            raise PlanError(where, wording.embedded_too_large(limit=MAX_EMBEDDED_BYTES))
         if sha256_of(data) != target["planHash"]:
-            raise _fail(f"{where}.planHash", "does not match the embedded plan")
+            raise PlanError(f"{where}.planHash", wording.embedded_hash_mismatch())
         _semantics(target["plan"], f"{where}.plan")
         _hashes(target["plan"], f"{where}.plan", depth + 1, embedded)
 
@@ -360,7 +370,7 @@ def verify_plan(plan: Any, path: str = "plan") -> dict[str, Any]:
     """Decode a plan object strictly and check its integrity; raises PlanError."""
     _decode_plan()(plan, path)
     if len(canonical_bytes(plan)) > MAX_PLAN_BYTES:
-        raise _fail(path, f"canonical size exceeds {MAX_PLAN_BYTES} bytes")
+        raise PlanError(path, wording.plan_too_large(limit=MAX_PLAN_BYTES))
     _semantics(plan, path)
     _hashes(plan, path, 0, [0])
     verified: dict[str, Any] = plan
@@ -370,24 +380,24 @@ def verify_plan(plan: Any, path: str = "plan") -> dict[str, Any]:
 def verify_file(data: bytes, expect_hash: str | None = None) -> dict[str, Any]:
     """Verify a plan file's bytes; returns the plan object or raises PlanError."""
     if len(data) > MAX_FILE_BYTES:
-        raise PlanError("file", f"larger than {MAX_FILE_BYTES} bytes")
+        raise PlanError("file", wording.larger_than(limit=MAX_FILE_BYTES))
     document = loads_strict(data)
     if not isinstance(document, dict):
-        raise PlanError("file", f"expected an object, found {type_name(document)}")
+        raise PlanError("file", wording.expected(expected="an object", found=type_name(document)))
     for key in document:
         if key not in ("format", "planHash", "plan"):
-            raise PlanError(key, f"unknown envelope key {json.dumps(key)}")
+            raise PlanError(key, wording.unknown_envelope_key(key=json.dumps(key)))
     for key in ("format", "planHash", "plan"):
         if key not in document:
-            raise PlanError("file", f"missing envelope key {json.dumps(key)}")
+            raise PlanError("file", wording.missing_envelope_key(key=json.dumps(key)))
     _const(FORMAT)(document["format"], "format")
     _string(SHA256)(document["planHash"], "planHash")
     plan = verify_plan(document["plan"])
     actual = plan_hash(plan)
     if document["planHash"] != actual:
-        raise PlanError("planHash", f"does not match the plan (recomputed {actual})")
+        raise PlanError("planHash", wording.hash_mismatch(actual=actual))
     if expect_hash is not None and expect_hash != actual:
-        raise PlanError("planHash", f"is {actual}, but {expect_hash} was expected (--expect-hash)")
+        raise PlanError("planHash", wording.unexpected_hash(actual=actual, expected=expect_hash))
     return plan
 
 
@@ -398,7 +408,7 @@ def read_bytes(path: str | os.PathLike[str]) -> bytes:
         with open(path, "rb") as handle:
             return handle.read(MAX_FILE_BYTES + 1)
     except OSError as error:
-        raise PlanError("file", f"cannot read {os.fspath(path)}: {error.strerror or error}") from None
+        raise PlanError("file", wording.unreadable(path=os.fspath(path), why=error.strerror or error)) from None
 
 
 def read_file(path: str | os.PathLike[str], expect_hash: str | None = None) -> tuple[dict[str, Any] | None, str]:

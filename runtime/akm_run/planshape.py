@@ -10,6 +10,7 @@ import typing
 from typing import Any, Literal, NamedTuple, NotRequired, Required, Union, get_args, get_origin, get_type_hints
 
 from akm_run import planformat as pf
+from akm_run import wording
 
 
 class String(NamedTuple):
@@ -141,7 +142,7 @@ def _node(hint: Any, records: dict[str, Record]) -> Node:
         return _tagged(args, records)
     if typing.is_typeddict(hint):
         return _record(hint, records)
-    raise TypeError(f"the plan definition uses a type the description does not know: {hint!r}")
+    raise TypeError(wording.unknown_plan_type(hint=hint))
 
 
 def _tagged(members: tuple[Any, ...], records: dict[str, Record]) -> Tagged:

@@ -162,8 +162,9 @@ class FromJournal:
         """Read the journal so far without drawing, then draw its open steps and units in flight."""
         for event in events:
             self._read(event, draw=False)
-        opened = sorted(((e, run) for run in self.runs.values() if run for e in run.started.values()),
-                        key=lambda pair: pair[0].seq)  # fmt: skip
+        opened = sorted(
+            ((e, run) for run in self.runs.values() if run for e in run.started.values()), key=lambda pair: pair[0].seq
+        )
         for event, run in opened:
             assert event.step_id is not None
             self.progress.step_started(run.where, event.step_id, run.steps[event.step_id], len(run.steps))

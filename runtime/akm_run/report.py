@@ -179,8 +179,10 @@ def _why(failure: dict[str, Any] | None) -> str:
 def _tree(nodes: list[dict[str, Any]], indent: str) -> list[str]:
     lines = []
     for node in nodes:
-        lines.append(f"{indent}{RUN_GLYPHS[node['status']]} {node['runId']}  {node['ref']}  "
-                     f"(step {node['stepId']})  {node['status']}")  # fmt: skip
+        lines.append(
+            f"{indent}{RUN_GLYPHS[node['status']]} {node['runId']}  {node['ref']}  "
+            f"(step {node['stepId']})  {node['status']}"
+        )
         if "resume" in node:
             lines.append(f"{indent}    resume: {node['resume']['command']}, then {node['resume']['then']}")
         lines += _tree(node.get("children", []), indent + "  ")
@@ -267,8 +269,10 @@ def logs_text(document: dict[str, Any]) -> str:
             took = f"  took {attempt['durationMs'] / 1000:.3f}s" if "durationMs" in attempt else "  (still running)"
             code = f"  exit {attempt['exitCode']}" if "exitCode" in attempt else ""
             reason = f"  {attempt['reason']}" if "reason" in attempt else ""
-            lines.append(f"  attempt {attempt['attempt']}  {attempt['status']}{reason}{code}  "
-                         f"started {attempt['startedAt']}{took}")  # fmt: skip
+            lines.append(
+                f"  attempt {attempt['attempt']}  {attempt['status']}{reason}{code}  "
+                f"started {attempt['startedAt']}{took}"
+            )
             if "message" in attempt:
                 lines.append(f"    message: {attempt['message']}")
             if "output" in attempt:

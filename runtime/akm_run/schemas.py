@@ -8,12 +8,10 @@ import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
+from akm_run import wording
 from akm_run.numbers import normal
+from akm_run.patterns import unsafe
 from akm_run.planformat import MAX_INT, PlanError
-
-
-def _fail(path: str, message: str) -> PlanError:
-    return PlanError(path, message)
 
 
 def type_name(value: Any) -> str:
@@ -34,20 +32,22 @@ def json_value(value: Any, path: str) -> None:
             continue
         if isinstance(item, int):
             if abs(item) > MAX_INT:
-                raise _fail(where, f"integer {item} is outside ±(2^53 − 1)")
+                raise PlanError(where, wording.integer_outside(integer=item))
         elif isinstance(item, list):
             stack.extend((v, f"{where}[{i}]") for i, v in enumerate(item))
         elif isinstance(item, dict):
             stack.extend((v, f"{where}.{k}") for k, v in item.items())
         else:
-            raise _fail(where, f"unexpected {type_name(item)}")
+            raise PlanError(where, wording.unexpected_type(type=type_name(item)))
 
 
 def check_schema(value: Any, path: str) -> None:
     """A JSON Schema a plan may carry: draft 2020-12, references inside itself, bounded patterns."""
     if not isinstance(value, dict):
-        raise _fail(path, f"expected a JSON Schema object, found {type_name(value)}")
+        raise PlanError(path, wording.expected(expected="a JSON Schema object", found=type_name(value)))
     json_value(value, path)
+    # Imported here, as in _validator_class: jsonschema costs about 60 ms to import, paid only by
+    # a process that checks or validates a schema (not by `akmc check`, nor by `akm-run status`).
     from jsonschema import Draft202012Validator
     from jsonschema.exceptions import SchemaError
 
@@ -55,7 +55,7 @@ def check_schema(value: Any, path: str) -> None:
         Draft202012Validator.check_schema(value)
     except SchemaError as error:
         where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
-        raise _fail(path + where, f"invalid JSON Schema: {error.message}") from error
+        raise PlanError(path + where, wording.invalid_schema(error=error.message)) from error
     _schema_refs(value, path)
     _patterns(value, path)
 
@@ -89,15 +89,15 @@ def _schema_refs(schema: dict[str, Any], path: str) -> None:
     for pointer, node in nodes.items():
         for key in _ELSEWHERE:
             if key in node and not (key == "$id" and pointer == ""):
-                raise _fail(where(pointer), f"{key} is not supported in plan schemas (use $ref to #/$defs/…)")
+                raise PlanError(where(pointer), wording.unsupported_keyword(key=key))
         targets = []
         if "$ref" in node:
             ref = node["$ref"]
             if not isinstance(ref, str) or not (ref == "#" or ref.startswith("#/")):
-                raise _fail(where(pointer) + ".$ref", f"{json.dumps(ref)} does not point inside this schema")
+                raise PlanError(where(pointer) + ".$ref", wording.ref_outside(ref=json.dumps(ref)))
             target = urllib.parse.unquote(ref[1:])
             if target not in nodes and not isinstance(_pointer_value(schema, target), bool):
-                raise _fail(where(pointer) + ".$ref", f"{json.dumps(ref)} does not name a schema in this schema")
+                raise PlanError(where(pointer) + ".$ref", wording.ref_unknown(ref=json.dumps(ref)))
             targets.append(target)
         for key in _IN_PLACE:
             child = node.get(key)
@@ -140,7 +140,7 @@ def _no_cycle(edges: dict[str, list[str]], where: Callable[[str], str]) -> None:
                 state[node] = 2
                 path.pop()
             elif state.get(child) == 1:
-                raise _fail(where(node), "$ref loops back to itself without descending into the value")
+                raise PlanError(where(node), wording.ref_loop())
             elif not state.get(child):
                 state[child] = 1
                 path.append((child, iter(edges[child])))
@@ -148,8 +148,6 @@ def _no_cycle(edges: dict[str, list[str]], where: Callable[[str], str]) -> None:
 
 def _patterns(schema: Any, path: str) -> None:
     """Every `pattern` in a schema is one whose matching time is bounded (akm_run.patterns)."""
-    from akm_run.patterns import unsafe
-
     if isinstance(schema, list):
         for i, item in enumerate(schema):
             _patterns(item, f"{path}[{i}]")
@@ -159,7 +157,7 @@ def _patterns(schema: Any, path: str) -> None:
         if key == "pattern" and isinstance(item, str):
             why = unsafe(item)
             if why is not None:
-                raise _fail(f"{path}.pattern", f"{json.dumps(item)} may backtrack catastrophically: {why}")
+                raise PlanError(f"{path}.pattern", wording.unsafe_pattern(pattern=json.dumps(item), why=why))
         elif key not in _VALUES:
             _patterns(item, f"{path}.{key}")
 
@@ -168,7 +166,7 @@ def _patterns(schema: Any, path: str) -> None:
 def _validator_class() -> Any:
     """Draft 2020-12 by the numeric rule of akm_run.numbers: an `integer` is an int (values are
     normalised before they are validated, so `1.0` is one, and `1e300` is not)."""
-    import jsonschema
+    import jsonschema  # about 60 ms: imported on the first validation, not with the module
 
     base = jsonschema.Draft202012Validator
     checker = base.TYPE_CHECKER.redefine("integer", lambda _, v: isinstance(v, int) and not isinstance(v, bool))
@@ -186,7 +184,7 @@ def schema_errors(value: Any, schema: dict[str, Any]) -> list[str]:
     out = []
     for error in errors:
         where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
-        out.append(f"{'value' + where if where else 'value'}: {error.message}")
+        out.append(wording.invalid_value(where="value" + where if where else "value", error=error.message))
     return out
 
 
@@ -194,4 +192,4 @@ def default_fits(value: Any, schema: dict[str, Any], path: str) -> None:
     """Refuse a param default that its own schema rejects."""
     error = next(iter(_validator(schema).iter_errors(normal(value))), None)
     if error is not None:
-        raise _fail(path, f"the default does not fit the param's schema: {error.message}")
+        raise PlanError(path, wording.default_misfit(error=error.message))

@@ -18,6 +18,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from akm_run import wording
+
 NAMESPACE = "akm-plan"
 SIGNERS_VARIABLE = "AKM_RUN_ALLOWED_SIGNERS"
 MAX_SIGNATURE_BYTES = 64 * 1024  # an ed25519 signature is ~300 bytes, an RSA-16384 one ~3 KiB
@@ -36,7 +38,7 @@ class SignatureRefused(Exception):
 
     def __init__(self, reason: str, message: str) -> None:
         assert reason in REASONS, reason
-        super().__init__(f"{reason.replace('_', ' ')}: {message}")
+        super().__init__(wording.signature_refused(reason=reason.replace("_", " "), message=message))
         self.reason = reason
 
 
@@ -68,10 +70,10 @@ def read_limited(path: str | os.PathLike[str], limit: int) -> bytes:
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
     with os.fdopen(fd, "rb") as handle:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise ValueError("not a regular file")
+            raise ValueError(wording.not_regular())
         data = handle.read(limit + 1)
     if len(data) > limit:
-        raise ValueError(f"larger than {limit} bytes")
+        raise ValueError(wording.larger_than(limit=limit))
     return data
 
 
@@ -79,19 +81,19 @@ def parse(armored: bytes) -> Envelope:
     """Decode an armored SSHSIG (PROTOCOL.sshsig) far enough to name its namespace and key."""
     text = armored.strip()
     if not (text.startswith(_BEGIN) and text.endswith(_END)):
-        raise SignatureRefused("bad_signature", "not an SSH signature (no BEGIN/END SSH SIGNATURE armor)")
+        raise SignatureRefused("bad_signature", wording.no_armor())
     try:
         blob = base64.b64decode(b"".join(text[len(_BEGIN) : -len(_END)].split()), validate=True)
     except (binascii.Error, ValueError):
-        raise SignatureRefused("bad_signature", "the SSH signature is not valid base64") from None
+        raise SignatureRefused("bad_signature", wording.not_base64()) from None
     fields: list[bytes] = []
     at = 10  # "SSHSIG" and the uint32 version
     if blob[:6] != b"SSHSIG" or int.from_bytes(blob[6:10], "big") != 1:
-        raise SignatureRefused("bad_signature", "not an SSH signature (SSHSIG version 1)")
+        raise SignatureRefused("bad_signature", wording.not_sshsig())
     for _ in range(5):  # public key, namespace, reserved, hash algorithm, signature
         size = int.from_bytes(blob[at : at + 4], "big")
         if at + 4 > len(blob) or at + 4 + size > len(blob):
-            raise SignatureRefused("bad_signature", "the SSH signature is truncated")
+            raise SignatureRefused("bad_signature", wording.truncated_signature())
         fields.append(blob[at + 4 : at + 4 + size])
         at += 4 + size
     digest = base64.b64encode(hashlib.sha256(fields[0]).digest()).decode().rstrip("=")
@@ -102,7 +104,7 @@ def ssh_keygen() -> str:
     """The ssh-keygen on PATH, or SigningUnavailable naming what to install."""
     found = shutil.which("ssh-keygen")
     if found is None:
-        raise SigningUnavailable(f"ssh-keygen, which makes and checks plan signatures, is not on PATH; {SETUP_HINT}")
+        raise SigningUnavailable(wording.no_ssh_keygen(setup=SETUP_HINT))
     return found
 
 
@@ -112,11 +114,11 @@ def _keygen(*args: str, data: bytes | None = None) -> subprocess.CompletedProces
             [ssh_keygen(), "-Y", *args], input=data or b"", capture_output=True, timeout=SSH_KEYGEN_TIMEOUT_S
         )
     except subprocess.TimeoutExpired:
-        raise SigningUnavailable(f"ssh-keygen -Y {args[0]} did not answer within {SSH_KEYGEN_TIMEOUT_S}s") from None
+        raise SigningUnavailable(wording.ssh_keygen_timeout(verb=args[0], seconds=SSH_KEYGEN_TIMEOUT_S)) from None
     except OSError as error:
-        raise SigningUnavailable(f"cannot run ssh-keygen: {error}") from None
+        raise SigningUnavailable(wording.ssh_keygen_failed(error=error)) from None
     if b"Unsupported operation for -Y" in done.stderr:  # an OpenSSH older than the verb
-        raise SigningUnavailable(f"this ssh-keygen has no `-Y {args[0]}`; {SETUP_HINT}")
+        raise SigningUnavailable(wording.ssh_keygen_too_old(verb=args[0], setup=SETUP_HINT))
     return done
 
 
@@ -127,7 +129,7 @@ def verify(data: bytes, signature: bytes, allowed_signers: bytes, signers_name: 
     envelope = parse(signature)
     if envelope.namespace != NAMESPACE:
         raise SignatureRefused(
-            "wrong_namespace", f"the signature is for namespace {envelope.namespace!r}, not {NAMESPACE!r}"
+            "wrong_namespace", wording.wrong_namespace(namespace=envelope.namespace, expected=NAMESPACE)
         )
     ssh_keygen()
     with tempfile.TemporaryDirectory(prefix="akm-signature-") as private:  # 0700: ours alone
@@ -141,24 +143,19 @@ def verify(data: bytes, signature: bytes, allowed_signers: bytes, signers_name: 
         if not principals:
             if (outside := _outside_dates(allowed_signers, envelope.fingerprint, signers_name)) is not None:
                 raise SignatureRefused("not_allowed", outside)
-            raise SignatureRefused(
-                "unlisted_signer", f"signed with key {envelope.fingerprint}, which {signers_name} does not list"
-            )
+            unlisted = wording.unlisted_signer(fingerprint=envelope.fingerprint, signers=signers_name)
+            raise SignatureRefused("unlisted_signer", unlisted)
         for principal in principals:
-            checked = _keygen("verify", "-f", str(signers_file), "-I", principal, "-n", NAMESPACE, "-s", str(sig_file),
-                              data=data)  # fmt: skip
+            checked = _keygen(
+                "verify", "-f", str(signers_file), "-I", principal, "-n", NAMESPACE, "-s", str(sig_file), data=data
+            )
             if checked.returncode == 0:
                 return Signer(principal, envelope.fingerprint)
         intact = _keygen("check-novalidate", "-n", NAMESPACE, "-s", str(sig_file), data=data).returncode == 0
     who = f"{', '.join(principals)} ({envelope.fingerprint})"
     if not intact:
-        raise SignatureRefused(
-            "signature_mismatch",
-            f"the signature by {who} does not match the plan file's bytes: the plan was changed after it was signed",
-        )
-    raise SignatureRefused(
-        "not_allowed", f"{who} is listed in {signers_name}, but not for namespace {NAMESPACE!r} at this time"
-    )
+        raise SignatureRefused("signature_mismatch", wording.changed_after_signing(who=who))
+    raise SignatureRefused("not_allowed", wording.not_allowed_now(who=who, signers=signers_name, namespace=NAMESPACE))
 
 
 _KEY = re.compile(rb"(?:^|\s)((?:ssh|ecdsa|sk)-[\w@.-]+)\s+([A-Za-z0-9+/]+=*)")
@@ -187,12 +184,8 @@ def _outside_dates(allowed_signers: bytes, fingerprint: str, signers_name: str) 
             when = f"{day[:4].decode()}-{day[4:6].decode()}-{day[6:].decode()}"
             if clock:
                 when += f" {clock[:2].decode()}:{clock[2:4].decode()}" + (" UTC" if zone else "")
-            listed = f"{who} ({fingerprint}) is listed in {signers_name}, but its key"
-            return (
-                f"{listed} expired on {when} (valid-before)"
-                if before
-                else f"{listed} is valid only from {when} (valid-after)"
-            )
+            outside = wording.key_expired if before else wording.key_not_yet_valid
+            return outside(who=who, fingerprint=fingerprint, signers=signers_name, when=when)
     return None
 
 
@@ -202,5 +195,5 @@ def sign(data: bytes, key: Path) -> bytes:
     made = _keygen("sign", "-f", str(key), "-n", NAMESPACE, data=data)
     if made.returncode != 0 or not made.stdout.startswith(_BEGIN):
         reason = made.stderr.decode("utf-8", "replace").replace("Signing data on standard input", "").strip()
-        raise SigningUnavailable(f"ssh-keygen could not sign with {key}: {reason or f'exit {made.returncode}'}")
+        raise SigningUnavailable(wording.cannot_sign(key=key, reason=reason or f"exit {made.returncode}"))
     return made.stdout

@@ -13,6 +13,7 @@ import json
 import re
 from typing import Any
 
+from akm_run import wording
 from akm_run.numbers import number
 from akm_run.planformat import MAX_INT
 
@@ -31,19 +32,19 @@ def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in pairs:
         if key in out:
-            raise NotStrict(f"duplicate key {_shown(json.dumps(key, ensure_ascii=False))}")
+            raise NotStrict(wording.duplicate_key(key=_shown(json.dumps(key, ensure_ascii=False))))
         out[key] = value
     return out
 
 
 def _constant(name: str) -> Any:
-    raise NotStrict(f"{name} is not JSON")
+    raise NotStrict(wording.not_json_constant(name=name))
 
 
 def _int(text: str) -> int:
     if len(text.lstrip("-")) > _INT_DIGITS or abs(int(text)) > MAX_INT:
         shown = text if len(text) <= 24 else f"{text[:20]}… ({len(text.lstrip('-'))} digits)"
-        raise NotStrict(f"integer {shown} is outside ±(2^53 − 1)")
+        raise NotStrict(wording.integer_outside(integer=shown))
     return int(text)
 
 
@@ -58,7 +59,7 @@ def _float(text: str) -> float:
     value = float(text)
     if value in (float("inf"), float("-inf")):
         shown = text if len(text) <= 24 else f"{text[:20]}…"
-        raise NotStrict(f"number {shown} is too large to represent")
+        raise NotStrict(wording.number_too_large(number=shown))
     return value
 
 
@@ -88,9 +89,9 @@ def loads(text: str, max_depth: int | None = MAX_VALUE_DEPTH, *, int_check: bool
     past the limit (but not absurdly long ones) are left for the caller's own check. Without
     `as_values`, numbers keep the form they are written in (`1.0` stays a float)."""
     if max_depth is not None and text.lstrip()[:1] in ("[", "{") and depth(text) > max_depth:
-        raise NotStrict(f"nesting deeper than {max_depth} levels")
+        raise NotStrict(wording.nesting_too_deep(limit=max_depth))
     if (found := _SURROGATE.search(text)) is not None:
-        raise NotStrict(f"not Unicode text: a lone surrogate {_shown(found.group())} at character {found.start()}")
+        raise NotStrict(wording.lone_surrogate_in_text(surrogate=_shown(found.group()), offset=found.start()))
     try:
         value = json.loads(
             text,
@@ -100,7 +101,7 @@ def loads(text: str, max_depth: int | None = MAX_VALUE_DEPTH, *, int_check: bool
             parse_float=_value if as_values else _float,
         )
     except RecursionError:
-        raise NotStrict("nested too deeply") from None
+        raise NotStrict(wording.nested_too_deeply()) from None
     if _SURROGATE_ESCAPE.search(text) is not None:  # a pair is one character; a lone half is none
         _no_lone_surrogate(value)
     return value
@@ -117,7 +118,7 @@ def _no_lone_surrogate(value: Any) -> None:
         item = pending.pop()
         if isinstance(item, str):
             if (found := _SURROGATE.search(item)) is not None:  # the string itself is not quoted: it may hold a secret
-                raise NotStrict(f"a string holds a lone surrogate {_shown(found.group())}, which is not Unicode text")
+                raise NotStrict(wording.lone_surrogate_in_string(surrogate=_shown(found.group())))
         elif isinstance(item, dict):
             pending += item.keys()
             pending += item.values()

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from akm_run import signing
+from akm_run import signing, wording
 from akm_run.plan import MAX_DEPTH, PlanError, loads_strict, plan_hash, read_bytes, verify_file
 from akm_run.signing import MAX_SIGNATURE_BYTES, MAX_SIGNERS_BYTES, SignatureRefused, Signer, SigningUnavailable
 
@@ -36,8 +36,12 @@ class Admitted:
     def summary(self, path: Path) -> str:
         """The line `verify` prints: the plan hash and, when signed, who signed it."""
         signed = self.signature
-        by = f", signed by {signed.signer.principal} ({signed.signer.fingerprint})" if signed is not None else ""
-        return f"verified {path}: {plan_hash(self.plan)}{by}"
+        if signed is None:
+            return wording.verified(path=path, plan_hash=plan_hash(self.plan))
+        signer = signed.signer
+        return wording.verified_signed(
+            path=path, plan_hash=plan_hash(self.plan), principal=signer.principal, fingerprint=signer.fingerprint
+        )
 
 
 class RunSource(Protocol):
@@ -65,17 +69,17 @@ def _signers(path: Path) -> bytes:
         return signing.read_limited(path, MAX_SIGNERS_BYTES)
     except (OSError, ValueError) as error:
         why = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
-        raise SigningUnavailable(f"cannot read the allowed signers file {path}: {why}") from None
+        raise SigningUnavailable(wording.unreadable_signers(path=path, why=why)) from None
 
 
 def _signature(path: Path) -> bytes:
     try:
         return signing.read_limited(path, MAX_SIGNATURE_BYTES)
     except FileNotFoundError:
-        raise SignatureRefused("unsigned", f"no signature {path} (sign the plan with `akmc sign`)") from None
+        raise SignatureRefused("unsigned", wording.no_signature(path=path)) from None
     except (OSError, ValueError) as error:
         why = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
-        raise SignatureRefused("bad_signature", f"cannot read the signature {path}: {why}") from None
+        raise SignatureRefused("bad_signature", wording.unreadable_signature(path=path, why=why)) from None
 
 
 def admit(
@@ -106,21 +110,22 @@ def recheck(store: RunSource, run: Any, signers: Path | None) -> Signer | None:
             break
         parent = store.run(top.parent_run_id)
         if parent is None:
-            raise PlanError("run", f"run {top.id} names a parent run {top.parent_run_id} that does not exist")
+            raise PlanError("run", wording.missing_parent(run=top.id, parent=top.parent_run_id))
         _embedded(parent, top)
         top = parent
     else:
-        raise PlanError("run", f"run {run.id} has more than {MAX_DEPTH} ancestors (a parent cycle?)")
+        raise PlanError("run", wording.too_many_ancestors(run=run.id, limit=MAX_DEPTH))
     recorded = store.signature(top.id)
     path = signers if signers is not None else Path(recorded.allowed_signers) if recorded is not None else None
     if path is None:
         return None
     if recorded is None:
-        raise SignatureRefused("unsigned", f"run {top.id} was published without a signature")
+        raise SignatureRefused("unsigned", wording.published_unsigned(run=top.id))
     signer = signing.verify(recorded.plan_file, recorded.signature, _signers(path), str(path))
     signed_hash = plan_hash(verify_file(recorded.plan_file))
     if signed_hash != top.plan_hash:
-        raise SignatureRefused("signature_mismatch", f"run {top.id} runs {top.plan_hash}, but {signed_hash} was signed")
+        mismatch = wording.signed_another_plan(run=top.id, plan_hash=top.plan_hash, signed=signed_hash)
+        raise SignatureRefused("signature_mismatch", mismatch)
     return signer
 
 
@@ -139,7 +144,7 @@ def _embedded(parent: Any, child: Any) -> None:
     step_id = (child.parent_unit_id or "").split(":")[0]
     plan = loads_strict(parent.plan_json.encode())
     if plan_hash(plan) != parent.plan_hash:
-        raise PlanError("plan", f"run {parent.id}: stored plan hash does not match the run's {parent.plan_hash}")
+        raise PlanError("plan", wording.stored_hash_mismatch(run=parent.id, plan_hash=parent.plan_hash))
     steps = plan.get("steps") if isinstance(plan, dict) else None
     target = next((s.get("target") for s in steps or () if isinstance(s, dict) and s.get("stepId") == step_id), None)
     if (
@@ -147,8 +152,10 @@ def _embedded(parent: Any, child: Any) -> None:
         or target.get("kind") != "child-workflow"
         or target.get("planHash") != child.plan_hash
     ):
-        raise PlanError("plan", f"child run {child.id} runs {child.plan_hash}, which step {step_id!r} of "
-                                f"run {parent.id} does not embed")  # fmt: skip
+        unembedded = wording.child_not_embedded(
+            child=child.id, plan_hash=child.plan_hash, step=step_id, parent=parent.id
+        )
+        raise PlanError("plan", unembedded)
 
 
 def admission(store: RunSource, run_id: str, signers: Path | None) -> Callable[[Any], None]:

@@ -11,6 +11,7 @@ uses it, and that docs/runtime-messages.md lists every error with its exit code.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Generic, NamedTuple, ParamSpec
 
 from akm_run.exitcodes import INTERNAL, LOCKED, REFUSED, USAGE
@@ -380,6 +381,24 @@ def refused_run(*, run: str, error: Exception) -> None: ...
 def cannot_check_run(*, run: str, error: Exception) -> None: ...
 @error(REFUSED, "refused run {run}: its stored plan does not verify: {error}")
 def stored_plan_refused(*, run: str, error: Exception) -> None: ...
+@error(LOCKED, "{held}; wait for it to finish, or stop pid {pid}")
+def drive_lock_held(*, held: Exception, pid: int) -> None: ...
+@error(
+    INTERNAL,
+    "error: the state database {database} was removed while run {run} was being driven ({kind}: {error}); "
+    "nothing more can be recorded",
+)
+def state_database_removed(*, database: Path, run: str, kind: str, error: Exception) -> None: ...
+@error(
+    INTERNAL,
+    "internal error while driving run {run}: {kind}: {error}; the run stays active and resumable: `{command}`",
+)
+def internal_drive_error(*, run: str, kind: str, error: Exception, command: str) -> None: ...
+@words(
+    "the worker pool gave up on {what}: its worker died each time DBOS recovered it (a unit that kills its "
+    "worker or its host does that){units}; the run stays active and resumable: `{command}`"
+)
+def pool_gave_up(*, what: str, units: str, command: str) -> None: ...
 @error(USAGE, "run {run} is published and waits: {error}")
 def published_and_waits(*, run: str, error: Exception) -> None: ...
 @error(USAGE, "error: {reason}; run {run} goes on once the database is back (follow it with `{command}`)")

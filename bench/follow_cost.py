@@ -87,9 +87,25 @@ def measure(server: PostgresServer, body: str, args: argparse.Namespace) -> None
             history._pg.execute("ANALYZE events")
             history.close()
         items = json.dumps(list(range(args.units)))
-        done = subprocess.run([sys.executable, "-m", "akm_run", "run", str(plan_file), "--database", pool.url,
-                               "--param", f"items={items}", "--format", "json"], cwd=directory, env=pool.env(),
-                              capture_output=True, text=True)  # fmt: skip
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "akm_run",
+                "run",
+                str(plan_file),
+                "--database",
+                pool.url,
+                "--param",
+                f"items={items}",
+                "--format",
+                "json",
+            ],
+            cwd=directory,
+            env=pool.env(),
+            capture_output=True,
+            text=True,
+        )
         if done.returncode != 0:
             raise SystemExit(f"the run exited {done.returncode}: {done.stderr}")
         run_id = json.loads(done.stdout)["runId"]

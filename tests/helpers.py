@@ -286,8 +286,14 @@ class Runtime:
     def start(self, *args: str | Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
         """`akm-run ARGS` started in the background (a test signals it or waits for it)."""
         self.pool()
-        return subprocess.Popen([sys.executable, "-m", "akm_run", *map(str, args)], cwd=self.root,
-                                env=env or self.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+        return subprocess.Popen(
+            [sys.executable, "-m", "akm_run", *map(str, args)],
+            cwd=self.root,
+            env=env or self.env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
 
     # -- the process that executes units: the driver on SQLite, a worker on PostgreSQL ----------------
 
@@ -296,9 +302,15 @@ class Runtime:
         own, its pid in `driver.pid` for a unit to kill: on SQLite the driver itself; on PostgreSQL a
         worker started for this with `env` (AKM_RUN_FAULT reaches the process it is meant for)."""
         if self.sqlite:
-            process = subprocess.Popen([sys.executable, "-m", "akm_run", "run", *map(str, args)], cwd=self.root,
-                                       env=env or self.env(), start_new_session=True, text=True,
-                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+            process = subprocess.Popen(
+                [sys.executable, "-m", "akm_run", "run", *map(str, args)],
+                cwd=self.root,
+                env=env or self.env(),
+                start_new_session=True,
+                text=True,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
             (self.root / "driver.pid").write_text(str(process.pid))
             return process
         self.stop_workers()
@@ -347,9 +359,13 @@ class Runtime:
         self.workers[-1].serving()
 
     def start_worker(
-        self, env: dict[str, str] | None = None, wait: bool = True, *, name: str | None = None,
+        self,
+        env: dict[str, str] | None = None,
+        wait: bool = True,
+        *,
+        name: str | None = None,
         options: tuple[str, ...] = (),
-    ) -> Worker:  # fmt: skip
+    ) -> Worker:
         """One more `akm-run worker` on this runtime's database, in the workspace, with `options`
         after WORKER_OPTIONS (the last of an option given twice wins); once it serves, unless `wait`
         is False. Its executor id is `name`, else `worker-N`."""
@@ -423,8 +439,10 @@ class Runtime:
             "NOT IN ('pg_catalog', 'information_schema')" if everything else "= 'akm_run' AND table_name <> 'executors'"
         )
         with psycopg.connect(self.database) as db:
-            tables = db.execute("SELECT table_schema, table_name FROM information_schema.tables "
-                                f"WHERE table_schema {schemas} ORDER BY 1, 2").fetchall()  # fmt: skip
+            tables = db.execute(
+                "SELECT table_schema, table_name FROM information_schema.tables "
+                f"WHERE table_schema {schemas} ORDER BY 1, 2"
+            ).fetchall()
             for schema, table in tables:
                 rows = db.execute(f'SELECT * FROM "{schema}"."{table}"').fetchall()
                 lines += sorted(f"{schema}.{table}: {_decoded(row)!r}" for row in rows)
@@ -467,12 +485,27 @@ class Worker:
         self.executor_id = executor_id
         self.log = runtime.root / ".workers" / f"{executor_id}.log"
         self.log.parent.mkdir(exist_ok=True)
-        argv = ["worker", "--database", runtime.database, "--executor-id", executor_id, *WORKER_OPTIONS,
-                "--workdir", str(runtime.root), *options]  # fmt: skip
+        argv = [
+            "worker",
+            "--database",
+            runtime.database,
+            "--executor-id",
+            executor_id,
+            *WORKER_OPTIONS,
+            "--workdir",
+            str(runtime.root),
+            *options,
+        ]
         with self.log.open("w") as out:
-            self.process = subprocess.Popen([sys.executable, "-m", "akm_run", *argv], cwd=runtime.root,
-                                            env={**env, "PYTHONUNBUFFERED": "1"}, stdin=subprocess.DEVNULL,
-                                            stdout=out, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "akm_run", *argv],
+                cwd=runtime.root,
+                env={**env, "PYTHONUNBUFFERED": "1"},
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         self.killed = self.stopped = self.ready = False
         self.driver = False  # a unit kills it (driver.pid), or a fault: its SIGKILL is no problem
 
@@ -550,8 +583,12 @@ class Keys:
 
     def sign(self, plan: Path, name: str, namespace: str = "akm-plan") -> Path:
         """Sign with ssh-keygen directly (any namespace); returns PLAN.sig."""
-        made = subprocess.run(["ssh-keygen", "-Y", "sign", "-f", self.key(name), "-n", namespace],
-                              input=plan.read_bytes(), capture_output=True, check=True)  # fmt: skip
+        made = subprocess.run(
+            ["ssh-keygen", "-Y", "sign", "-f", self.key(name), "-n", namespace],
+            input=plan.read_bytes(),
+            capture_output=True,
+            check=True,
+        )
         signature = plan.with_name(plan.name + ".sig")
         signature.write_bytes(made.stdout)
         return signature
@@ -675,8 +712,9 @@ class Pool:
 
     def spawn(self, *argv: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
-        process = subprocess.Popen([sys.executable, str(DBOS_PROBE), *argv], env=env, text=True,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+        process = subprocess.Popen(
+            [sys.executable, str(DBOS_PROBE), *argv], env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
         self.processes.append(process)
         return process
 

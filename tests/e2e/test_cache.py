@@ -45,8 +45,9 @@ def test_the_cache_directory_keeps_itself_out_of_git(tree: Path) -> None:
     subprocess.run(["git", "init", "-q"], cwd=tree, check=True)
     assert _check(tree).returncode == 0
     assert (tree / ".akmc-cache" / ".gitignore").read_text() == "*\n"
-    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=tree, capture_output=True,
-                            text=True, check=True).stdout  # fmt: skip
+    status = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=all"], cwd=tree, capture_output=True, text=True, check=True
+    ).stdout
     assert status and ".akmc-cache" not in status
     (tree / ".akmc-cache" / ".gitignore").unlink()  # a user's choice once the directory exists
     assert _check(tree).returncode == 0
@@ -88,8 +89,9 @@ def test_corrupt_and_foreign_entries_are_ignored(tree: Path) -> None:
     entries[0].write_text("{not json")
     foreign = json.loads(entries[1].read_text())
     foreign["key"][1] = "another-compiler"
-    foreign["diagnostics"] = [{"code": "E203", "message": "stale", "file": "x", "span": [1, 1, 1, 2, 0, 1], "help": None,
-                               "related": []}]  # fmt: skip
+    foreign["diagnostics"] = [
+        {"code": "E203", "message": "stale", "file": "x", "span": [1, 1, 1, 2, 0, 1], "help": None, "related": []}
+    ]
     entries[1].write_text(json.dumps(foreign))
     assert _check(tree).stdout == expected
     assert json.loads(entries[0].read_text())["key"][0] == 1  # rewritten
@@ -165,8 +167,14 @@ def test_a_planted_entry_does_not_speak_for_a_file(flawed: Path) -> None:
     from akmc.cache import FORMAT, fingerprint
 
     digest = tagged_sha256((flawed / "w.akm").read_bytes())
-    planted = {"key": [FORMAT, fingerprint(), "w.akm", True], "deps": {"w.akm": digest}, "diagnostics": [],
-               "children": [], "uses": [], "sha256": digest}  # fmt: skip
+    planted = {
+        "key": [FORMAT, fingerprint(), "w.akm", True],
+        "deps": {"w.akm": digest},
+        "diagnostics": [],
+        "children": [],
+        "uses": [],
+        "sha256": digest,
+    }
     _entry(flawed).parent.mkdir(parents=True)
     _entry(flawed).write_text(json.dumps(planted))
     assert _codes(flawed) == ["E203", "E600"]

@@ -93,17 +93,35 @@ def test_the_review_job_posts_the_markdown_diff_of_a_pull_request(tmp_path: Path
     (bin_dir / "gh").chmod(0o755)
 
     def post_comment() -> subprocess.CompletedProcess[str]:
-        env = {**os.environ, "GITHUB_BASE_REF": "main", "PR_NUMBER": "7", "GH_TOKEN": "unused",
-               "GH_ARGS": str(tmp_path / "args"), "GH_BODY": str(tmp_path / "body.md"),
-               "PATH": f"{bin_dir}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}  # fmt: skip
-        return subprocess.run(["bash", "-eo", "pipefail", "-c", post["run"]], cwd=clone, env=env, capture_output=True,
-                              text=True, timeout=120)  # fmt: skip
+        env = {
+            **os.environ,
+            "GITHUB_BASE_REF": "main",
+            "PR_NUMBER": "7",
+            "GH_TOKEN": "unused",
+            "GH_ARGS": str(tmp_path / "args"),
+            "GH_BODY": str(tmp_path / "body.md"),
+            "PATH": f"{bin_dir}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        }
+        return subprocess.run(
+            ["bash", "-eo", "pipefail", "-c", post["run"]],
+            cwd=clone,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
     done = post_comment()
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "args").read_text().split() == [
-        "pr", "comment", "7", "--body-file", "akm-review.md", "--edit-last", "--create-if-none"
-    ]  # fmt: skip
+        "pr",
+        "comment",
+        "7",
+        "--body-file",
+        "akm-review.md",
+        "--edit-last",
+        "--create-if-none",
+    ]
     body = (tmp_path / "body.md").read_text()
     assert body.startswith("1 workflow changed against origin/main: 1 command changed\n")
     assert "+" in body and "scripts/publish.sh --force" in body and "<details>" in body
@@ -132,8 +150,14 @@ def test_the_signing_gate_fails_on_a_plan_no_source_accounts_for(tmp_path: Path)
     nested.mkdir()
     shutil.copy(tmp_path / "ws" / "plans" / "workflows" / "minimal.plan.json", nested / "old.plan.json")
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    done = subprocess.run(["bash", "-eo", "pipefail", "-c", gate], cwd=tmp_path / "ws", env=env, capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        ["bash", "-eo", "pipefail", "-c", gate],
+        cwd=tmp_path / "ws",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 1 and done.stdout == "orphan:  plans/workflows/team/old.plan.json\n"
     (nested / "old.plan.json").unlink()
     assert subprocess.run(["bash", "-c", gate], cwd=tmp_path / "ws", env=env, capture_output=True).returncode == 0

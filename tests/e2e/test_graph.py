@@ -33,8 +33,10 @@ def _plans() -> dict[str, dict]:  # type: ignore[type-arg]
 def _dot() -> str:
     found = shutil.which("dot")
     if found is None:  # never skipped: `python3 tasks.py test` installs Graphviz where it can
-        pytest.fail("Graphviz `dot` is not installed (Debian: apt-get install graphviz); `python3 tasks.py test` "
-                    "installs it when run as root")  # fmt: skip
+        pytest.fail(
+            "Graphviz `dot` is not installed (Debian: apt-get install graphviz); `python3 tasks.py test` "
+            "installs it when run as root"
+        )
     return found
 
 

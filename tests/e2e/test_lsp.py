@@ -290,18 +290,24 @@ async def test_completion(client: LanguageClient, workspace: Path) -> None:
         "collect",
     ]
     assert await _complete(client, target, PARENT.replace("steps.call.output.report", "steps.call.output.|"), 3) == [
-        "count", "report",
-    ]  # fmt: skip
-    assert await _complete(client, target, PARENT.replace("steps.collect.output.files", "steps.collect.output.|"), 4) == [
-        "files", "total",
-    ]  # fmt: skip
+        "count",
+        "report",
+    ]
+    assert await _complete(
+        client, target, PARENT.replace("steps.collect.output.files", "steps.collect.output.|"), 4
+    ) == [
+        "files",
+        "total",
+    ]
     assert await _complete(client, target, PARENT.replace("params.who }", "params.| }"), 5) == ["who"]
     in_step = await _complete(client, target, PARENT.replace('    shell "ls"\n', '    shell "ls"\n    |\n'), 6)
     assert {"inputs", "output", "gate", "env", "timeout", "retry", "on_error"} <= set(in_step)
     assert "max_units" not in in_step
     assert await _complete(client, target, PARENT.replace("  step collect", "  limits { | }\n  step collect"), 7) == [
-        "concurrency", "max_units", "timeout",
-    ]  # fmt: skip
+        "concurrency",
+        "max_units",
+        "timeout",
+    ]
     assert await _complete(client, target, PARENT.replace('"workflows/child"', '"|"'), 8) == ["workflows/child"]
     assert await _complete(client, target, PARENT.replace("{ name = params.who }", "{ | }"), 9) == ["name"]
 
@@ -315,8 +321,11 @@ async def test_document_symbols(client: LanguageClient, workspace: Path) -> None
     (workflow,) = result
     assert isinstance(workflow, lsp.DocumentSymbol) and workflow.name == "parent"
     assert [(s.name, s.detail) for s in workflow.children or []] == [
-        ("params", None), ("collect", "shell"), ("call", "uses"), ("after", "agent"),
-    ]  # fmt: skip
+        ("params", None),
+        ("collect", "shell"),
+        ("call", "uses"),
+        ("after", "agent"),
+    ]
     assert [p.name for p in (workflow.children or [])[0].children or []] == ["who"]
 
 
@@ -388,8 +397,11 @@ async def test_bad_input_never_stops_the_server(client: LanguageClient, workspac
     garbage = open_doc(client, workspace / "workflows" / "garbage.akm", '\x00\x01{{{"""')
     assert codes(await published(client, garbage, lambda d: bool(d))) in (["E100"], ["E101"])
     (workspace / "workflows" / "latin1.akm").write_bytes(b'workflow "caf\xe9" {}\n')  # a child that is not UTF-8
-    composer = open_doc(client, workspace / "workflows" / "composer.akm",
-                        'workflow "c" {\n  step a {\n    uses "workflows/latin1"\n  }\n}\n')  # fmt: skip
+    composer = open_doc(
+        client,
+        workspace / "workflows" / "composer.akm",
+        'workflow "c" {\n  step a {\n    uses "workflows/latin1"\n  }\n}\n',
+    )
     assert codes(await published(client, composer, lambda d: bool(d))) == ["E408"]
     # Requests about a document the server never saw are answered with null.
     missing = uri(workspace / "nowhere" / "gone.akm")
@@ -406,8 +418,12 @@ async def test_bad_input_never_stops_the_server(client: LanguageClient, workspac
     assert "step `call`" in await _hover(client, target, PARENT, "call {")
 
 
-@pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER.server_command, server_env={
-    **os.environ, "AKMC_LSP_FAULT": "hover"}), scope="module")  # fmt: skip
+@pytest_lsp.fixture(
+    config=ClientServerConfig(
+        server_command=SERVER.server_command, server_env={**os.environ, "AKMC_LSP_FAULT": "hover"}
+    ),
+    scope="module",
+)
 async def faulty_client(lsp_client: LanguageClient) -> AsyncIterator[None]:
     await lsp_client.initialize_session(_params())
     yield

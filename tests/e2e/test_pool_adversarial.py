@@ -18,8 +18,7 @@ SECRET = "s3cr3t-PW"
 
 
 def akm_run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "akm_run", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=60)  # fmt: skip
+    return subprocess.run([sys.executable, "-m", "akm_run", *args], cwd=cwd, capture_output=True, text=True, timeout=60)
 
 
 @pytest.mark.parametrize("spelling", ["&password=PW", "&pass%77ord=PW", "&PASSWORD=PW&sslmode=disable"])

@@ -23,16 +23,23 @@ SECRET = "s3cr3t-PW"
 
 
 def akm_run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "akm_run", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=60)  # fmt: skip
+    return subprocess.run([sys.executable, "-m", "akm_run", *args], cwd=cwd, capture_output=True, text=True, timeout=60)
 
 
 def racing(runtime: Runtime, *commands: tuple[str, ...]) -> list[subprocess.CompletedProcess[str]]:
     """The commands started at once, each in its own process; their results, in order."""
     runtime.pool()
-    started = [subprocess.Popen([sys.executable, "-m", "akm_run", *argv], cwd=runtime.root, env=runtime.env(),
-                                text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-               for argv in commands]  # fmt: skip
+    started = [
+        subprocess.Popen(
+            [sys.executable, "-m", "akm_run", *argv],
+            cwd=runtime.root,
+            env=runtime.env(),
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for argv in commands
+    ]
     results = []
     for process in started:
         out, err = process.communicate(timeout=120)
@@ -42,8 +49,12 @@ def racing(runtime: Runtime, *commands: tuple[str, ...]) -> list[subprocess.Comp
 
 def drives(runtime: Runtime, run_id: str) -> list[str]:
     """The ids of a run's drive workflows in DBOS's table."""
-    rows = runtime.sql("SELECT workflow_uuid FROM dbos.workflow_status WHERE name = 'akm-run-drive' "
-                       "AND (workflow_uuid = ? OR workflow_uuid LIKE ?)", run_id, f"{run_id}/%")  # fmt: skip
+    rows = runtime.sql(
+        "SELECT workflow_uuid FROM dbos.workflow_status WHERE name = 'akm-run-drive' "
+        "AND (workflow_uuid = ? OR workflow_uuid LIKE ?)",
+        run_id,
+        f"{run_id}/%",
+    )
     return sorted(str(row[0]) for row in rows)
 
 
@@ -81,9 +92,12 @@ def test_a_user_without_create_rights_uses_a_database_an_administrator_set_up(
     admin = Runtime(tmp_path, database_url)
     admin.start_worker(name="admin")  # an administrator's first worker creates both schemas
     assert admin.close() == []
-    sql(database_url, *(f"GRANT USAGE ON SCHEMA {s} TO {user}" for s in ("akm_run", "dbos")),
+    sql(
+        database_url,
+        *(f"GRANT USAGE ON SCHEMA {s} TO {user}" for s in ("akm_run", "dbos")),
         *(f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {s} TO {user}" for s in ("akm_run", "dbos")),
-        *(f"GRANT USAGE ON ALL SEQUENCES IN SCHEMA {s} TO {user}" for s in ("akm_run", "dbos")))  # fmt: skip
+        *(f"GRANT USAGE ON ALL SEQUENCES IN SCHEMA {s} TO {user}" for s in ("akm_run", "dbos")),
+    )
     runtime = Runtime(tmp_path, weak)
     plan = runtime.compile("w.akm", 'workflow "w" {\n  step a {\n    shell "echo 1"\n  }\n}\n')
     runtime.start_worker(name="w1")
@@ -238,9 +252,14 @@ def test_a_drive_that_meets_an_approve_holding_the_lock_still_continues_the_deta
     code, document = published(pooled, GATED)
     run_id = str(document["runId"])
     assert code == 3, document
-    approve = subprocess.Popen([sys.executable, "-m", "akm_run", "approve", run_id, "ok", "--by", "ada"],
-                               cwd=pooled.root, env=pooled.env(AKM_RUN_FAULT=f"hold-locked:{approve_hold}"),
-                               text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    approve = subprocess.Popen(
+        [sys.executable, "-m", "akm_run", "approve", run_id, "ok", "--by", "ada"],
+        cwd=pooled.root,
+        env=pooled.env(AKM_RUN_FAULT=f"hold-locked:{approve_hold}"),
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     eventually(lambda: held(approve_hold), "approve holding the run's lock")
     assert pooled.akm("run", run_id, "--detach").returncode == 0
     eventually(lambda: held(worker_hold) or waiting_for_a_lock(pooled), "the drive meeting the held lock")
@@ -343,8 +362,14 @@ def test_a_run_finishes_by_itself_when_the_server_restarts_under_its_unit(
     plan = workers.compile("wf.akm", SLOW)
     said = workers.root / "follower.err"
     with said.open("w") as err:
-        follower = subprocess.Popen([sys.executable, "-m", "akm_run", "run", str(plan)], cwd=workers.root,
-                                    env=workers.env(), text=True, stdout=subprocess.PIPE, stderr=err)  # fmt: skip
+        follower = subprocess.Popen(
+            [sys.executable, "-m", "akm_run", "run", str(plan)],
+            cwd=workers.root,
+            env=workers.env(),
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=err,
+        )
     eventually(lambda: ran(workers) == ["a"] and "step a started" in said.read_text(), "unit a runs, followed")
     own_server.restart(away_s)
     eventually(lambda: "b" in ran(workers), "the run goes on, followed or not")
@@ -492,8 +517,9 @@ def test_a_consistent_forgery_of_a_signed_runs_plan_is_refused_wherever_the_driv
         [[stored]] = runtime.sql("SELECT plan_json FROM runs WHERE id = ?", run_id)
         forged = json.loads(stored)
         forged["steps"][1]["target"]["command"] = "touch evil"
-        runtime.sql("UPDATE runs SET plan_json = ?, plan_hash = ? WHERE id = ?", json.dumps(forged),
-                    plan_hash(forged), run_id)  # fmt: skip
+        runtime.sql(
+            "UPDATE runs SET plan_json = ?, plan_hash = ? WHERE id = ?", json.dumps(forged), plan_hash(forged), run_id
+        )
     result = runtime.akm("run", run_id)
     assert result.returncode == 4 and "was signed" in result.stderr, result.stderr
     assert not (runtime.root / "evil").exists() and not (runtime.root / "after").exists()

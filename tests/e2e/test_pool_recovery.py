@@ -128,8 +128,10 @@ def test_a_steps_duration_is_its_units_own_time_not_the_wait_for_a_takeover(pool
     out, err = follower.communicate(timeout=PATIENCE_S)
     assert follower.returncode == 0, out + err
     [run] = runtime.store().runs()
-    events = runtime.sql("SELECT kind, (data_json::json->>'attempt')::int, at FROM events WHERE run_id = ? "
-                         "AND kind LIKE 'unit.%'", run.id)  # fmt: skip
+    events = runtime.sql(
+        "SELECT kind, (data_json::json->>'attempt')::int, at FROM events WHERE run_id = ? AND kind LIKE 'unit.%'",
+        run.id,
+    )
     at = {(kind, attempt): float(when) for kind, attempt, when in events}
     ran = at[("unit.completed", 2)] - at[("unit.dispatched", 2)]
     waited = at[("unit.dispatched", 2)] - at[("unit.dispatched", 1)]

@@ -111,8 +111,9 @@ def test_a_waiting_run_holds_no_workflow_and_approve_continues_it(pooled: Runtim
         ), approved.stdout
         # The command as printed, pasted into a shell: it follows the drive, or reports the run it ended.
         path = {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{named.get('PATH', '')}"}
-        pasted = subprocess.run(follow, shell=True, cwd=pooled.root, env={**named, **path}, capture_output=True,
-                                text=True, timeout=120)  # fmt: skip
+        pasted = subprocess.run(
+            follow, shell=True, cwd=pooled.root, env={**named, **path}, capture_output=True, text=True, timeout=120
+        )
         assert pasted.returncode == 0 and "completed" in pasted.stdout, pasted.stdout + pasted.stderr
         assert ran(pooled) == ["first", "after"]
         drives = client.list_workflows(workflow_id_prefix=run_id, name="akm-run-drive")
@@ -234,7 +235,9 @@ def test_run_and_status_print_the_same_documents_as_on_sqlite(pooled: Runtime) -
     there = pooled.akm("run", plan, "--format", "json")
     pooled_id = json.loads(there.stdout)["runId"]
     assert (there.returncode, normalized(there.stdout, pooled_id)) == (
-        local.returncode, normalized(local.stdout, local_id))  # fmt: skip
+        local.returncode,
+        normalized(local.stdout, local_id),
+    )
     assert there.stderr.splitlines()[0] == "step greet started"
     for verb in ("status", "logs"):
         here = workspace.akm(verb, local_id, "--format", "json")

@@ -33,9 +33,14 @@ def fresh(postgres_server: PostgresServer, root: Path) -> Runtime:
 
 def run(runtime: Runtime, *args: str | Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     """`akm-run run ARGS --format json` started now, with no worker waited for (unlike Runtime.start)."""
-    return subprocess.Popen([sys.executable, "-m", "akm_run", "run", *map(str, args), "--format", "json"],
-                            cwd=runtime.root, env=env or runtime.env(), text=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, "-m", "akm_run", "run", *map(str, args), "--format", "json"],
+        cwd=runtime.root,
+        env=env or runtime.env(),
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
 
 
 def finished(process: subprocess.Popen[str]) -> tuple[int, str]:
@@ -205,8 +210,14 @@ def test_a_user_without_create_rights_on_a_fresh_database_gets_one_clear_error(
     weak = Runtime(runtime.root, runtime.database.replace("postgresql://postgres@", f"postgresql://{user}@"))
     plan = weak.compile("w.akm", PLAN)
     for argv in (["worker"], ["run", str(plan)]):
-        result = subprocess.run([sys.executable, "-m", "akm_run", *argv], cwd=weak.root, env=weak.env(),
-                                capture_output=True, text=True, timeout=120)  # fmt: skip
+        result = subprocess.run(
+            [sys.executable, "-m", "akm_run", *argv],
+            cwd=weak.root,
+            env=weak.env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert result.returncode == 2, result.stderr
         assert "permission denied" in result.stderr and "needs CREATE on the database" in result.stderr
         assert "Traceback" not in result.stderr and len(result.stderr.splitlines()) == 1, result.stderr
@@ -251,8 +262,14 @@ def test_a_run_abandoned_before_any_worker_served_the_database_is_reported_not_w
     code, output = finished(run(runtime, plan))
     assert code == 2 and "no `akm-run worker` has served this database yet" in output, output
     [row] = runtime.sql("SELECT id FROM runs")
-    abandoned = subprocess.run([sys.executable, "-m", "akm_run", "abandon", str(row[0])], cwd=runtime.root,
-                               env=runtime.env(), capture_output=True, text=True, timeout=120)  # fmt: skip
+    abandoned = subprocess.run(
+        [sys.executable, "-m", "akm_run", "abandon", str(row[0])],
+        cwd=runtime.root,
+        env=runtime.env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert abandoned.returncode == 0, abandoned.stderr
     code, output = finished(run(runtime, str(row[0])))  # nothing to drive: no worker needed
     assert code == 1 and '"status": "failed"' in output and "abandoned" in output, output

@@ -74,9 +74,14 @@ def test_three_levels_run_inline_and_exported_results_flow_up(runtime: Runtime) 
     assert runtime.store().step(top, "mid").output == {"leaf": 6}
     status = json.loads(runtime.akm("status", top, "--format", "json").stdout)
     assert status["children"] == [
-        {"runId": middle, "ref": "workflows/middle", "status": "completed", "stepId": "mid",
-         "children": [{"runId": leaf, "ref": "workflows/leaf", "status": "completed", "stepId": "call"}]}
-    ]  # fmt: skip
+        {
+            "runId": middle,
+            "ref": "workflows/middle",
+            "status": "completed",
+            "stepId": "mid",
+            "children": [{"runId": leaf, "ref": "workflows/leaf", "status": "completed", "stepId": "call"}],
+        }
+    ]
     text = runtime.akm("status", top).stdout
     assert f"  ✓ {middle}  workflows/middle  (step mid)  completed" in text
     assert f"    ✓ {leaf}  workflows/leaf  (step call)  completed" in text
@@ -310,8 +315,13 @@ def test_two_drivers_contending_for_one_child(runtime: Runtime) -> None:
     assert runtime.run_json(runtime.compile("workflows/p.akm", src))[0] == 3
     parent, child = (r[0] for r in _child_rows(runtime))
     assert runtime.akm("approve", child, "ok").returncode == 0
-    holder = subprocess.Popen([sys.executable, "-m", "akm_run", "run", child], cwd=runtime.root, env=runtime.env(),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    holder = subprocess.Popen(
+        [sys.executable, "-m", "akm_run", "run", child],
+        cwd=runtime.root,
+        env=runtime.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         lock = runtime.state / "locks" / f"{child}.lock"
         end = time.monotonic() + 30
@@ -396,8 +406,10 @@ def test_a_map_over_uses_runs_one_child_per_item_with_that_item_bound(runtime: R
 
 def test_an_item_path_that_does_not_resolve_fails_the_unit_as_unresolved(runtime: Runtime) -> None:
     runtime.write({"workflows/deploy.akm": DEPLOY})
-    plan = runtime.compile("workflows/fan-out.akm", FAN_OUT.replace("item.name", "item.missing").replace(
-        "list[{ name: string, region: string }]", "list[any]"))  # fmt: skip
+    plan = runtime.compile(
+        "workflows/fan-out.akm",
+        FAN_OUT.replace("item.name", "item.missing").replace("list[{ name: string, region: string }]", "list[any]"),
+    )
     code, document = runtime.run_json(plan, "--param", 'targets=[{"name": "a"}]')
     assert code != 0
     assert "input_unresolved" in json.dumps(document)

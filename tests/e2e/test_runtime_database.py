@@ -49,8 +49,13 @@ sys.exit(code)
 
 def without_extra(*argv: str, env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess[str], dict]:  # type: ignore[type-arg]
     base = {k: v for k, v in os.environ.items() if not k.startswith("AKM_")}
-    result = subprocess.run([sys.executable, "-c", WITHOUT_EXTRA, json.dumps(argv)],
-                            capture_output=True, text=True, env={**base, **(env or {})}, timeout=120)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-c", WITHOUT_EXTRA, json.dumps(argv)],
+        capture_output=True,
+        text=True,
+        env={**base, **(env or {})},
+        timeout=120,
+    )
     return result, json.loads(result.stdout.splitlines()[-1])
 
 
@@ -82,8 +87,13 @@ def test_every_store_command_takes_database() -> None:
 
 def run_akm(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith("AKM_")}
-    return subprocess.run([sys.executable, "-m", "akm_run", *argv], capture_output=True, text=True,
-                          env={**base, **(env or {})}, timeout=120)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "akm_run", *argv],
+        capture_output=True,
+        text=True,
+        env={**base, **(env or {})},
+        timeout=120,
+    )
 
 
 def test_an_unsupported_scheme_is_a_usage_error_on_every_command() -> None:

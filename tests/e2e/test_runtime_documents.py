@@ -139,8 +139,14 @@ def test_run_shows_each_step_as_it_goes(runtime: Runtime) -> None:
     [top] = runtime.store().runs()
     [child] = runtime.store().child_runs(top.id)
     assert [line.split(" (took ")[0] for line in result.stderr.splitlines()] == [
-        "step greet started", "step greet completed", "step flaky started", "step flaky failed",
+        "step greet started",
+        "step greet completed",
+        "step flaky started",
+        "step flaky failed",
         "step child started",
-        f"workflows/leaf ({child.id}): step double started", f"workflows/leaf ({child.id}): step double completed",
-        "step child completed", "step ok started", "step ok blocked",
-    ]  # fmt: skip
+        f"workflows/leaf ({child.id}): step double started",
+        f"workflows/leaf ({child.id}): step double completed",
+        "step child completed",
+        "step ok started",
+        "step ok blocked",
+    ]

@@ -28,8 +28,10 @@ ROUTED = source(f"""
 """)
 
 
-@pytest.mark.parametrize(("printed", "value", "taken"), [("-0.0", 0, "zero"), ("0e5", 0, "zero"), ("1.0", 1, "one"),
-                                                          ("10E-1", 1, "one"), ("1", 1, "one")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("printed", "value", "taken"),
+    [("-0.0", 0, "zero"), ("0e5", 0, "zero"), ("1.0", 1, "one"), ("10E-1", 1, "one"), ("1", 1, "one")],
+)
 def test_an_integral_number_routes_by_its_value_and_is_stored_as_an_integer(
     runtime: Runtime, printed: str, value: int, taken: str
 ) -> None:

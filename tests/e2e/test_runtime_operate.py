@@ -21,9 +21,13 @@ def _wf(body: str, title: str = "t", head: str = "") -> str:
 
 def _akm(*args: str | Path, cwd: Path, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "akm_run", *map(str, args)], cwd=cwd, capture_output=True, text=True, env=env,
+        [sys.executable, "-m", "akm_run", *map(str, args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env=env,
         timeout=timeout,
-    )  # fmt: skip
+    )
 
 
 # -- 1. the unit contract holds from any directory ------------------------------------------------------
@@ -122,8 +126,20 @@ def test_runs_remember_workdir_and_agent_and_every_hint_pastes_as_printed(runtim
     env = runtime.env()
     del env["AKM_STATE_DIR"]
     agent = 'printf \'"%s"\' "$(pwd)"'
-    started = _akm("run", plan, "--state-dir", "custom", "--workdir", "work", "--agent-cmd", agent,
-                   "--format", "json", cwd=runtime.root, env=env)  # fmt: skip
+    started = _akm(
+        "run",
+        plan,
+        "--state-dir",
+        "custom",
+        "--workdir",
+        "work",
+        "--agent-cmd",
+        agent,
+        "--format",
+        "json",
+        cwd=runtime.root,
+        env=env,
+    )
     assert started.returncode == 3, started.stderr
     document = json.loads(started.stdout)
     approve, then = _printed_commands(document["blocked"]["notes"])[::2][:2]
@@ -140,8 +156,20 @@ def test_runs_remember_workdir_and_agent_and_every_hint_pastes_as_printed(runtim
     assert store.step(document["runId"], "second").output == str((runtime.root / "work").resolve())
     # an override on the command line wins over what the run remembers
     (runtime.root / "other").mkdir()
-    again = _akm("run", plan, "--state-dir", "custom", "--workdir", "work", "--agent-cmd", agent,
-                 "--format", "json", cwd=runtime.root, env=env)  # fmt: skip
+    again = _akm(
+        "run",
+        plan,
+        "--state-dir",
+        "custom",
+        "--workdir",
+        "work",
+        "--agent-cmd",
+        agent,
+        "--format",
+        "json",
+        cwd=runtime.root,
+        env=env,
+    )
     run_id = json.loads(again.stdout)["runId"]
     assert _akm("approve", run_id, "wait", "--state-dir", "custom", cwd=runtime.root, env=env).returncode == 0
     assert _akm("run", run_id, "--state-dir", "custom", "--workdir", "other", cwd=runtime.root, env=env).returncode == 0
@@ -439,8 +467,9 @@ def test_logs_show_every_attempt_with_output_stderr_and_timing_redacted(runtime:
     assert [u["itemIndex"] for u in greet] == [0, 1]
     first = greet[0]["attempts"]
     assert [(a["attempt"], a["status"], a.get("reason"), a.get("exitCode")) for a in first] == [
-        (1, "failed", "exit", 3), (2, "completed", None, None),
-    ]  # fmt: skip
+        (1, "failed", "exit", 3),
+        (2, "completed", None, None),
+    ]
     assert first[0]["stderrTail"] == "oops-1\n" and first[1]["output"] == "hi"
     assert all(a["durationMs"] >= 0 and a["startedAt"].endswith("Z") for a in first)
     tell = next(u for u in logs["units"] if u["stepId"] == "tell")["attempts"][0]
@@ -485,8 +514,11 @@ def test_without_a_terminal_each_step_start_and_end_is_one_plain_line_on_stderr(
     assert result.returncode == 1
     lines = result.stderr.splitlines()
     assert [line.split(" (")[0] for line in lines] == [
-        "step a started", "step a completed", "step b started", "step b failed",
-    ]  # fmt: skip
+        "step a started",
+        "step a completed",
+        "step b started",
+        "step b failed",
+    ]
     assert all("took" in line for line in lines if not line.endswith("started"))
     assert "\033" not in result.stderr and "\r" not in result.stderr
 
@@ -527,9 +559,14 @@ def test_a_read_only_state_dir_refuses_runs_and_still_reads(runtime: Runtime, tm
 
         def as_reader(*args: str) -> subprocess.CompletedProcess[str]:
             return subprocess.run(
-                [sys.executable, "-m", "akm_run", *args], cwd=shared, capture_output=True, text=True, env=env,
-                timeout=120, **_as_another_user(),
-            )  # fmt: skip
+                [sys.executable, "-m", "akm_run", *args],
+                cwd=shared,
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=120,
+                **_as_another_user(),
+            )
 
         before = (shared / "state" / "state.db").read_bytes()
         refused = as_reader("run", "wf.plan.json")

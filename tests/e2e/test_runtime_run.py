@@ -662,13 +662,16 @@ def test_what_a_unit_prints_never_drives_the_terminal(runtime: Runtime) -> None:
     """A unit's stderr in `run`'s result, `status` and `logs` has its escape sequences written out,
     in text and in JSON (where json.dumps leaves DEL and the C1 controls raw, U+009B among them, an
     8-bit CSI): a unit cannot clear the screen, retitle the terminal or write to its clipboard."""
-    plan = runtime.compile("wf.akm", source(r"""
+    plan = runtime.compile(
+        "wf.akm",
+        source(r"""
         workflow "t" {
           step bad {
             shell "printf '\\033[2J\\033]0;pwned\\007oops\\302\\2332J\\n' >&2; exit 3"
           }
         }
-    """))  # fmt: skip
+    """),
+    )
     result = runtime.akm("run", plan)
     assert result.returncode == 1 and "oops" in result.stdout
     [run] = runtime.store().runs()
@@ -778,9 +781,13 @@ def on_a_terminal(
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
     runtime.pool()
     process = subprocess.Popen(
-        [sys.executable, "-m", "akm_run", *map(str, args)], cwd=runtime.root, env=runtime.env(),
-        stdin=subprocess.DEVNULL, stdout=follower, stderr=follower,
-    )  # fmt: skip
+        [sys.executable, "-m", "akm_run", *map(str, args)],
+        cwd=runtime.root,
+        env=runtime.env(),
+        stdin=subprocess.DEVNULL,
+        stdout=follower,
+        stderr=follower,
+    )
     os.close(follower)
     seen = b""
     while True:
@@ -868,10 +875,17 @@ def test_child_runs_nested_three_deep_show_each_step_as_it_goes(runtime: Runtime
     assert result.returncode == 0, result.stderr
     c1, c2, c3 = nested_runs(runtime)
     assert [line.split(" (took ")[0] for line in result.stderr.splitlines()] == [
-        "step down started", f"{c1}step down started", f"{c2}step down started", f"{c3}step deep started",
-        f"{c3}step deep completed", f"{c2}step down completed", f"{c1}step down completed", "step down completed",
-        "step after started", "step after completed",
-    ]  # fmt: skip
+        "step down started",
+        f"{c1}step down started",
+        f"{c2}step down started",
+        f"{c3}step deep started",
+        f"{c3}step deep completed",
+        f"{c2}step down completed",
+        f"{c1}step down completed",
+        "step down completed",
+        "step after started",
+        "step after completed",
+    ]
 
 
 def test_the_live_line_of_nested_child_runs_is_one_line_with_the_true_counts(runtime: Runtime) -> None:
@@ -887,23 +901,35 @@ def test_the_live_line_of_nested_child_runs_is_one_line_with_the_true_counts(run
         return f"{n} unit{'s' if n != 1 else ''} in flight"
 
     expected = [
-        f"steps 0/2 done, at down, {units(0)}", f"steps 0/2 done, at down, {units(1)}",
-        f"steps 0/1 done, at {c1}down, {units(1)}", f"steps 0/1 done, at {c1}down, {units(2)}",
-        f"steps 0/1 done, at {c2}down, {units(2)}", f"steps 0/1 done, at {c2}down, {units(3)}",
-        f"steps 0/1 done, at {c3}deep, {units(3)}", f"steps 0/1 done, at {c3}deep, {units(4)}",
-        f"steps 0/1 done, at {c3}deep, {units(3)}", f"steps 1/1 done, at {c3}deep, {units(3)}",
-        f"steps 1/1 done, at {c3}deep, {units(2)}", f"steps 1/1 done, at {c2}down, {units(2)}",
-        f"steps 1/1 done, at {c2}down, {units(1)}", f"steps 1/1 done, at {c1}down, {units(1)}",
-        f"steps 1/1 done, at {c1}down, {units(0)}", f"steps 1/2 done, at down, {units(0)}",
-        f"steps 1/2 done, at after, {units(0)}", f"steps 1/2 done, at after, {units(1)}",
-        f"steps 1/2 done, at after, {units(0)}", f"steps 2/2 done, at after, {units(0)}",
-    ]  # fmt: skip
+        f"steps 0/2 done, at down, {units(0)}",
+        f"steps 0/2 done, at down, {units(1)}",
+        f"steps 0/1 done, at {c1}down, {units(1)}",
+        f"steps 0/1 done, at {c1}down, {units(2)}",
+        f"steps 0/1 done, at {c2}down, {units(2)}",
+        f"steps 0/1 done, at {c2}down, {units(3)}",
+        f"steps 0/1 done, at {c3}deep, {units(3)}",
+        f"steps 0/1 done, at {c3}deep, {units(4)}",
+        f"steps 0/1 done, at {c3}deep, {units(3)}",
+        f"steps 1/1 done, at {c3}deep, {units(3)}",
+        f"steps 1/1 done, at {c3}deep, {units(2)}",
+        f"steps 1/1 done, at {c2}down, {units(2)}",
+        f"steps 1/1 done, at {c2}down, {units(1)}",
+        f"steps 1/1 done, at {c1}down, {units(1)}",
+        f"steps 1/1 done, at {c1}down, {units(0)}",
+        f"steps 1/2 done, at down, {units(0)}",
+        f"steps 1/2 done, at after, {units(0)}",
+        f"steps 1/2 done, at after, {units(1)}",
+        f"steps 1/2 done, at after, {units(0)}",
+        f"steps 2/2 done, at after, {units(0)}",
+    ]
     assert drawn(text) == [line[:59] for line in expected]
 
 
 def test_the_live_line_of_a_map_of_200_units_counts_each_unit_once(runtime: Runtime) -> None:
     items = ", ".join(str(i) for i in range(200))
-    plan = runtime.compile("wf.akm", source(f"""
+    plan = runtime.compile(
+        "wf.akm",
+        source(f"""
         workflow "t" {{
           params {{ items: list[int] = [{items}] }}
           step m {{
@@ -912,12 +938,16 @@ def test_the_live_line_of_a_map_of_200_units_counts_each_unit_once(runtime: Runt
             }}
           }}
         }}
-    """))  # fmt: skip
+    """),
+    )
     code, text = on_a_terminal(runtime, "run", plan, "--max-concurrency", "8")
     assert code == 0, text
     states = drawn(text)
-    counts = [int(m.group(2)) for m in (re.fullmatch(r"steps ([01])/1 done, at m, (\d+) units? in flight", s)
-                                        for s in states) if m]  # fmt: skip
+    counts = [
+        int(m.group(2))
+        for m in (re.fullmatch(r"steps ([01])/1 done, at m, (\d+) units? in flight", s) for s in states)
+        if m
+    ]
     assert len(counts) == len(states) == 1 + 2 * 200 + 1, states[:5]  # the step, each unit's start and end
     assert max(counts) <= 8 and min(counts) == 0 and counts[-1] == 0
     assert states[-1] == "steps 1/1 done, at m, 0 units in flight"
@@ -928,7 +958,9 @@ def test_run_of_a_run_whose_run_was_killed_draws_from_where_the_run_is(runtime: 
     followed, and the next one follows the drive under way. Either way it draws the same."""
     import signal
 
-    plan = runtime.compile("wf.akm", source("""
+    plan = runtime.compile(
+        "wf.akm",
+        source("""
         workflow "t" {
           step a {
             shell "true"
@@ -940,7 +972,8 @@ def test_run_of_a_run_whose_run_was_killed_draws_from_where_the_run_is(runtime: 
             shell "true"
           }
         }
-    """))  # fmt: skip
+    """),
+    )
     first = runtime.start("run", plan)
     eventually(lambda: (runtime.root / "b-started").exists(), "step b to start")
     first.send_signal(signal.SIGKILL)

@@ -128,8 +128,13 @@ def raw(runtime: Runtime, *args: bytes | str | Path, timeout: float = 60) -> sub
     """`akm-run ARGS` with arguments as given, bytes included (argv is bytes, not text)."""
     runtime.pool()
     argv = [os.fsencode(a) if not isinstance(a, bytes) else a for a in args]
-    return subprocess.run([os.fsencode(sys.executable), b"-m", b"akm_run", *argv], cwd=runtime.root,
-                          capture_output=True, env=runtime.env(), timeout=timeout)  # fmt: skip
+    return subprocess.run(
+        [os.fsencode(sys.executable), b"-m", b"akm_run", *argv],
+        cwd=runtime.root,
+        capture_output=True,
+        env=runtime.env(),
+        timeout=timeout,
+    )
 
 
 def refused(result: subprocess.CompletedProcess[bytes], code: int = 2) -> str:
@@ -170,8 +175,13 @@ def test_non_utf8_in_the_environment_the_runtime_reads_is_a_usage_error(runtime:
     code, document = runtime.run_json(plan)
     assert code == 3
     env = {**runtime.env(), "LOGNAME": "", variable: os.fsdecode(b"b\xffb")}
-    result = subprocess.run([sys.executable, "-m", "akm_run", "approve", document["runId"], "wait"],
-                            cwd=runtime.root, capture_output=True, env=env, timeout=60)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "akm_run", "approve", document["runId"], "wait"],
+        cwd=runtime.root,
+        capture_output=True,
+        env=env,
+        timeout=60,
+    )
     assert "UTF-8" in refused(result)
     assert runtime.store().step(document["runId"], "wait").status == "blocked"
 

@@ -215,15 +215,20 @@ def report_threads(directory: str) -> None:
 
 def worker(executor_id: str, url: str, directory: str, takeover_after_s: float) -> None:
     pool = Worker(
-        url, executor_id, concurrency=UNITS_PER_WORKER, takeover_after_s=takeover_after_s, queue_poll_s=0.1,
+        url,
+        executor_id,
+        concurrency=UNITS_PER_WORKER,
+        takeover_after_s=takeover_after_s,
+        queue_poll_s=0.1,
         on_takeover=lambda executor: note(directory, f"took-over {executor} {executor_id}"),
         notification_listener_polling_interval_sec=0.1,
-    )  # fmt: skip
+    )
     pool.start()
     # The probe's own queues, polled often: the experiments wait on them.
     DBOS.register_queue(RUNS, polling_interval_sec=0.1, on_conflict="always_update")
-    DBOS.register_queue(UNITS, worker_concurrency=UNITS_PER_WORKER, polling_interval_sec=POLL_S,
-                        on_conflict="always_update")  # fmt: skip
+    DBOS.register_queue(
+        UNITS, worker_concurrency=UNITS_PER_WORKER, polling_interval_sec=POLL_S, on_conflict="always_update"
+    )
     assert pool.declare_units_queue(MAP_CONCURRENCY) == BOUNDED
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

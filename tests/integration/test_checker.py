@@ -199,9 +199,14 @@ def test_symlink_out_of_the_workspace(codes: Checker, tmp_path_factory) -> None:
 
 def test_credentials_in_env_literals(codes: Checker) -> None:
     tokens = [
-        "ghp_" + "a1B2" * 9, "github_pat_" + "x" * 30, "AKIAIOSFODNN7EXAMPLE", "xoxb-1234567890-abc",
-        "sk-" + "Ab3" * 10, "-----BEGIN RSA PRIVATE KEY-----", "Zx8Kq2Lm9Pw4Rt7Yv1Bn6Hc3Jd5Gf0Sa2Qe8",
-    ]  # fmt: skip
+        "ghp_" + "a1B2" * 9,
+        "github_pat_" + "x" * 30,
+        "AKIAIOSFODNN7EXAMPLE",
+        "xoxb-1234567890-abc",
+        "sk-" + "Ab3" * 10,
+        "-----BEGIN RSA PRIVATE KEY-----",
+        "Zx8Kq2Lm9Pw4Rt7Yv1Bn6Hc3Jd5Gf0Sa2Qe8",
+    ]
     harmless = ["true", "C.UTF-8", "https://example.com/a/b", "0123456789abcdef0123456789abcdef01234567", "x" * 64]
     env = " ".join(f'V{i} = "{v}"' for i, v in enumerate(tokens + harmless))
     src = source(f"""
@@ -520,9 +525,14 @@ def test_a_workflow_file_name_a_plan_cannot_name_is_reported(codes: Checker) -> 
 # -- E600: credentials in commands, prompts and approval texts ------------------------------------------
 
 TOKENS = [
-    "ghp_" + "a1B2" * 9, "github_pat_" + "x" * 30, "AKIAIOSFODNN7EXAMPLE", "xoxb-1234567890-abc",
-    "sk-" + "Ab3" * 10, "-----BEGIN OPENSSH PRIVATE KEY-----", "Zx8Kq2Lm9Pw4Rt7Yv1Bn6Hc3Jd5Gf0Sa2Qe8",
-]  # fmt: skip
+    "ghp_" + "a1B2" * 9,
+    "github_pat_" + "x" * 30,
+    "AKIAIOSFODNN7EXAMPLE",
+    "xoxb-1234567890-abc",
+    "sk-" + "Ab3" * 10,
+    "-----BEGIN OPENSSH PRIVATE KEY-----",
+    "Zx8Kq2Lm9Pw4Rt7Yv1Bn6Hc3Jd5Gf0Sa2Qe8",
+]
 
 
 def test_credentials_in_commands_prompts_and_approvals(codes: Checker) -> None:

@@ -75,8 +75,25 @@ def test_every_truncation(length: int) -> None:
 
 # -- the other inputs a user writes: akm.toml, --param values, suppression comments, cache entries --
 
-TOML_PIECES = ["[check]\n", "[other]\n", "strict = ", "true\n", '"x"\n', "select = ", "ignore = ", '["W700"]\n',
-               '["E9"]\n', "include = ", "exclude = ", '["../x"]\n', "[1, 2]\n", "= =\n", '"""\n', "\xff", "#c\n"]  # fmt: skip
+TOML_PIECES = [
+    "[check]\n",
+    "[other]\n",
+    "strict = ",
+    "true\n",
+    '"x"\n',
+    "select = ",
+    "ignore = ",
+    '["W700"]\n',
+    '["E9"]\n',
+    "include = ",
+    "exclude = ",
+    '["../x"]\n',
+    "[1, 2]\n",
+    "= =\n",
+    '"""\n',
+    "\xff",
+    "#c\n",
+]
 
 
 @settings(max_examples=examples(200), deadline=None)
@@ -94,9 +111,17 @@ def test_any_akm_toml_loads_or_is_a_positioned_config_error(pieces: list[str], n
 
 
 SCHEMAS = st.sampled_from(
-    [{"type": "string"}, {"type": "integer"}, {"type": "number"}, {"type": "boolean"}, {"enum": ["a", "b"]},
-     {"type": "array", "items": {"type": "string"}}, {"anyOf": [{"type": "integer"}, {"type": "null"}]}, {}]
-)  # fmt: skip
+    [
+        {"type": "string"},
+        {"type": "integer"},
+        {"type": "number"},
+        {"type": "boolean"},
+        {"enum": ["a", "b"]},
+        {"type": "array", "items": {"type": "string"}},
+        {"anyOf": [{"type": "integer"}, {"type": "null"}]},
+        {},
+    ]
+)
 
 
 @settings(max_examples=examples(300), deadline=None)
@@ -126,9 +151,13 @@ def test_any_suppression_comment_is_handled(comment: str) -> None:
 
 
 @settings(max_examples=examples(150), deadline=None)
-@given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5),
-                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
-                    max_leaves=12))  # fmt: skip
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+        max_leaves=12,
+    )
+)
 def test_any_cache_entry_is_used_or_ignored_never_trusted_blindly(entry: object) -> None:
     import json
 

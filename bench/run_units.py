@@ -27,13 +27,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(HERE))  # this tree's akmc, installed or not
+
+from akm_run.plan import render_file  # noqa: E402
+from akmc.compiler import Session  # noqa: E402
 
 
 def _plan(root: Path, name: str, source: str) -> Path:
-    sys.path.insert(0, str(HERE))
-    from akm_run.plan import render_file
-    from akmc.compiler import Session
-
     (root / f"{name}.akm").write_text(source)
     plan = Session(root).check(root / f"{name}.akm").plan
     assert plan is not None, name

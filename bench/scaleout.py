@@ -16,14 +16,18 @@ what dispatching, journaling and waiting add to each unit's own time, in a unit'
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+import psycopg
 
 HERE = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(HERE / "tests"))
@@ -117,8 +121,6 @@ STAGES = (
 def trace(server: PostgresServer, args: argparse.Namespace) -> None:
     """Run one map of --trace units on one worker, then break each attempt's time down from the
     timestamps the journal and DBOS's tables hold (nothing is added to the runtime for it)."""
-    import psycopg
-
     database = server.database()
     args.units = args.trace
     elapsed = pooled(server, 1, args, 1, database)[0]
@@ -171,8 +173,6 @@ def group(pgid: int) -> list[int]:
 def idle(server: PostgresServer, args: argparse.Namespace) -> None:
     """One worker serving an empty pool for --idle seconds: its CPU (its processes, and the server
     processes of its connections) and the transactions it commits, from pg_stat_database."""
-    import psycopg
-
     directory = Path(tempfile.mkdtemp(prefix="akm-bench-"))
     pool = Runtime(directory, server.database())
     assert pool.database is not None
@@ -215,11 +215,6 @@ def idle(server: PostgresServer, args: argparse.Namespace) -> None:
 def statements(server: PostgresServer, seconds: float) -> None:
     """The statements the server runs for `seconds` (the idle worker's, alone on this private
     server), from its log with log_statement on, most frequent first, per second."""
-    import collections
-    import re
-
-    import psycopg
-
     with psycopg.connect(server.url(), autocommit=True) as db:
         db.execute("ALTER SYSTEM SET log_statement = 'all'")
         db.execute("SELECT pg_reload_conf()")

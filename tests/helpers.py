@@ -4,6 +4,8 @@ Tests import this module; `conftest.py` only wraps these in fixtures."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import glob
 import json
 import os
@@ -18,7 +20,7 @@ import tempfile
 import textwrap
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,18 +29,22 @@ from syrupy.extensions.amber import AmberSnapshotExtension
 from syrupy.location import PyTestLocation
 from syrupy.types import SnapshotIndex
 
+from akm_run.plan import render_file
+from akm_run.store import Store
+from akmc.compiler import FileResult, Session, check_file
+from akmc.diagnostics import Diagnostic
+
+# Every test process imports this module (conftest.py does), so it leaves the PostgreSQL client
+# libraries to the shared-store helpers that use them: importing dbos costs about 0.5 s of CPU,
+# psycopg (and akm_run.pgstore with it) about 0.1 s.
 if TYPE_CHECKING:
     from dbos import DBOSClient, WorkflowHandle
-
-    from akm_run.store import Store
-    from akmc.compiler import FileResult
-    from akmc.diagnostics import Diagnostic
 
 REPO = Path(__file__).resolve().parent.parent
 LANGUAGE_EXAMPLE = REPO / "golden" / "language-example"
 DATA = REPO / "tests" / "data"
 
-Files = dict[str, str | bytes]
+Files = Mapping[str, str | bytes]  # a workspace's files by relative path: text, or bytes as they are
 
 
 def source(text: str) -> str:
@@ -136,8 +142,6 @@ class Checker:
             target.write_bytes(content.encode() if isinstance(content, str) else content)
 
     def result(self, source: str | bytes, name: str = "wf.akm", files: Files | None = None) -> FileResult:
-        from akmc.compiler import check_file
-
         self.write({name: source, **(files or {})})
         return check_file(self.root / name, name)
 
@@ -231,9 +235,6 @@ class Runtime:
 
     def compile(self, name: str, source: str | None = None, files: dict[str, str] | None = None) -> Path:
         """Write (optionally) and compile `name` to plans/<stem>.plan.json; returns the plan path."""
-        from akm_run.plan import render_file
-        from akmc.compiler import Session
-
         if source is not None:
             self.write({name: source, **(files or {})})
         session = Session(self.root)
@@ -406,11 +407,9 @@ class Runtime:
     def store(self) -> Store:
         """The run journal: a fresh Store on the state directory, or one PostgresStore kept open."""
         if self.database is None:
-            from akm_run.store import Store
-
             return Store(self.state)
         if self._journal is None:
-            from akm_run.pgstore import PostgresStore
+            from akm_run.pgstore import PostgresStore  # here, not at the top: its import time (see the note there)
 
             self._journal = PostgresStore(self.database)
         return self._journal
@@ -431,7 +430,7 @@ class Runtime:
         if self.database is None:
             with closing(sqlite3.connect(self.state / "state.db")) as db:
                 return "\n".join(db.iterdump())
-        import psycopg
+        import psycopg  # here, not at the top: its import time (see the note there)
 
         lines = []
         # The journal's tables, not the pool's heartbeats (akm_run.executors), which change as workers beat.
@@ -452,7 +451,7 @@ class Runtime:
         """Nothing was published: on SQLite no state directory at all, on PostgreSQL no run."""
         if self.database is None:
             return not self.state.exists()
-        import psycopg
+        import psycopg  # here, not at the top: its import time (see the note there)
 
         with psycopg.connect(self.database) as db:
             [[exists]] = db.execute("SELECT to_regclass('akm_run.runs') IS NOT NULL").fetchall()
@@ -461,9 +460,6 @@ class Runtime:
 
 def _decoded(row: tuple[Any, ...]) -> tuple[Any, ...]:
     """A row with each base64 text value followed by what it decodes to (as text, lossily)."""
-    import base64
-    import binascii
-
     out: list[Any] = []
     for value in row:
         out.append(value)
@@ -677,7 +673,7 @@ class PostgresServer:
 
     def database(self) -> str:
         """A new empty database; its URL."""
-        import psycopg
+        import psycopg  # here, not at the top: its import time (see the note there)
 
         name = f"t_{uuid.uuid4().hex[:16]}"
         with psycopg.connect(self.url(), autocommit=True) as connection:
@@ -731,7 +727,7 @@ class Pool:
     @property
     def client(self) -> DBOSClient:
         if self._client is None:
-            from dbos import DBOSClient
+            from dbos import DBOSClient  # here, not at the top: its import time (see the note there)
 
             self._client = DBOSClient(system_database_url=self.url)
         return self._client
@@ -740,7 +736,7 @@ class Pool:
         self, workflow: str, *args: Any, workflow_id: str | None = None, queue: str = "runs"
     ) -> WorkflowHandle[Any]:
         """Enqueue a probe workflow by name (its first argument, the directory, is added)."""
-        from dbos import EnqueueOptions
+        from dbos import EnqueueOptions  # here, not at the top: its import time (see the note there)
 
         options = EnqueueOptions(queue_name=queue, workflow_name=workflow)
         if workflow_id is not None:

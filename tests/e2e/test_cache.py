@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -10,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from akm_run.digest import tagged_sha256
+from akmc.cache import FORMAT, Cache, fingerprint
 from helpers import REPO, many_workflows, run_cli, source
 
 NESTED = REPO / "golden" / "compose" / "nested"
@@ -156,16 +159,11 @@ def _codes(root: Path) -> list[str]:
 
 
 def _entry(root: Path) -> Path:
-    from akmc.cache import Cache
-
     return Cache(root, True)._entry_path("w.akm")
 
 
 def test_a_planted_entry_does_not_speak_for_a_file(flawed: Path) -> None:
     """An entry anyone can compute (the right key, the file's true hash, nothing found) is not believed."""
-    from akm_run.digest import tagged_sha256
-    from akmc.cache import FORMAT, fingerprint
-
     digest = tagged_sha256((flawed / "w.akm").read_bytes())
     planted = {
         "key": [FORMAT, fingerprint(), "w.akm", True],
@@ -214,8 +212,6 @@ def test_an_entry_of_any_content_is_ignored(flawed: Path, content: bytes) -> Non
 
 
 def test_an_entry_that_is_a_fifo_or_a_directory_neither_hangs_nor_fails(flawed: Path) -> None:
-    import os
-
     _entry(flawed).parent.mkdir(parents=True)
     os.mkfifo(_entry(flawed))
     assert _codes(flawed) == ["E203", "E600"]

@@ -21,7 +21,7 @@ MODULES = {"akmc": "akmc", "akm-run": "akm_run"}
 def _tasks() -> ModuleType:
     sys.path.insert(0, str(REPO))
     try:
-        import tasks
+        import tasks  # here: tasks.py is at the repository root, which is not on the tests' import path
     finally:
         sys.path.remove(str(REPO))
     return tasks

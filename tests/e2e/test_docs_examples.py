@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import yaml  # installed with pre-commit, a test dependency
+import yaml  # type: ignore[import-untyped]  # installed with pre-commit, a test dependency; PyYAML has no type hints
 
+from akm_run import exitcodes
+from akm_run.cli import build_parser
+from akm_run.signing import REASONS
 from akmc.config import load
 from helpers import LANGUAGE_EXAMPLE, REPO, source
 
@@ -51,10 +56,6 @@ def test_github_actions_workflow_runs_the_gate() -> None:
 
 
 def test_akm_run_examples_parse_with_the_real_command_line() -> None:
-    import shlex
-
-    from akm_run.cli import build_parser
-
     block = CLI.split("## `akm-run`", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
     lines = [shlex.split(line, comments=True) for line in block.splitlines() if line.startswith("akm-run")]
     assert {words[1] for words in lines} >= {"run", "status", "logs", "approve"}
@@ -164,8 +165,6 @@ def test_the_signing_gate_fails_on_a_plan_no_source_accounts_for(tmp_path: Path)
 
 
 def test_the_refusal_table_names_every_reason() -> None:
-    from akm_run.signing import REASONS
-
     page = (REPO / "docs" / "runtime.md").read_text()
     table = re.findall(r"^\| `([a-z ]+)` \|", page.split("message begins")[1].split("\n\n")[0], re.M)
     assert table == [reason.replace("_", " ") for reason in REASONS]
@@ -179,15 +178,13 @@ def _table(text: str, header: str) -> list[list[str]]:
 
 
 def test_the_runtime_command_table_names_every_command_and_option_of_the_real_parser() -> None:
-    from akm_run.cli import build_parser
-
     rows = _table((REPO / "docs" / "runtime.md").read_text(), "| command | what it does |")
     documented: dict[str, str] = {}
     for command, _ in rows:
         verb = command.strip("`").split()[1]
         documented[verb] = documented.get(verb, "") + " " + command
     parser = build_parser()
-    verbs = next(a for a in parser._actions if a.dest == "command").choices  # type: ignore[attr-defined]
+    verbs = next(a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     assert sorted(documented) == sorted(verbs)
     common = {"-h", "--help", "--state-dir", "--database", "--format"}  # said once, under the table
     for verb, sub in verbs.items():
@@ -196,8 +193,6 @@ def test_the_runtime_command_table_names_every_command_and_option_of_the_real_pa
 
 
 def test_the_runtime_exit_code_table_names_each_code_once() -> None:
-    from akm_run import exitcodes
-
     rows = _table((REPO / "docs" / "runtime.md").read_text(), "| code | meaning |")
     codes = [int(row[0]) for row in rows]
     constants = {v for k, v in vars(exitcodes).items() if k.isupper() and isinstance(v, int)}

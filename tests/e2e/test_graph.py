@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from syrupy.assertion import SnapshotAssertion
@@ -19,7 +20,7 @@ CORPUS = REPO / "golden" / "corpus"
 NESTED = REPO / "golden" / "compose" / "nested"
 
 
-def _plans() -> dict[str, dict]:  # type: ignore[type-arg]
+def _plans() -> dict[str, dict[str, Any]]:
     plans = {}
     for root in (CORPUS, LANGUAGE_EXAMPLE, *sorted(p for p in (REPO / "golden" / "compose").iterdir())):
         session = Session(root)

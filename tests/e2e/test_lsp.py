@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -83,14 +83,14 @@ def _params(encodings: list[str] | None = None) -> lsp.InitializeParams:
     )
 
 
-@pytest_lsp.fixture(config=SERVER, scope="module")
+@pytest_lsp.fixture(config=SERVER, scope="module")  # type: ignore[untyped-decorator]  # pytest-lsp's decorator is unannotated
 async def client(lsp_client: LanguageClient) -> AsyncIterator[None]:
     await lsp_client.initialize_session(_params())
     yield
     await lsp_client.shutdown_session()
 
 
-@pytest_lsp.fixture(config=SERVER, scope="module")
+@pytest_lsp.fixture(config=SERVER, scope="module")  # type: ignore[untyped-decorator]  # pytest-lsp's decorator is unannotated
 async def utf8_client(lsp_client: LanguageClient) -> AsyncIterator[None]:
     result = await lsp_client.initialize_session(_params([lsp.PositionEncodingKind.Utf8]))
     assert result.capabilities.position_encoding == lsp.PositionEncodingKind.Utf8
@@ -99,7 +99,7 @@ async def utf8_client(lsp_client: LanguageClient) -> AsyncIterator[None]:
 
 
 def uri(path: Path) -> str:
-    found = from_fs_path(str(path))
+    found: str | None = from_fs_path(str(path))  # pygls leaves it unannotated
     assert found is not None
     return found
 
@@ -209,7 +209,7 @@ async def test_positions_count_utf8_bytes_when_negotiated(utf8_client: LanguageC
     hover = await utf8_client.text_document_hover_async(
         lsp.HoverParams(lsp.TextDocumentIdentifier(target), lsp.Position(1, diagnostic.range.start.character))
     )
-    assert hover is not None and "E203" in hover.contents.value  # type: ignore[union-attr]
+    assert hover is not None and isinstance(hover.contents, lsp.MarkupContent) and "E203" in hover.contents.value
 
 
 # -- hover, definition, completion, outline --------------------------------------------------------------
@@ -332,7 +332,7 @@ async def test_document_symbols(client: LanguageClient, workspace: Path) -> None
 # -- formatting and code actions ----------------------------------------------------------------------------
 
 
-def _apply(text: str, edits: list[lsp.TextEdit]) -> str:
+def _apply(text: str, edits: Sequence[lsp.TextEdit]) -> str:
     lines = text.split("\n")
     offsets = [0]
     for line in lines:
@@ -418,7 +418,7 @@ async def test_bad_input_never_stops_the_server(client: LanguageClient, workspac
     assert "step `call`" in await _hover(client, target, PARENT, "call {")
 
 
-@pytest_lsp.fixture(
+@pytest_lsp.fixture(  # type: ignore[untyped-decorator]  # pytest-lsp's decorator is unannotated
     config=ClientServerConfig(
         server_command=SERVER.server_command, server_env={**os.environ, "AKMC_LSP_FAULT": "hover"}
     ),

@@ -12,6 +12,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from akm_run import pool
 from helpers import Runtime, eventually, source, unit_processes
 
 SECRET = "s3cr3t-PW"
@@ -68,8 +69,6 @@ def test_a_worker_refuses_out_of_range_options_before_it_serves(
 
 
 def test_a_worker_with_a_long_takeover_time_still_beats_often_enough_to_count_as_serving() -> None:
-    from akm_run import pool
-
     worker = pool.Worker("postgresql://h/db", "w1", takeover_after_s=24 * 3600)
     assert worker.beat_s * 2 <= pool.SERVING_WITHIN_S  # else `run` warns that no worker serves
     assert pool.Worker("postgresql://h/db", "w1", takeover_after_s=3).beat_s == 1.0

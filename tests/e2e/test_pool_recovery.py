@@ -49,7 +49,8 @@ def test_a_drive_the_pool_gives_up_on_leaves_the_run_active_resumable_and_explai
     message = document["error"]["message"]
     assert "gave up" in message and "a:solo (1 time)" in message and f"`akm-run run {run.id}`" in message
     assert "internal error" not in err + message and "Traceback" not in err
-    assert runtime.store().run(run.id).status == "active"
+    run_row = runtime.store().run(run.id)
+    assert run_row is not None and run_row.status == "active"
     (runtime.root / "calm").touch()
     code, document = runtime.run_json(run.id)  # a new drive: the dead worker's attempt is interrupted
     assert code == 0, document
@@ -69,7 +70,8 @@ def test_a_recovered_unit_of_a_run_abandoned_meanwhile_does_not_run(pooled: Runt
     out, _ = follower.communicate(timeout=PATIENCE_S)
     assert follower.returncode == 1 and json.loads(out)["status"] == "failed", out
     assert _log(runtime) == ["a:solo 1"]
-    assert runtime.store().unit(run.id, "a:solo").status != "completed"
+    unit_row = runtime.store().unit(run.id, "a:solo")
+    assert unit_row is not None and unit_row.status != "completed"
 
 
 def _drive_with(runtime: Runtime, worker: Worker) -> None:

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from dbos._migration import ensure_dbos_schema, get_dbos_migrations
+from sqlalchemy import create_engine, text
 
 from helpers import PostgresServer, Runtime, Worker, eventually
 from profiles import examples
@@ -72,8 +74,6 @@ def completes(runtime: Runtime, follower: subprocess.Popen[str]) -> None:
 
 def dbos_versions(url: str) -> tuple[int, int]:
     """(version DBOS's system schema is at, the version this DBOS needs)."""
-    from dbos._migration import get_dbos_migrations
-
     with psycopg.connect(url, autocommit=True) as connection:
         row = connection.execute("SELECT version FROM dbos.dbos_migrations").fetchone()
     return (int(row[0]) if row else 0), len(get_dbos_migrations("dbos", True))
@@ -166,9 +166,6 @@ def test_a_half_made_dbos_schema_is_a_clear_error_and_the_next_worker_finishes_i
     """DBOS applies its migrations one transaction each: a process killed between two leaves a
     system schema that has some of its tables and columns. A run meets it with a plain message, not
     a missing column; the next worker applies the rest."""
-    from dbos._migration import ensure_dbos_schema, get_dbos_migrations
-    from sqlalchemy import create_engine, text
-
     runtime = fresh(postgres_server, tmp_path)
     plan = runtime.compile("w.akm", PLAN)
     assert runtime.database is not None

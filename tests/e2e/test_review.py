@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 from syrupy.assertion import SnapshotAssertion
 
 from akmc.render import markdown
+from akmc.render.characters import visible
 from akmc.render.diff import text_diff
-from akmc.render.plan import text_lines, visible
+from akmc.render.plan import text_lines
 from helpers import LANGUAGE_EXAMPLE, REPO, committed, edit, git, run_cli, source
 from profiles import examples
 

@@ -7,6 +7,7 @@ the next drive, so how much of it a later `run` still sees is a race."""
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -84,10 +85,13 @@ class Stable:
 
     def __call__(self, text: str) -> str:
         for kind, pattern in IDS.items():
-            text = pattern.sub(lambda m, kind=kind: self._name(kind, m.group(0)), text)  # type: ignore[misc]
+            text = pattern.sub(functools.partial(self._replaced, kind), text)
         for pattern, replacement in CLOCK:
             text = pattern.sub(replacement, text)
         return text
+
+    def _replaced(self, kind: str, match: re.Match[str]) -> str:
+        return self._name(kind, match.group(0))
 
     def _name(self, kind: str, value: str) -> str:
         if value not in self.names:

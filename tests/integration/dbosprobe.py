@@ -18,6 +18,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import FrameType
 
 from dbos import DBOS, SetEnqueueOptions, SetWorkflowID
 
@@ -202,9 +203,10 @@ WORKFLOW_FRAMES = {"_execute_workflow_wthread", "waits", "waits_async", "segment
 
 def report_threads(directory: str) -> None:
     """Log how many threads a workflow holds right now, and how many threads exist."""
-    stacks = []
-    for frame in sys._current_frames().values():
+    stacks: list[set[tuple[str, str]]] = []  # (file name, function name) of each thread's frames
+    for top in sys._current_frames().values():
         names = set()
+        frame: FrameType | None = top
         while frame is not None:
             names.add((Path(frame.f_code.co_filename).name, frame.f_code.co_name))
             frame = frame.f_back

@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from syrupy.assertion import SnapshotAssertion
 
-from akm_run.plan import plan_hash, verify_file
-from akmc.compiler import check_file
+from akm_run.plan import plan_hash, render_file, verify_file
+from akmc.compiler import Session, check_file
 from akmc.planschema import plan_file_schema
 from akmc.render import text
 from helpers import LANGUAGE_EXAMPLE, REPO
@@ -52,8 +52,6 @@ def test_schema_and_decoder_agree_on_golden_plans(plan: Path) -> None:
 
 @pytest.mark.parametrize("plan", PLANS, ids=lambda p: p.stem)
 def test_round_trip_is_byte_identical(plan: Path) -> None:
-    from akm_run.plan import render_file
-
     assert render_file(verify_file(plan.read_bytes())) == plan.read_text()
 
 
@@ -76,8 +74,6 @@ def test_rendered_error_diagnostics(case: Path, snapshot: SnapshotAssertion) -> 
 
 
 def _hashes(root: Path) -> dict[str, str]:
-    from akmc.compiler import Session
-
     session = Session(root)
     hashes = {}
     for path in sorted((root / "workflows").glob("*.akm")):

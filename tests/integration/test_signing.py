@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from akm_run import signing
+from akm_run import signing, trust
 from akm_run.signing import SignatureRefused, Signer
-from helpers import Keys, source
+from helpers import Keys, Runtime, source
 from profiles import examples
 
 ARMOR = b"-----BEGIN SSH SIGNATURE-----\n%s\n-----END SSH SIGNATURE-----\n"
@@ -73,9 +73,6 @@ def test_admit_keeps_the_bytes_it_checked_when_the_file_changes_meanwhile(
     tmp_path: Path, keys: Keys, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Time of check is time of use: the plan is read once, and those bytes are checked and kept."""
-    from akm_run import trust
-    from helpers import Runtime
-
     (tmp_path / "ws").mkdir()
     src = source("""
         workflow "t" {
@@ -89,9 +86,9 @@ def test_admit_keeps_the_bytes_it_checked_when_the_file_changes_meanwhile(
     original = plan.read_bytes()
     checked = signing.verify
 
-    def swapped_meanwhile(data: bytes, *rest: object) -> Signer:
+    def swapped_meanwhile(data: bytes, signature: bytes, allowed_signers: bytes, *rest: str) -> Signer:
         plan.write_bytes(original.replace(b'"true"', b'"touch evil"'))
-        return checked(data, *rest)  # type: ignore[arg-type]
+        return checked(data, signature, allowed_signers, *rest)
 
     monkeypatch.setattr(signing, "verify", swapped_meanwhile)
     admitted = trust.admit(plan, signers=keys.allowed("ci"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -65,7 +66,7 @@ def test_any_compiling_pattern_gets_an_answer(pattern: str) -> None:
 
 
 def test_plan_verification_refuses_an_unsafe_pattern() -> None:
-    plan = {
+    plan: dict[str, Any] = {
         "irVersion": 1,
         "ref": "w",
         "title": "w",

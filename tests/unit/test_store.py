@@ -131,7 +131,8 @@ def test_a_failed_transaction_leaves_nothing(store: Store) -> None:
     with pytest.raises(RuntimeError), store.transaction():
         store.complete_step("r1", "a", 1)
         raise RuntimeError("boom")
-    assert store.step("r1", "a").status == "pending"  # type: ignore[union-attr]
+    a_step = store.step("r1", "a")
+    assert a_step is not None and a_step.status == "pending"
     assert [e[0] for e in store.events("r1")] == ["run.published"]
 
 
@@ -147,7 +148,8 @@ def test_attempts_journal_and_units_settle(store: Store) -> None:
     store.publish_run("r1", PLAN, "sha256:x", {})
     assert store.begin_attempt("r1", "a:solo", "a", None, "sha256:h", "d-1", new_unit=True) == 1
     store.fail_attempt("r1", "a:solo", "a", 1, AttemptFailure("exit", None, final=False))
-    assert store.unit("r1", "a:solo").status == "running"  # type: ignore[union-attr]
+    unit_row = store.unit("r1", "a:solo")
+    assert unit_row is not None and unit_row.status == "running"
     assert store.begin_attempt("r1", "a:solo", "a", None, "sha256:h", "d-2", new_unit=False) == 2
     assert [u for u, _, _ in store.interrupted_attempts("r1")] == ["a:solo"]
     store.complete_attempt("r1", "a:solo", "a", 2, {"ok": True}, None)
@@ -164,7 +166,8 @@ def test_an_attempt_that_printed_null_keeps_no_attempt_output_as_before(store: S
     store.publish_run("r1", PLAN, "sha256:x", {})
     store.begin_attempt("r1", "a:solo", "a", None, "sha256:h", "d-1", new_unit=True)
     store.complete_attempt("r1", "a:solo", "a", 1, None, None)
-    assert store.unit("r1", "a:solo").output_json == "null"  # type: ignore[union-attr]
+    unit_row = store.unit("r1", "a:solo")
+    assert unit_row is not None and unit_row.output_json == "null"
     assert [a.output_json for a in store.attempts("r1", "a:solo")] == [None]
 
 
@@ -244,8 +247,10 @@ def test_abandoning_releases_running_steps_then_fails_the_run(store: Store) -> N
     store.publish_run("r1", PLAN2, "sha256:x", {})
     store.start_step("r1", "a", 0)
     store.abandon_run("r1", {"stepId": None, "reason": "abandoned", "message": "m"})
-    assert store.step("r1", "a").status == "pending"  # type: ignore[union-attr]
-    assert store.run("r1").failure["reason"] == "abandoned"  # type: ignore[union-attr,index]
+    a_step = store.step("r1", "a")
+    assert a_step is not None and a_step.status == "pending"
+    run_row = store.run("r1")
+    assert run_row is not None and run_row.failure is not None and run_row.failure["reason"] == "abandoned"
     assert _kinds(store, "r1") == ["step.started", "run.failed", "run.abandoned"]
 
 
@@ -306,7 +311,8 @@ def test_an_aborted_or_interrupted_attempt_leaves_its_unit_to_run_again(store: S
         ("aborted", "aborted", "tail"),
         ("interrupted", None, None),
     ]
-    assert store.unit("r1", "a:solo").status == "running"  # type: ignore[union-attr]
+    unit_row = store.unit("r1", "a:solo")
+    assert unit_row is not None and unit_row.status == "running"
 
 
 def test_a_running_attempt_is_claimed_once_and_an_ended_one_never(store: Store) -> None:

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from akm_run.strictjson import MAX_INT, MAX_VALUE_DEPTH, NotStrict, depth, dumps, loads
+from akm_run.planformat import MAX_INT
+from akm_run.strictjson import MAX_VALUE_DEPTH, NotStrict, depth, dumps, loads
 from profiles import examples
 
 VALUES = st.recursive(

@@ -54,16 +54,17 @@ def test_spans_are_one_based_with_exclusive_end() -> None:
 @pytest.mark.parametrize(
     ("item", "kind", "attribute", "value"),
     [
-        ('shell "make"', "shell", "text", ast.Text("string", "make", None)),  # type: ignore[arg-type]
-        ('agent file("p.md")', "agent", "text", ast.Text("file", "p.md", None)),  # type: ignore[arg-type]
-        ('approval "ok?"', "approval", "text", ast.Text("string", "ok?", None)),  # type: ignore[arg-type]
+        ('shell "make"', "shell", "text", ("string", "make")),
+        ('agent file("p.md")', "agent", "text", ("file", "p.md")),
+        ('approval "ok?"', "approval", "text", ("string", "ok?")),
     ],
 )
-def test_text_targets(item: str, kind: str, attribute: str, value: ast.Text) -> None:
+def test_text_targets(item: str, kind: str, attribute: str, value: tuple[str, str]) -> None:
+    """`value`: the text's kind and value."""
     (target,) = step_items(item)
     assert isinstance(target, ast.Target) and target.kind == kind
     text = getattr(target, attribute)
-    assert (text.kind, text.value) == (value.kind, value.value)
+    assert (text.kind, text.value) == value
 
 
 def test_script_and_uses_targets() -> None:

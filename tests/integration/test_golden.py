@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Any
 
 import jsonschema
 import pytest
@@ -85,7 +84,9 @@ def _hashes(root: Path) -> dict[str, str]:
 
 @settings(max_examples=examples(15), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
-def test_comments_and_blank_lines_leave_every_plan_hash_unchanged(tmp_path_factory: Any, data: Any) -> None:
+def test_comments_and_blank_lines_leave_every_plan_hash_unchanged(
+    tmp_path_factory: pytest.TempPathFactory, data: st.DataObject
+) -> None:
     """The read set records `.akm` sources by path only, so formatting never changes a plan."""
     root = tmp_path_factory.mktemp("ws")
     shutil.copytree(LANGUAGE_EXAMPLE, root, dirs_exist_ok=True)

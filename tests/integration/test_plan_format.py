@@ -21,7 +21,7 @@ from helpers import REPO
 from profiles import examples
 
 
-def _typed_dicts() -> list[Any]:
+def _typed_dicts() -> list[type]:
     """The records of the definition (the bases `_Step` and `_Work` only lend their keys)."""
     return [value for name, value in vars(pf).items() if is_typeddict(value) and not name.startswith("_")]
 
@@ -33,7 +33,7 @@ def test_the_description_reaches_every_record_of_the_definition() -> None:
 
 
 @pytest.mark.parametrize("shape", _typed_dicts(), ids=lambda s: s.__name__)
-def test_the_schema_has_the_key_sets_of_the_definition(shape: Any) -> None:
+def test_the_schema_has_the_key_sets_of_the_definition(shape: type) -> None:
     required, optional = pf.keys(shape)
     document = _schema()
     found = document if shape.__name__ == "PlanFile" else document["$defs"][shape.__name__]

@@ -18,8 +18,10 @@ ROOT = Path(__file__).resolve().parent
 INDEX = ROOT / "docs" / "diagnostics" / "index.md"
 # The docs' own fence attributes, which the tests read: ```akm file=workflows/x.akm names the file
 # a block is (shown as the block's title on the site), ```akm case=E501-x is a checker case,
-# ```akm fragment a part of a workflow, ```sh run a block tests/e2e/test_docs_run.py runs.
-FENCE_ATTRIBUTES = re.compile(r"^(\s*```\w+) (?:file=(\S+)|case=\S+|fragment|run)$", re.M)
+# ```akm fragment a part of a workflow, ```sh run a block tests/e2e/test_docs_run.py runs,
+# ```sh illustrative one it does not run (it needs a server, a network, a repository, a release;
+# a few of these a test of their own runs: the git textconv set-up, the akm-run examples).
+FENCE_ATTRIBUTES = re.compile(r"^(\s*```\w+) (?:file=(\S+)|case=\S+|fragment|run|illustrative)$", re.M)
 
 
 def on_config(config: MkDocsConfig) -> MkDocsConfig:

@@ -1,4 +1,5 @@
-"""The pipeline: read, parse, resolve, link children, type-check, lower and bound each workflow.
+"""The pipeline: load, parse, resolve, link children, type-check, load the files the plan freezes,
+lower and bound each workflow, keeping what each stage produced.
 
 One `Session` serves one invocation. Every file is read, parsed and compiled at most once, children
 before their parents, so a tree that composes the same child many times (a diamond) costs linear work."""
@@ -6,20 +7,28 @@ before their parents, so a tree that composes the same child many times (a diamo
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from akm_run.digest import tagged_sha256
-from akmc import ast, messages
+from akm_run.plan import REF, canonical_bytes, sha256_of
+from akmc import ast, compose, load, messages, syntax
 from akmc.compose import Child
 from akmc.diagnostics import ERROR, Report
+from akmc.lower import lower
 from akmc.messages import Message
 from akmc.records import build, field, record
-from akmc.sources import Reader, SourceFile, decode_source
+from akmc.resolve import Model, resolve
+from akmc.secrets import check_values
+from akmc.sources import Reader, SourceFile
 from akmc.spans import keyword
-from akmc.workspace import FILE_START, SUFFIX, SourceError, display_path, escaped, find_root, real_path, relative_to
+from akmc.suppress import apply, directives
+from akmc.typecheck import Typed, typecheck
+from akmc.unfrozen import check_shells
+from akmc.workspace import SUFFIX, SourceError, display_path, escaped, find_root, real_path, relative_to
 
 
 @record
@@ -29,7 +38,9 @@ class FileResult:
     source: SourceFile
     text: str | None
     report: Report
-    workflow: ast.Workflow | None = None
+    workflow: ast.Workflow | None = None  # the syntax tree; None when the file does not parse
+    model: Model | None = None  # the resolved workflow; set once compiled, when it parses
+    typed: Typed | None = None  # its types, with the children it composes (`typed.children`)
     data: bytes = b""
     plan: dict[str, Any] | None = None
     unreadable: str | None = None  # why the file could not be read at all
@@ -118,21 +129,15 @@ class Session:
         known = self._files.get(key)
         if known is not None:
             return known
-        from akmc import compose
-
         result = FileResult(SourceFile(key, root, relative_to(key, root), display), None, Report(display))
         self._files[key] = result
         try:
-            result.data = self.reader.read(result.source)
+            result.data, text = load.source(self.reader, result.source, result.report)
         except SourceError as error:
             result.unreadable = str(error)
             return result
-        text = decode_source(result.data)
-        if not isinstance(text, str):
-            result.report.add(text, FILE_START)  # E103
+        if text is None:
             return result
-        from akmc import syntax  # the parser loads lazily: `akmc explain` never needs it
-
         result.text = text
         result.workflow = syntax.parse(text, result.report, result.comments)
         if result.workflow is not None:
@@ -195,25 +200,17 @@ class Session:
             result.child = _summary(result, None, None)
             result.deps = result.child.deps = _own(result)
             return
-        from akm_run.plan import canonical_bytes, sha256_of
-        from akmc import compose
-        from akmc.files import ReadSet
-        from akmc.lower import lower
-        from akmc.resolve import resolve
-        from akmc.secrets import check_values
-        from akmc.typecheck import typecheck
-        from akmc.unfrozen import check_shells
-
         report, ref = result.report, escaped(result.ref)  # a plan never carries an undecodable name (E501)
         model = resolve(result.workflow, report)
         _portable_ref(result)
         check_values(model, report)
         children, sites = self._link(result, model)
         typed = typecheck(model, report, children)
-        reads = ReadSet()
+        result.model, result.typed = model, typed
+        reads = load.ReadSet()
         check_shells(model, result.root, report, reads)
-        plan: dict[str, Any] = dict(lower(model, typed, ref=ref, root=result.root, report=report, reads=reads,
-                                          children=children))  # fmt: skip
+        loaded = load.workspace_files(model, result.root, report, reads)
+        plan: dict[str, Any] = dict(lower(model, typed, loaded, ref=ref, children=children))
         result.deps = self._deps(result, reads, children)
         chain, embedded = compose.bounds(report, ref, sites)
         data = canonical_bytes(plan)
@@ -228,14 +225,14 @@ class Session:
             result.child.reads = {e["path"]: e.get("sha256") for e in plan["sourceReadSet"]}
         if self.suppressions:
             # after the child summary: a silenced error still keeps the plan from being produced
-            from akmc.suppress import apply, directives
-
             before = len(report.diagnostics)
             found = directives(result.comments)
             apply(report, found)
             result.silenced = before - len([d for d in report.diagnostics if d.code != "W704"])
 
-    def _deps(self, result: FileResult, reads: Any, children: dict[str, Child]) -> dict[str, str | None] | None:
+    def _deps(
+        self, result: FileResult, reads: load.ReadSet, children: dict[str, Child]
+    ) -> dict[str, str | None] | None:
         own = _own(result)
         if own is None or any(d.code in ("E400", "E401") for d in result.report.diagnostics):
             return None
@@ -246,10 +243,8 @@ class Session:
             deps.update(child.deps)
         return deps
 
-    def _link(self, result: FileResult, model: Any) -> tuple[dict[str, Child], list[tuple[ast.Span, Child]]]:
+    def _link(self, result: FileResult, model: Model) -> tuple[dict[str, Child], list[tuple[ast.Span, Child]]]:
         """The compiled child of each `uses` step (E400, E401, E408), and the `uses` sites in step order."""
-        from akmc import compose
-
         children: dict[str, Child] = {}
         sites: list[tuple[ast.Span, Child]] = []
         for sm in model.steps:
@@ -283,10 +278,6 @@ class Session:
 
 def _portable_ref(result: FileResult) -> None:
     """E501 when the file's ref is not a name a plan can carry (a space, a non-ASCII letter)."""
-    import unicodedata
-
-    from akm_run.plan import REF
-
     if REF.fullmatch(result.ref) or result.workflow is None:
         return
     ascii_name = unicodedata.normalize("NFKD", result.ref).encode("ascii", "ignore").decode()
@@ -296,7 +287,7 @@ def _portable_ref(result: FileResult) -> None:
     result.report.add(message, keyword(result.workflow.span, "workflow"))
 
 
-def _summary(result: FileResult, model: Any, typed: Any) -> Child:
+def _summary(result: FileResult, model: Model | None, typed: Typed | None) -> Child:
     errors = [d for d in result.report.diagnostics if d.severity == ERROR]
     child = Child(result.ref, result.display, not errors, first_error=errors[0] if errors else None)
     if model is not None and typed is not None:

@@ -5,20 +5,22 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from akm_run.plan import PlanError, read_file, verify_plan
 from akmc import exitcodes
-from akmc.compiler import FileResult, Session
 from akmc.diagnostics import ERROR, Diagnostic
+from akmc.render import text
 from akmc.workspace import SourceError
+
+if TYPE_CHECKING:
+    from akmc.compiler import FileResult, Session
 
 
 def compile_source(
     session: Session, path: Path, display: str | None = None
 ) -> tuple[FileResult, dict[str, Any] | None]:
     """Compile one source and verify the plan with the runtime's verifier before it is used."""
-    from akm_run.plan import PlanError, verify_plan
-
     result = session.check(path, display)
     if result.plan is None:
         return result, None
@@ -32,6 +34,9 @@ def compile_source(
 def compile_one(source: Path, root: Path | None) -> tuple[FileResult | None, dict[str, Any] | None, int]:
     """Compile one source for a command: (result, plan, OK) or (…, None, the exit code),
     with diagnostics and read failures already reported on stderr."""
+    # The compiler's stages cost about 70 ms of start-up, which a command given a plan file never needs.
+    from akmc.compiler import Session
+
     session = Session(root)
     try:
         result, plan = compile_source(session, source)
@@ -44,8 +49,6 @@ def compile_one(source: Path, root: Path | None) -> tuple[FileResult | None, dic
 
 def report_diagnostics(results: list[FileResult]) -> None:
     """Diagnostics of a compile go to stderr: stdout may carry the plan."""
-    from akmc.render import text
-
     diagnostics = sorted((d for r in results for d in r.report.diagnostics), key=Diagnostic.sort_key)
     if diagnostics:
         sources = {r.display: r.text for r in results if r.text is not None}
@@ -53,8 +56,11 @@ def report_diagnostics(results: list[FileResult]) -> None:
     for result in results:
         visible = any(d.severity == ERROR for d in result.report.diagnostics)
         if result.plan is None and result.workflow is not None and result.silenced and not visible:
-            print(f"akmc: error: {result.display} has errors silenced by `# akmc: ignore` comments; "
-                  "a workflow with errors has no plan (see them with `akmc check --no-ignore`)", file=sys.stderr)  # fmt: skip
+            print(
+                f"akmc: error: {result.display} has errors silenced by `# akmc: ignore` comments; "
+                "a workflow with errors has no plan (see them with `akmc check --no-ignore`)",
+                file=sys.stderr,
+            )
 
 
 def load_plan(path: Path, root: Path | None) -> tuple[dict[str, Any] | None, int]:
@@ -63,8 +69,6 @@ def load_plan(path: Path, root: Path | None) -> tuple[dict[str, Any] | None, int
     if path.suffix == ".akm":
         _, plan, code = compile_one(path, root)
         return plan, code
-    from akm_run.plan import read_file
-
     verified, refusal = read_file(path, None)
     if verified is None:
         print(f"akmc: refused {path}: {refusal}", file=sys.stderr)

@@ -1,49 +1,54 @@
 """AST → plan: the canonical plan object of one checked workflow, built as the typed dicts of
-akm_run.planformat (the one definition of the format; prose in docs/plan-format.md)."""
+akm_run.planformat (the one definition of the format; prose in docs/plan-format.md).
+
+A pure function of the checked model, its types, the files the load stage froze and the compiled
+children: it reads no file and reports nothing (a plan with errors is built, then never written)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, cast
 
 from akm_run import planformat as pf
-from akmc import ast, compose, messages
+from akmc import ast, compose
 from akmc import types as t
 from akmc.compose import Child
-from akmc.diagnostics import Report
-from akmc.files import Frozen, ReadSet, freeze
+from akmc.load import Frozen, Loaded
 from akmc.resolve import Model, Retry, StepModel
-from akmc.secrets import looks_like_credential
 from akmc.typecheck import Typed
-
-# What each text is called in E600: the commands, prompts and approval texts a plan carries.
-TEXTS = {
-    "shell": "the command",
-    "agent": "the prompt",
-    "approval": "the approval text",
-    "description": "the description",
-}
 
 
 class Lowering:
-    """Freezes files and builds the plan; file problems and credentials are reported here."""
+    """Builds the plan's targets from the frozen files, and its read set as it goes."""
 
-    def __init__(self, root: Path, report: Report, reads: ReadSet) -> None:
-        self.root = root
-        self.report = report
-        self.reads = reads
+    def __init__(self, loaded: Loaded) -> None:
+        self.loaded = loaded
+        self.reads: dict[str, str | None] = {}  # root-relative path → `sha256:…`; None for an `.akm` source
 
-    def text(self, text: ast.Text, what: str) -> tuple[str, Frozen | None]:
-        """The text a plan carries (a `file(...)` frozen); E600 when it holds what looks like a credential."""
-        frozen = None
-        if text.kind == "file":
-            frozen = freeze(self.root, text.value, text.span, "file", self.report, self.reads)
-        value = text.value if text.kind != "file" else frozen.text if frozen else ""
-        found = looks_like_credential(value)
-        if found:
-            self.report.add(messages.credential_in_text(what=TEXTS.get(what, what), found=found), text.span)
-        return value, frozen
+    def text(self, text: ast.Text) -> tuple[str, Frozen | None]:
+        """The text a plan carries: a `file(...)`'s frozen contents ("" when it could not be frozen)."""
+        if text.kind != "file":
+            return text.value, None
+        frozen = self.frozen("file", text.value)
+        return (frozen.text if frozen is not None else ""), frozen
+
+    def frozen(self, what: str, raw: str) -> Frozen | None:
+        frozen = self.loaded.files.get((what, raw))
+        if frozen is not None:
+            self.reads[frozen.path] = frozen.sha256
+        return frozen
+
+    def source(self, ref: str) -> None:
+        """A workflow source, recorded by path only: its meaning is in the plan, so formatting and
+        comments never change a plan."""
+        self.reads[ref + ".akm"] = None
+
+    def read_set(self) -> list[pf.ReadEntry]:
+        """Every file the plan was compiled from, by path: its own and every child's."""
+        return [
+            pf.ReadEntry(path=p) if (h := self.reads[p]) is None else pf.ReadEntry(path=p, sha256=h)
+            for p in sorted(self.reads)
+        ]
 
     def target(self, target: ast.Target, child: Child | None = None) -> pf.Target:
         kind = target.kind
@@ -51,10 +56,10 @@ class Lowering:
             return self.script(target)
         if kind == "uses":
             if child is not None:
-                self.reads.files.update(child.reads)  # the read set covers every child's reads
+                self.reads.update(child.reads)  # the read set covers every child's reads
             return cast(pf.ChildTarget, compose.target(target, child))
         assert target.text is not None
-        value, frozen = self.text(target.text, kind)
+        value, frozen = self.text(target.text)
         if kind == "shell":
             return pf.ShellTarget(kind="shell", command=value)
         if kind == "approval":
@@ -66,7 +71,7 @@ class Lowering:
 
     def script(self, target: ast.Target) -> pf.ScriptTarget:
         assert target.path is not None
-        frozen = freeze(self.root, target.path.value, target.path.span, "script", self.report, self.reads)
+        frozen = self.frozen("script", target.path.value)
         if frozen is None:
             return pf.ScriptTarget(kind="script", path=target.path.value, sha256="", text="")
         return pf.ScriptTarget(kind="script", path=frozen.path, sha256=frozen.sha256, text=frozen.text)
@@ -77,21 +82,19 @@ class Lowering:
         assert checked["kind"] in ("shell", "script")
         return checked
 
-    def env(self, entries: dict[str, ast.EnvEntry]) -> list[pf.EnvEntry]:
-        out: list[pf.EnvEntry] = []
-        for name in sorted(entries):
-            entry = entries[name]
-            if entry.kind == "literal":
-                assert entry.value is not None
-                found = looks_like_credential(entry.value)
-                if found:
-                    self.report.add(messages.credential_in_env(name=name, found=found), entry.value_span)
-                out.append(pf.EnvLiteral(name=name, kind="literal", value=entry.value))
-            elif entry.kind == "secret":
-                out.append(pf.EnvSecret(name=name, kind="secret", secret=entry.value or ""))
-            else:
-                out.append(pf.EnvPassthrough(name=name, kind="passthrough"))
-        return out
+
+def _env(entries: dict[str, ast.EnvEntry]) -> list[pf.EnvEntry]:
+    out: list[pf.EnvEntry] = []
+    for name in sorted(entries):
+        entry = entries[name]
+        if entry.kind == "literal":
+            assert entry.value is not None
+            out.append(pf.EnvLiteral(name=name, kind="literal", value=entry.value))
+        elif entry.kind == "secret":
+            out.append(pf.EnvSecret(name=name, kind="secret", secret=entry.value or ""))
+        else:
+            out.append(pf.EnvPassthrough(name=name, kind="passthrough"))
+    return out
 
 
 def _retry(retry: Retry) -> pf.Retry:
@@ -102,26 +105,23 @@ def _retry(retry: Retry) -> pf.Retry:
 
 
 def lower(
-    model: Model,
-    typed: Typed,
-    *,
-    ref: str,
-    root: Path,
-    report: Report,
-    reads: ReadSet,
-    children: Mapping[str, Child] | None = None,
+    model: Model, typed: Typed, loaded: Loaded, *, ref: str, children: Mapping[str, Child] | None = None
 ) -> pf.Plan:
     """The plan object. `children` maps the id of each `uses` step to its compiled child."""
-    lowering = Lowering(root, report, reads)
+    lowering = Lowering(loaded)
     plan = pf.Plan(
-        irVersion=pf.IR_VERSION, ref=ref, title=model.workflow.title.value, sourceReadSet=[], limits=_limits(model),
+        irVersion=pf.IR_VERSION,
+        ref=ref,
+        title=model.workflow.title.value,
+        sourceReadSet=[],
+        limits=_limits(model),
         steps=[],
-    )  # fmt: skip
+    )
     if model.description is not None:
-        description, _ = lowering.text(model.description, "description")
+        description, _ = lowering.text(model.description)
         if description:
             plan["description"] = description
-    reads.add_source(ref + ".akm")
+    lowering.source(ref)
     params = _params(model, typed)
     if params:
         plan["params"] = params
@@ -129,7 +129,7 @@ def lower(
     if outputs:
         plan["outputs"] = outputs
     plan["steps"] = [_step(sm, typed, lowering, children or {}) for sm in model.steps]
-    plan["sourceReadSet"] = cast(list[pf.ReadEntry], reads.entries())
+    plan["sourceReadSet"] = lowering.read_set()
     return plan
 
 
@@ -195,9 +195,14 @@ def _work(sm: StepModel, lowering: Lowering, children: Mapping[str, Child]) -> p
     step: pf.WorkStep
     if sm.map is not None:
         step = pf.MapStep(
-            stepId=sm.id, index=sm.index, kind="map", onError=_on_error(sm), target=target, over=sm.map.over.text,
+            stepId=sm.id,
+            index=sm.index,
+            kind="map",
+            onError=_on_error(sm),
+            target=target,
+            over=sm.map.over.text,
             concurrency=sm.concurrency,
-        )  # fmt: skip
+        )
     else:
         step = pf.UnitStep(stepId=sm.id, index=sm.index, kind="unit", onError=_on_error(sm), target=target)
     if sm.gate_check is not None:
@@ -206,7 +211,7 @@ def _work(sm: StepModel, lowering: Lowering, children: Mapping[str, Child]) -> p
         step["retry"] = _retry(sm.retry)
     if sm.timeout_ms is not None:
         step["timeoutMs"] = sm.timeout_ms
-    env = lowering.env(sm.env)
+    env = _env(sm.env)
     if env:
         step["env"] = env
     if sm.target is None:

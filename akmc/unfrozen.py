@@ -18,7 +18,7 @@ from akmc import messages
 
 if TYPE_CHECKING:
     from akmc.diagnostics import Report
-    from akmc.files import ReadSet
+    from akmc.load import ReadSet
     from akmc.resolve import Model
 
 INTERPRETERS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "python", "python3", "node", "ruby", "perl", "pwsh"})

@@ -30,6 +30,7 @@ from syrupy.location import PyTestLocation
 from syrupy.types import SnapshotIndex
 
 from akm_run.plan import render_file
+from akm_run.sqlitestore import SQLiteStore
 from akm_run.store import Store
 from akmc.compiler import FileResult, Session, check_file
 from akmc.diagnostics import Diagnostic
@@ -405,9 +406,9 @@ class Runtime:
     # -- the journal, whichever store holds it ------------------------------------------------------------
 
     def store(self) -> Store:
-        """The run journal: a fresh Store on the state directory, or one PostgresStore kept open."""
+        """The run journal: a fresh SQLiteStore on the state directory, or one PostgresStore kept open."""
         if self.database is None:
-            return Store(self.state)
+            return SQLiteStore(self.state)
         if self._journal is None:
             from akm_run.pgstore import PostgresStore  # here, not at the top: its import time (see the note there)
 

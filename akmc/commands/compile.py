@@ -22,6 +22,9 @@ def run(source: Path, *, output: Path | None, out_dir: Path | None, check: bool,
             print("akmc: error: compiling a directory needs --out-dir", file=sys.stderr)
             return exitcodes.USAGE
         return _directory(source, out_dir, check, root)
+    if output is not None and out_dir is not None:
+        print("akmc: error: give -o or --out-dir, not both", file=sys.stderr)
+        return exitcodes.USAGE
     result, plan, code = compile_one(source, root)
     if result is None or plan is None:
         return code
@@ -29,10 +32,10 @@ def run(source: Path, *, output: Path | None, out_dir: Path | None, check: bool,
     if check:
         target = output or _default_out(source, out_dir, result.ref)
         return _compare({target: rendered}, _refresh(source, output, out_dir, root))
-    if output is None:
+    if output is None and out_dir is None:
         sys.stdout.write(rendered)
     else:
-        _write(output, rendered)
+        _write(output or _default_out(source, out_dir, result.ref), rendered)
     return exitcodes.OK
 
 

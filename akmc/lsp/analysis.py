@@ -2,7 +2,8 @@
 
 The one module that talks to the compiler's session: diagnostics exactly as `akmc check` gives them
 (the file, its children as compiled, and every workflow that composes it, with the workspace's
-`akm.toml` selection), and the resolved, typed workflow that hover, definition and completion read."""
+`akm.toml` selection), and the resolved, typed workflow that hover, definition and completion read,
+as the session's compile left it (nothing is resolved or type-checked twice)."""
 
 from __future__ import annotations
 
@@ -16,10 +17,10 @@ from akmc.cache import UsesIndex
 from akmc.compiler import FileResult, Session
 from akmc.compose import Child
 from akmc.config import CheckConfig, ConfigError, load
-from akmc.diagnostics import Diagnostic, Report
-from akmc.resolve import Model, resolve
+from akmc.diagnostics import Diagnostic
+from akmc.resolve import Model
 from akmc.sources import Reader
-from akmc.typecheck import Typed, typecheck
+from akmc.typecheck import Typed
 from akmc.workspace import (
     SourceError,
     composer_candidates,
@@ -103,19 +104,18 @@ def _composers(root: Path, path: Path, session: Session, buffers: Mapping[Path, 
 
 
 def _analysis(result: FileResult, session: Session, root: Path, text: str, found: list[Diagnostic]) -> Analysis:
-    analysis = Analysis(result.path, root, text, found, result.workflow)
-    if result.workflow is None:
+    """The file as its compile left it (the tree, the model, the types), and the compiled child of
+    each `uses` whose file was found, even one the compile refused to link (a cycle): hover shows it
+    and definition goes to it."""
+    analysis = Analysis(result.path, root, text, found, result.workflow, result.model, result.typed)
+    if result.model is None:
         return analysis
     compiled = {r.path: r for r in session.results}
-    scratch = Report("")  # the diagnostics are the compiler's; this pass only settles names and types
-    model = resolve(result.workflow, scratch)
-    for sm in model.steps:
+    for sm in result.model.steps:
         if sm.target is None or sm.target.kind != "uses" or sm.target.path is None:
             continue
-        located, _ = result.edges.get(sm.target.path.value, (None, ""))
+        located, _ = result.edges.get(sm.target.path.value, (None, None))
         child = compiled.get(real_path(located)) if located is not None else None
         if child is not None and child.child is not None:
             analysis.children[sm.id] = (child.child, child.path)
-    analysis.model = model
-    analysis.typed = typecheck(model, scratch, {k: c for k, (c, _) in analysis.children.items()})
     return analysis

@@ -9,6 +9,7 @@ import re
 from lsprotocol import types as lsp
 
 from akmc.diagnostics import Diagnostic
+from akmc.formatter import SyntaxProblem, tokens
 from akmc.lsp.positions import Lines
 from akmc.spans import Span
 
@@ -18,8 +19,9 @@ _SUGGESTION = re.compile(r"did you mean `([^`]+)`\?")
 _IGNORE = re.compile(r"#\s*akmc:\s*ignore\s*\[([^\]]*)\]")
 
 
-def code_actions(uri: str, text: str, lines: Lines, diagnostics: list[Diagnostic], start: int,
-                 end: int) -> list[lsp.CodeAction]:  # fmt: skip
+def code_actions(
+    uri: str, text: str, lines: Lines, diagnostics: list[Diagnostic], start: int, end: int
+) -> list[lsp.CodeAction]:
     """For each diagnostic overlapping [start, end]: apply its did-you-mean; silence it on its line;
     for a suppression that silences nothing (W704), remove what silences nothing."""
     actions: list[lsp.CodeAction] = []
@@ -47,8 +49,13 @@ def code_actions(uri: str, text: str, lines: Lines, diagnostics: list[Diagnostic
 
 
 def _action(uri: str, wire: lsp.Diagnostic, title: str, edit: lsp.TextEdit, preferred: bool = False) -> lsp.CodeAction:
-    return lsp.CodeAction(title=title, kind=lsp.CodeActionKind.QuickFix, diagnostics=[wire],
-                          is_preferred=preferred or None, edit=lsp.WorkspaceEdit(changes={uri: [edit]}))  # fmt: skip
+    return lsp.CodeAction(
+        title=title,
+        kind=lsp.CodeActionKind.QuickFix,
+        diagnostics=[wire],
+        is_preferred=preferred or None,
+        edit=lsp.WorkspaceEdit(changes={uri: [edit]}),
+    )
 
 
 _DIRECTIVE = re.compile(r"#\s*akmc:\s*(ignore-file|ignore)\s*\[([^\]]*)\]")
@@ -97,8 +104,6 @@ def _silence(text: str, lines: Lines, diagnostic: Diagnostic) -> lsp.TextEdit | 
     """An edit adding the code to the suppression at the end of the diagnostic's line."""
     if diagnostic.code in ("E100", "E101", "E102", "E103", "W704"):
         return None  # a file that does not parse has no comments; a stale suppression is removed, not silenced
-    from akmc.formatter import SyntaxProblem, tokens
-
     line_end = lines.line_end(diagnostic.span.start)
     try:
         if any((tok.start_pos or 0) < line_end < (tok.end_pos or 0) for tok in tokens(text)):

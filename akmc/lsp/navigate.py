@@ -10,7 +10,7 @@ from typing import Any
 
 from lsprotocol import types as lsp
 
-from akmc import ast
+from akmc import ast, resources
 from akmc import types as t
 from akmc.diagnostics import CATALOG, Report
 from akmc.lsp.analysis import Analysis
@@ -143,10 +143,8 @@ def _step_text(name: str, analysis: Analysis) -> str | None:
 
 def explanation(code: str) -> str:
     """The `akmc explain` page of a code, without its title, down to its example."""
-    from akmc.resources import explanation as page  # the one reader of the pages, as `akmc explain` uses
-
     try:
-        text = page(code)
+        text = resources.explanation(code)  # the one reader of the pages, as `akmc explain` uses
     except OSError:
         return CATALOG[code].summary if code in CATALOG else ""
     body = text.split("\n", 1)[1] if "\n" in text else text
@@ -241,21 +239,34 @@ def symbols(analysis: Analysis, lines: Lines) -> list[lsp.DocumentSymbol]:
     if workflow is None:
         return []
 
-    def symbol(name: str, kind: lsp.SymbolKind, span: Span, selection: Span, detail: str | None = None,
-               children: list[lsp.DocumentSymbol] | None = None) -> lsp.DocumentSymbol:  # fmt: skip
+    def symbol(
+        name: str,
+        kind: lsp.SymbolKind,
+        span: Span,
+        selection: Span,
+        detail: str | None = None,
+        children: list[lsp.DocumentSymbol] | None = None,
+    ) -> lsp.DocumentSymbol:
         return lsp.DocumentSymbol(
-            name=name, kind=kind, range=lines.range(span.start, span.end),
-            selection_range=lines.range(selection.start, selection.end), detail=detail, children=children or None,
-        )  # fmt: skip
+            name=name,
+            kind=kind,
+            range=lines.range(span.start, span.end),
+            selection_range=lines.range(selection.start, selection.end),
+            detail=detail,
+            children=children or None,
+        )
 
     inner: list[lsp.DocumentSymbol] = []
     typed = analysis.typed
     for section in workflow.sections:
-        children = [
-            symbol(p.name.text, lsp.SymbolKind.Variable, p.span, p.name.span,
-                   t.describe(typed.params[p.name.text]) if typed and p.name.text in typed.params else None)
-            for p in section.params
-        ] + [symbol(o.name.text, lsp.SymbolKind.Property, o.span, o.name.span, o.source.text) for o in section.outputs]  # fmt: skip
+        children = []
+        for param in section.params:
+            name = param.name.text
+            detail = t.describe(typed.params[name]) if typed is not None and name in typed.params else None
+            children.append(symbol(name, lsp.SymbolKind.Variable, param.span, param.name.span, detail))
+        children += [
+            symbol(o.name.text, lsp.SymbolKind.Property, o.span, o.name.span, o.source.text) for o in section.outputs
+        ]
         inner.append(symbol(section.kind, lsp.SymbolKind.Namespace, section.span, section.keyword_span, None, children))
     by_step = {sm.id: sm for sm in analysis.model.steps} if analysis.model is not None else {}
     for step in workflow.steps:

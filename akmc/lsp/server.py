@@ -20,6 +20,7 @@ from pygls.uris import from_fs_path
 from akmc import __version__
 from akmc.cache import UsesIndex
 from akmc.diagnostics import Diagnostic
+from akmc.formatter import SyntaxProblem, format_source
 from akmc.lsp import completion, fixes, navigate
 from akmc.lsp.analysis import Analysis, check
 from akmc.lsp.positions import Lines
@@ -303,8 +304,6 @@ def document_symbol(ls: AkmServer, params: lsp.DocumentSymbolParams) -> list[lsp
 @server.feature(lsp.TEXT_DOCUMENT_FORMATTING)
 @guarded(default=list)
 def formatting(ls: AkmServer, params: lsp.DocumentFormattingParams) -> list[lsp.TextEdit]:
-    from akmc.formatter import SyntaxProblem, format_source
-
     uri = params.text_document.uri
     text = ls.texts.get(uri)
     if text is None:

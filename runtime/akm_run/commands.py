@@ -25,8 +25,10 @@ from akm_run.identity import new_run_id
 from akm_run.locks import LockHeld
 from akm_run.params import ParamsError, collect
 from akm_run.plan import PlanError, plan_hash
+from akm_run.rows import RunRow, StepRow
 from akm_run.signing import SignatureRefused, SigningUnavailable
-from akm_run.store import RunRow, StepRow, Store, writable
+from akm_run.sqlitestore import SQLiteStore, writable
+from akm_run.store import Store
 from akm_run.trust import Admitted, admission, admit, allowed_signers, recheck
 
 EXIT_OF = {"completed": exitcodes.COMPLETED, "failed": exitcodes.FAILED, "blocked": exitcodes.BLOCKED,
@@ -48,7 +50,7 @@ def _open(args: argparse.Namespace, *, reading: bool = False) -> Store | None:
     directory = state_dir(args)
     if not (directory / "state.db").exists():
         return None
-    return Store.for_reading(directory) if reading else Store(directory)
+    return SQLiteStore.for_reading(directory) if reading else SQLiteStore(directory)
 
 
 def _existing(args: argparse.Namespace, run_id: str, *, reading: bool = False) -> tuple[Store | None, RunRow | None]:
@@ -113,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
             return refused
         workdir = (args.workdir or Path(".")).absolute()
         agent_cmd = args.agent_cmd or os.environ.get("AKM_AGENT_CMD") or None
-        store = _open(args) or Store(directory)
+        store = _open(args) or SQLiteStore(directory)
         run_id = store.publish_run(new_run_id(), plan, plan_hash(plan), params, signature=admitted.signature,
                                    workdir=str(workdir), agent_cmd=agent_cmd)  # fmt: skip
     else:

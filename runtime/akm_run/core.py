@@ -1,9 +1,9 @@
 """The plan-interpretation core: what a plan means for a run, with no I/O.
 
 Spine order, routes, retry policy, gates, output resolution, bindings and the context a unit is
-given are decided here, from the plan, the run's params and its journaled step rows. The engine
-(akm_run.engine) journals and dispatches what this module decides; a second store reuses it
-unchanged."""
+given are decided here, from the plan, the run's params and its journaled step rows.
+akm_run.decisions turns them into what a drive does next, which the engine (akm_run.engine,
+akm_run.attempts) journals and dispatches; a second store reuses all of it unchanged."""
 
 from __future__ import annotations
 
@@ -216,15 +216,24 @@ class Placement:
 
 
 def unit_context(
-    run_id: str, place: Placement, dispatch: str, attempt: int, inputs: dict[str, Any], feedback: str | None,
+    run_id: str,
+    place: Placement,
+    dispatch: str,
+    attempt: int,
+    inputs: dict[str, Any],
+    feedback: str | None,
     gate_output: Any,
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     """The context file of one attempt. Only what the step declares reaches a unit (language-v2.md):
     its inputs, its item, and a gate's feedback; never the run's other params."""
     context: dict[str, Any] = {
-        "runId": run_id, "stepId": place.step_id, "unitId": place.journal, "dispatchId": dispatch,
-        "attempt": attempt, "inputs": inputs,
-    }  # fmt: skip
+        "runId": run_id,
+        "stepId": place.step_id,
+        "unitId": place.journal,
+        "dispatchId": dispatch,
+        "attempt": attempt,
+        "inputs": inputs,
+    }
     if place.index is not None:
         context["item"], context["itemIndex"] = place.item, place.index
     if feedback is not None:

@@ -1,25 +1,25 @@
-"""The SQLite database under a store: connection, pragmas, short transactions, migrations."""
+"""The seam between the journal's SQL, written once (akm_run.queries, akm_run.store), and the database
+dialect under it (akm_run.sqlitestore, akm_run.pgstore).
+
+A dialect supplies: a connection that runs one statement in DB-API's qmark style (`?` parameters),
+each dialect turning them into its driver's; how a durable and a non-durable transaction begin and
+end; its own migration list (akm_run.migrations), how a migration script runs, and how a migrating
+process finds the versions applied; the run lock; what a statement raises when it breaks a UNIQUE
+constraint. Everything else is common: nested short transactions, the migrations' order and records,
+every query and transition. What both dialects spell alike needs no seam: the upserts (`ON CONFLICT …
+DO UPDATE SET … = excluded.…`), `COALESCE`, and a parameter's type given by `CAST(? AS …)` where
+PostgreSQL cannot infer it."""
 
 from __future__ import annotations
 
-import os
-import sqlite3
-import tempfile
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
-from typing import Any, Protocol, Self
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any, ClassVar, Protocol
 
-from akm_run.migrations import MIGRATIONS, migrate
-
-DB_NAME = "state.db"
-BUSY_TIMEOUT_MS = 10_000
-
-
-class StateReadOnly(Exception):
-    """The state directory cannot be written (read-only location, permissions)."""
+from akm_run.migrations import migrate
 
 
 class Rows(Protocol):
@@ -32,62 +32,67 @@ class Rows(Protocol):
     def __iter__(self) -> Iterator[Any]: ...
 
 
-class Database:
-    """One state directory's database. Safe to share between the threads of one driver:
-    statements are serialised by a lock, and each transaction is short."""
+class Database(ABC):
+    """One journal's database. Safe to share between the threads of one driver: statements are
+    serialised by a lock, and each transaction is short."""
 
     # What a statement raises when it breaks a UNIQUE constraint.
-    IntegrityError: tuple[type[Exception], ...] = (sqlite3.IntegrityError,)
+    IntegrityError: ClassVar[tuple[type[Exception], ...]]
+    # The dialect's migrations, in order (version N is the Nth).
+    MIGRATIONS: ClassVar[Sequence[str]]
 
-    def __init__(self, state_dir: Path, *, readonly: bool = False) -> None:
-        self.state_dir = state_dir
-        self.path = state_dir / DB_NAME
+    def __init__(self) -> None:
         self._lock = threading.RLock()
         self._depth = 0
-        if readonly:
-            self._db = _open_readonly(self.path)
-            if self.schema_version() != len(MIGRATIONS):
-                raise StateReadOnly(
-                    f"{self.path} has schema version {self.schema_version()}, this akm-run reads version "
-                    f"{len(MIGRATIONS)}, and the state directory cannot be written to upgrade it"
-                )
-            return
-        state_dir.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(
-            self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
-        )
-        self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        self._db.execute("PRAGMA journal_mode = WAL")
-        self._db.execute("PRAGMA synchronous = NORMAL")  # durable transactions raise it (see transaction)
-        self._db.execute("PRAGMA foreign_keys = ON")
-        # Checkpoint the WAL into the database every ~40 MB instead of every ~4 MB: each checkpoint
-        # syncs, and the default made them a third of a unit's journaling cost. The last connection
-        # to close checkpoints whatever remains.
-        self._db.execute("PRAGMA wal_autocheckpoint = 10000")
-        self._migrate()
 
-    @classmethod
-    def for_reading(cls, state_dir: Path) -> Self:
-        """The store, for commands that only read (status, list, logs): opened as usual, or
-        read-only when the state directory cannot be written."""
-        if not writable(state_dir):
-            return cls(state_dir, readonly=True)
-        return cls(state_dir)
+    # -- the dialect ------------------------------------------------------------------------------
 
-    def close(self) -> None:
-        self._db.close()
+    @abstractmethod
+    def close(self) -> None: ...
+
+    @abstractmethod
+    def lock(self, run_id: str) -> AbstractContextManager[Any]:
+        """The run's driver lock (raises locks.LockHeld on entry while another holds it)."""
+
+    @abstractmethod
+    def driven(self, run_id: str) -> bool:
+        """Whether a live driver holds the run's lock."""
+
+    @abstractmethod
+    def _execute(self, sql: str, args: tuple[Any, ...] = ()) -> Rows:
+        """One statement with `?` parameters, serialised by the store's lock."""
+
+    @abstractmethod
+    def _begin(self, durable: bool) -> None: ...
+
+    @abstractmethod
+    def _end(self, statement: str, durable: bool) -> None:
+        """COMMIT or ROLLBACK (`statement`) the transaction `_begin(durable)` began."""
+
+    @abstractmethod
+    def _applied(self) -> set[int]:
+        """In the migrating transaction: the versions applied, the migrations table created first
+        where it is missing."""
+
+    @abstractmethod
+    def _run_script(self, script: str) -> None:
+        """One migration of the dialect's list: several statements."""
+
+    @abstractmethod
+    def _name(self) -> str:
+        """The store, as an error names it."""
 
     # -- transactions and migrations --------------------------------------------------------------
 
     @contextmanager
     def transaction(self, durable: bool = True) -> Iterator[None]:
-        """One short write transaction (BEGIN IMMEDIATE); nested uses join the outer one.
+        """One short write transaction; nested uses join the outer one.
 
-        A durable commit is fsynced (it survives power loss); the others reach the operating system
-        before the call returns (they survive any crash of akm-run) and are fsynced by the next
-        durable commit or checkpoint. Runs are published and settled durably; the unit journal is
-        not, because losing its last entries to a power cut only repeats a unit, which dispatch
-        (at-least-once) already allows, and a process it started died with the machine."""
+        A durable commit is fsynced (it survives power loss); the others reach the server or the
+        operating system before the call returns (they survive any crash of akm-run) and are fsynced
+        by the next durable commit or checkpoint. Runs are published and settled durably; the unit
+        journal is not, because losing its last entries to a power cut only repeats a unit, which
+        dispatch (at-least-once) already allows, and a process it started died with the machine."""
         with self._lock:
             if self._depth:
                 self._depth += 1
@@ -108,78 +113,15 @@ class Database:
             finally:
                 self._depth = 0
 
-    def _begin(self, durable: bool) -> None:
-        if durable:
-            self._db.execute("PRAGMA synchronous = FULL")
-        self._db.execute("BEGIN IMMEDIATE")
-
-    def _end(self, statement: str, durable: bool) -> None:
-        try:
-            self._db.execute(statement)
-        finally:
-            if durable:
-                self._db.execute("PRAGMA synchronous = NORMAL")
-
     def _migrate(self) -> None:
+        """Apply, in one transaction, every migration of the dialect's list not applied yet."""
         with self.transaction():
-            self._db.execute("CREATE TABLE IF NOT EXISTS migrations (version INTEGER PRIMARY KEY, applied_at REAL)")
-            applied = {row[0] for row in self._db.execute("SELECT version FROM migrations")}
-            migrate(applied, self._apply, str(self.path))
+            migrate(self.MIGRATIONS, self._applied(), self._apply, self._name())
 
     def _apply(self, version: int, script: str) -> None:
-        for statement in _statements(script):
-            self._db.execute(statement)
-        self._db.execute("INSERT INTO migrations VALUES (?, ?)", (version, time.time()))
+        self._run_script(script)
+        self._execute("INSERT INTO migrations VALUES (?, ?)", (version, time.time()))
 
     def schema_version(self) -> int:
-        with self._lock:
-            row = self._db.execute("SELECT MAX(version) FROM migrations").fetchone()
-        return int(row[0] or 0)
-
-    def _execute(self, sql: str, args: tuple[Any, ...] = ()) -> Rows:
-        with self._lock:
-            return self._db.execute(sql, args)
-
-
-def writable(state_dir: Path) -> bool:
-    """Whether a state directory (or, before it exists, the directory it would be made in) can be
-    written: a probe file is created and removed (permission bits alone do not show a read-only mount)."""
-    existing = state_dir.absolute()
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if not existing.is_dir():
-        return False
-    try:
-        fd, probe = tempfile.mkstemp(prefix=".akm-run-probe-", dir=existing)
-    except OSError:
-        return False
-    os.close(fd)
-    os.unlink(probe)
-    return True
-
-
-def _open_readonly(path: Path) -> sqlite3.Connection:
-    """A read-only connection; where SQLite cannot even create its shared-memory file beside the
-    database (a read-only location), the database is read as an immutable snapshot."""
-    if not path.exists():
-        raise StateReadOnly(f"{path} does not exist")
-    uri = path.absolute().as_uri()
-    try:
-        db = sqlite3.connect(f"{uri}?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
-        db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
-        return db
-    except sqlite3.OperationalError:
-        return sqlite3.connect(f"{uri}?immutable=1", uri=True, isolation_level=None, check_same_thread=False)
-
-
-def _statements(script: str) -> list[str]:
-    """Split a migration into statements (sqlite3.complete_statement keeps triggers whole)."""
-    statements, current = [], ""
-    for line in script.strip().splitlines(keepends=True):
-        current += line
-        if sqlite3.complete_statement(current):
-            statements.append(current.strip())
-            current = ""
-    if current.strip():
-        statements.append(current.strip())
-    return statements
+        row = self._execute("SELECT MAX(version) FROM migrations").fetchone()
+        return int(row[0] or 0) if row else 0

@@ -59,17 +59,25 @@ class ProcessDispatcher:
     """Shell, script and agent targets: one process group per attempt, its pid journaled."""
 
     def __init__(
-        self, journal: Journal, settings: Settings, abort: threading.Event,
+        self,
+        journal: Journal,
+        settings: Settings,
+        abort: threading.Event,
         on_spawn: Callable[[int], None] = lambda pid: None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         """`on_spawn` learns each attempt's process group once its pid is journaled."""
         self.journal, self.settings, self.abort, self.on_spawn = journal, settings, abort, on_spawn
 
     def dispatch(self, request: Request) -> End:
         spec = units.Unit(
-            dict(request.target), request.context, [dict(e) for e in request.env], request.output_schema,
-            request.timeout_ms, self.settings.workdir, self.settings.agent_cmd,
-        )  # fmt: skip
+            dict(request.target),
+            request.context,
+            [dict(e) for e in request.env],
+            request.output_schema,
+            request.timeout_ms,
+            self.settings.workdir,
+            self.settings.agent_cmd,
+        )
 
         def spawned(pid: int) -> None:
             self.journal.attempt_process(request.run_id, request.place.journal, request.attempt, pid, host=_host())
@@ -87,8 +95,9 @@ class ChildDispatcher:
     def dispatch(self, request: Request) -> End:
         assert request.target["kind"] == "child-workflow" and request.bindings is not None
         parent = children.Parent(request.run_id, request.place.step_id, request.place.journal, request.input_hash)
-        outcome, _ = children.drive_child(self.journal, self.settings, self.drive, parent, request.target,
-                                          request.bindings)  # fmt: skip
+        outcome, _ = children.drive_child(
+            self.journal, self.settings, self.drive, parent, request.target, request.bindings
+        )
         return outcome
 
 

@@ -44,7 +44,14 @@ from akm_run.trust import admission, allowed_signers
 
 DRIVE = "akm-run-drive"  # the workflow functions' names: part of what APP_VERSION pins
 UNIT = "akm-run-unit"
-RESULT_POLL_S = 0.02  # how often a drive looks whether a dispatched attempt ended
+# How often a drive looks whether a dispatched attempt ended: a tenth of the attempt's age so far,
+# within these bounds, so a drive notices the end of a short unit at once and a long one costs a
+# few reads a second, not fifty (each read is a query on the shared database).
+RESULT_POLL_MIN_S = 0.02
+RESULT_POLL_MAX_S = 0.5
+# How often a worker lists the queues for units queues other workers declared: DBOS itself looks
+# for new queues once a second, so listing more often would only add queries.
+ADOPT_QUEUES_S = 1.0
 FOLLOW_POLL_S = 0.1  # how often `run` reads the journal of the run it follows
 RECONNECT_S = 600.0  # how long a drive waits for a database that went away before it gives up
 LIVE = ("PENDING", "ENQUEUED", "DELAYED")  # a workflow that has not ended
@@ -175,8 +182,9 @@ def serve(
 ) -> int:
     """`akm-run worker`: serve the pool until SIGTERM or SIGINT, then stop gracefully and exit 0."""
     global _HOST
-    worker = pool.Worker(url, executor_id, concurrency=concurrency, takeover_after_s=takeover_after_s,
-                         queue_poll_s=poll_s)  # fmt: skip
+    worker = pool.Worker(
+        url, executor_id, concurrency=concurrency, takeover_after_s=takeover_after_s, queue_poll_s=poll_s
+    )
     stop = threading.Event()
     # The schemas first, by one worker at a time (an unusable database is one clear error): DBOS's
     # launch then finds them whole and creates nothing.
@@ -195,17 +203,23 @@ def serve(
             print(f"akm-run worker {executor_id}: warning: {warning}", file=sys.stderr, flush=True)
 
     warn()
-    print(f"akm-run worker {executor_id}: serving {pool.RUNS_QUEUE} and the units queues with {concurrency} "
-          f"unit(s) at a time, taking over workers silent for {takeover_after_s:g}s", file=sys.stderr,
-          flush=True)  # fmt: skip
-    while not stop.wait(poll_s):
+    print(
+        f"akm-run worker {executor_id}: serving {pool.RUNS_QUEUE} and the units queues with {concurrency} "
+        f"unit(s) at a time, taking over workers silent for {takeover_after_s:g}s",
+        file=sys.stderr,
+        flush=True,
+    )
+    while not stop.wait(max(poll_s, ADOPT_QUEUES_S)):
         try:
             _HOST.adopt_queues()
             warn()
         except Exception as error:  # noqa: BLE001 - a database that is away for a while: try again
             print(f"akm-run worker {executor_id}: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
-    print(f"akm-run worker {executor_id}: stopping (up to {grace_s:g}s for the work in flight)", file=sys.stderr,
-          flush=True)  # fmt: skip
+    print(
+        f"akm-run worker {executor_id}: stopping (up to {grace_s:g}s for the work in flight)",
+        file=sys.stderr,
+        flush=True,
+    )
     worker.stop(grace_s)
     _HOST.attempts.close(executor_id)
     shutil.rmtree(state, ignore_errors=True)
@@ -226,7 +240,7 @@ def drive_here(host: _Host, args: DriveArgs) -> Outcome:
     """Drive the run here. A database that goes away meanwhile (a restart, a failover) does not end
     the drive, which nobody might submit again (a detached run): it starts again from the top once
     the database is back, as a recovered drive does, for up to RECONNECT_S."""
-    deadline, pause = time.monotonic() + RECONNECT_S, RESULT_POLL_S
+    deadline, pause = time.monotonic() + RECONNECT_S, RESULT_POLL_MIN_S
     while True:
         try:
             outcome = _drive_here(host, args)
@@ -247,8 +261,16 @@ def _drive_here(host: _Host, args: DriveArgs) -> Outcome:
         if row is None:
             return Outcome(code=exitcodes.USAGE, message=f"no run named {args.run_id!r}")
         workdir, agent_cmd = _settings(row, args)
-        options = Options(host.state, workdir, agent_cmd, args.max_concurrency, args.timeout_ms, progress=Progress(),
-                          hints=args.hints, admit=admission(store, args.run_id, allowed_signers(None)))  # fmt: skip
+        options = Options(
+            host.state,
+            workdir,
+            agent_cmd,
+            args.max_concurrency,
+            args.timeout_ms,
+            progress=Progress(),
+            hints=args.hints,
+            admit=admission(store, args.run_id, allowed_signers(None)),
+        )
         dispatcher = PoolDispatcher(host, str(workdir), agent_cmd)
         engine = Engine(store, options, process=dispatcher, pooled=True)
         dispatcher.abort = engine.abort
@@ -298,23 +320,34 @@ class PoolDispatcher:
         client = self.host.client
         workflow_id = attempt_workflow_id(request.dispatch_id, request.attempt)
         options = EnqueueOptions(
-            queue_name=self.host.units_queue(request.width), workflow_name=UNIT, workflow_id=workflow_id,
-            app_version=pool.APP_VERSION, queue_partition_key=f"{request.run_id}/{request.place.step_id}",
-        )  # fmt: skip
-        handle: WorkflowHandle[End] = client.enqueue(options, UnitJob(dataclasses.replace(request, scratch=None), self.workdir,
-                                                 self.agent_cmd))  # fmt: skip
+            queue_name=self.host.units_queue(request.width),
+            workflow_name=UNIT,
+            workflow_id=workflow_id,
+            app_version=pool.APP_VERSION,
+            queue_partition_key=f"{request.run_id}/{request.place.step_id}",
+        )
+        handle: WorkflowHandle[End] = client.enqueue(
+            options, UnitJob(dataclasses.replace(request, scratch=None), self.workdir, self.agent_cmd)
+        )
         if handle.get_status().status in ENDED_BADLY:
             # Re-attached to an attempt whose workflow ended without a result before a drive could
             # record it. Resuming it would only replay the error DBOS keeps for its step: the
             # attempt was interrupted, and the unit runs again as a new attempt (a new workflow).
             return End("interrupted")
+        started = time.monotonic()
         while (status := handle.get_status()).status in LIVE:
-            if self.abort.wait(RESULT_POLL_S):
+            if self.abort.wait(result_poll_s(time.monotonic() - started)):
                 return stop_attempt(client, self.host.store, request, workflow_id, status.status)
         if status.status in ENDED_BADLY:
             raise UnitWorkflowEnded(request, status.status, status.error)
         ended: End = handle.get_result()
         return ended
+
+
+def result_poll_s(age_s: float) -> float:
+    """How long a drive waits before it looks again whether an attempt this old (seconds since it
+    began waiting) ended."""
+    return min(RESULT_POLL_MAX_S, max(RESULT_POLL_MIN_S, age_s / 10))
 
 
 def attempt_workflow_id(dispatch_id: str, attempt: int) -> str:
@@ -332,10 +365,11 @@ class UnitWorkflowEnded(Exception):
         self.status, self.attempt, self.unit = status, request.attempt, request.place.journal
         why = f": {type(error).__name__}: {error}" if error is not None else ""
         if status == "MAX_RECOVERY_ATTEMPTS_EXCEEDED":
-            why = (" after DBOS recovered it too many times (each worker running it died before its "
-                   "process started)")  # fmt: skip
-        super().__init__(f"the workflow of attempt {request.attempt} of unit {request.place.journal} "
-                         f"({attempt_workflow_id(request.dispatch_id, request.attempt)}) ended {status}{why}")  # fmt: skip
+            why = " after DBOS recovered it too many times (each worker running it died before its process started)"
+        super().__init__(
+            f"the workflow of attempt {request.attempt} of unit {request.place.journal} "
+            f"({attempt_workflow_id(request.dispatch_id, request.attempt)}) ended {status}{why}"
+        )
 
 
 @DBOS.workflow(name=UNIT)
@@ -358,8 +392,9 @@ def attempt(job: UnitJob) -> End:
     except psycopg.OperationalError:  # a connection the server dropped while the worker was idle
         host.reconnect()
         host.verified(request.run_id)
-    recorded = next((a for a in host.store.attempts(request.run_id, request.place.journal)
-                     if a.attempt == request.attempt), None)  # fmt: skip
+    recorded = next(
+        (a for a in host.store.attempts(request.run_id, request.place.journal) if a.attempt == request.attempt), None
+    )
     if recorded is not None and recorded.status == "completed":
         return End("completed", output=recorded.output, stderr_tail=recorded.stderr_tail)
     if (stopped := _not_to_run(host.store, request, recorded)) is not None:
@@ -376,8 +411,9 @@ def _not_to_run(store: PostgresStore, request: Request, recorded: AttemptRow | N
         return End("aborted", reason="aborted", message=f"run {request.run_id} is {status}: the unit did not run")
     if recorded is not None and recorded.status != "running":
         return End("interrupted", message=f"the journal ended attempt {request.attempt} as {recorded.status}")
-    if recorded is not None and not store.claim_attempt(request.run_id, request.place.journal, request.attempt,
-                                                        socket.gethostname()):  # fmt: skip
+    if recorded is not None and not store.claim_attempt(
+        request.run_id, request.place.journal, request.attempt, socket.gethostname()
+    ):
         units.stop_leftover(recorded.pid, recorded.host)
         return End("interrupted", message=f"the worker running attempt {request.attempt} died")
     return None

@@ -1,8 +1,9 @@
 """The journal interface the engine drives runs through: reads, and named state transitions.
 
-`akm_run.store.Store` implements it on SQLite; another store (PostgreSQL) implements the same
-methods and reuses the engine, the core and the dispatchers unchanged. Every transition is one
-short transaction and records its event; `transaction()` groups several into one commit."""
+`akm_run.store.Store` implements it once, over a dialect's database (akm_run.database): the stores are
+`akm_run.sqlitestore.SQLiteStore` and `akm_run.pgstore.PostgresStore`, and the engine, the core and the
+dispatchers are the same on both. Every transition is one short transaction and records its event;
+`transaction()` groups several into one commit."""
 
 from __future__ import annotations
 
@@ -29,10 +30,19 @@ class Journal(Protocol):
 
     # -- runs
     def publish_run(
-        self, run_id: str, plan: dict[str, Any], plan_hash: str, params: dict[str, Any], *,
-        parent_run_id: str | None = None, parent_unit_id: str | None = None, invocation_key: str | None = None,
-        workdir: str | None = None, agent_cmd: str | None = None, signature: Signature | None = None,
-    ) -> str: ...  # fmt: skip
+        self,
+        run_id: str,
+        plan: dict[str, Any],
+        plan_hash: str,
+        params: dict[str, Any],
+        *,
+        parent_run_id: str | None = None,
+        parent_unit_id: str | None = None,
+        invocation_key: str | None = None,
+        workdir: str | None = None,
+        agent_cmd: str | None = None,
+        signature: Signature | None = None,
+    ) -> str: ...
     def complete_run(self, run_id: str, exported: Any) -> None: ...
     def fail_run(self, run_id: str, failure: dict[str, Any], *, clear_notes: bool = False) -> None: ...
     def block_run(self, run_id: str, notes: str) -> None: ...
@@ -57,9 +67,17 @@ class Journal(Protocol):
 
     # -- units and attempts
     def begin_attempt(
-        self, run_id: str, unit_id: str, step_id: str, item_index: int | None, input_hash: str, dispatch_id: str, *,
-        new_unit: bool, max_units: int | None = None,
-    ) -> int: ...  # fmt: skip
+        self,
+        run_id: str,
+        unit_id: str,
+        step_id: str,
+        item_index: int | None,
+        input_hash: str,
+        dispatch_id: str,
+        *,
+        new_unit: bool,
+        max_units: int | None = None,
+    ) -> int: ...
     def attempt_process(self, run_id: str, unit_id: str, attempt: int, pid: int, host: str) -> None: ...
     def set_child_run(self, run_id: str, unit_id: str, child_run_id: str) -> None: ...
     def complete_attempt(

@@ -1,8 +1,12 @@
-"""The state database's schema: an ordered, append-only list of migrations, and the event kinds."""
+"""The journal's schema, one ordered, append-only list of migrations per dialect, and the event kinds.
+
+Each store runs its own list, written in its own dialect; migration N of one list is the same change as
+migration N of the other, under the same version number (tests/unit/test_migrations.py proves that both
+lists build the schema earlier releases built). A change to the schema appends one migration to each."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 
 
 class NewerSchema(RuntimeError):
@@ -11,7 +15,7 @@ class NewerSchema(RuntimeError):
 
 # Ordered and append-only: a released migration is never edited, only followed by a new one.
 # tests/unit/test_store.py pins this list.
-MIGRATIONS: tuple[str, ...] = (
+SQLITE_MIGRATIONS: tuple[str, ...] = (
     """
     CREATE TABLE runs (
         id TEXT PRIMARY KEY,
@@ -117,6 +121,115 @@ MIGRATIONS: tuple[str, ...] = (
     """,
 )
 
+# PostgreSQL's words where SQLite's differ: DOUBLE PRECISION for REAL (PostgreSQL's REAL is 4 bytes,
+# and times would lose seconds), BYTEA for BLOB, an identity column for AUTOINCREMENT, and the events'
+# append-only guard as trigger functions. tests/unit/test_migrations.py pins this list.
+POSTGRES_MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE runs (
+        id TEXT PRIMARY KEY,
+        ref TEXT NOT NULL,
+        title TEXT NOT NULL,
+        plan_hash TEXT NOT NULL,
+        plan_json TEXT NOT NULL,
+        params_json TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('active', 'completed', 'failed', 'blocked')),
+        current_step INTEGER NOT NULL DEFAULT 0,
+        parent_run_id TEXT REFERENCES runs(id),
+        parent_unit_id TEXT,
+        invocation_key TEXT UNIQUE,
+        exported_json TEXT,
+        failure_json TEXT,
+        notes TEXT,
+        units_dispatched INTEGER NOT NULL DEFAULT 0,
+        created_at DOUBLE PRECISION NOT NULL,
+        updated_at DOUBLE PRECISION NOT NULL
+    );
+    CREATE INDEX runs_by_parent ON runs(parent_run_id);
+    CREATE TABLE steps (
+        run_id TEXT NOT NULL REFERENCES runs(id),
+        step_id TEXT NOT NULL,
+        idx INTEGER NOT NULL,
+        status TEXT NOT NULL
+            CHECK (status IN ('pending', 'running', 'completed', 'failed', 'blocked', 'skipped')),
+        output_json TEXT,
+        notes TEXT,
+        failure_reason TEXT,
+        failure_message TEXT,
+        gate_iteration INTEGER NOT NULL DEFAULT 0,
+        gate_loops INTEGER NOT NULL DEFAULT 0,
+        gate_feedback TEXT,
+        updated_at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (run_id, step_id)
+    );
+    CREATE TABLE units (
+        run_id TEXT NOT NULL REFERENCES runs(id),
+        unit_id TEXT NOT NULL,
+        step_id TEXT NOT NULL,
+        item_index INTEGER,
+        input_hash TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('running', 'completed', 'failed')),
+        output_json TEXT,
+        failure_reason TEXT,
+        failure_message TEXT,
+        child_run_id TEXT,
+        created_at DOUBLE PRECISION NOT NULL,
+        updated_at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (run_id, unit_id)
+    );
+    CREATE TABLE attempts (
+        run_id TEXT NOT NULL,
+        unit_id TEXT NOT NULL,
+        attempt INTEGER NOT NULL,
+        dispatch_id TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('running', 'completed', 'failed', 'aborted', 'interrupted')),
+        reason TEXT,
+        exit_code INTEGER,
+        pid INTEGER,
+        host TEXT,
+        stderr_tail TEXT,
+        started_at DOUBLE PRECISION NOT NULL,
+        finished_at DOUBLE PRECISION,
+        PRIMARY KEY (run_id, unit_id, attempt),
+        FOREIGN KEY (run_id, unit_id) REFERENCES units(run_id, unit_id)
+    );
+    CREATE TABLE events (
+        seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        run_id TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        step_id TEXT,
+        unit_id TEXT,
+        data_json TEXT,
+        at DOUBLE PRECISION NOT NULL
+    );
+    CREATE INDEX events_by_run ON events(run_id, seq);
+    CREATE FUNCTION events_append_only_update() RETURNS trigger LANGUAGE plpgsql
+        AS $$ BEGIN RAISE EXCEPTION 'events are append-only'; END $$;
+    CREATE TRIGGER events_append_only_update BEFORE UPDATE ON events
+        FOR EACH STATEMENT EXECUTE FUNCTION events_append_only_update();
+    CREATE FUNCTION events_append_only_delete() RETURNS trigger LANGUAGE plpgsql
+        AS $$ BEGIN RAISE EXCEPTION 'events are append-only'; END $$;
+    CREATE TRIGGER events_append_only_delete BEFORE DELETE ON events
+        FOR EACH STATEMENT EXECUTE FUNCTION events_append_only_delete();
+    """,
+    """
+    ALTER TABLE runs ADD COLUMN workdir TEXT;
+    ALTER TABLE runs ADD COLUMN agent_cmd TEXT;
+    ALTER TABLE attempts ADD COLUMN output_json TEXT;
+    ALTER TABLE attempts ADD COLUMN message TEXT;
+    """,
+    """
+    CREATE TABLE signatures (
+        run_id TEXT PRIMARY KEY REFERENCES runs(id),
+        plan_file BYTEA NOT NULL,
+        signature BYTEA NOT NULL,
+        principal TEXT NOT NULL,
+        fingerprint TEXT NOT NULL,
+        allowed_signers TEXT NOT NULL
+    );
+    """,
+)
+
 EVENT_KINDS = (
     "run.published",  # a run row was created (top level or child)
     "run.completed",
@@ -140,13 +253,13 @@ EVENT_KINDS = (
 )
 
 
-def migrate(applied: Collection[int], apply: Callable[[int, str], None], store: str) -> None:
-    """Bring a store's schema up to date: `apply(version, script)` runs and records each migration
-    not in `applied`, in order. A store that a newer akm-run wrote (`store` names it in the error)
-    is refused before anything is applied."""
+def migrate(migrations: Sequence[str], applied: Collection[int], apply: Callable[[int, str], None], store: str) -> None:
+    """Bring a store's schema up to date: `apply(version, script)` runs and records each of its
+    `migrations` not in `applied`, in order. A store that a newer akm-run wrote (`store` names it in
+    the error) is refused before anything is applied."""
     newest = max(applied, default=0)
-    if newest > len(MIGRATIONS):
+    if newest > len(migrations):
         raise NewerSchema(f"{store} was written by a newer akm-run (schema version {newest}); upgrade akm-run")
-    for version, script in enumerate(MIGRATIONS, start=1):
+    for version, script in enumerate(migrations, start=1):
         if version not in applied:
             apply(version, script)

@@ -1,20 +1,18 @@
-"""The run journal on PostgreSQL: `Store`'s named transitions, unchanged, over psycopg, in a schema of
-their own (docs/scale-out.md). Needs the `postgres` extra.
+"""The run journal on PostgreSQL: akm_run.store's transitions over psycopg, in a schema of their own
+(docs/scale-out.md), shared by every host. Needs the `postgres` extra.
 
-Only the database layer differs from SQLite: `%s` parameters, `BEGIN`/`COMMIT` on an autocommit
-connection, a non-durable transaction as `synchronous_commit = off` (as SQLite's `synchronous =
-NORMAL`), the migrations in PostgreSQL's dialect, and the run lock a session advisory lock that the
-server releases when its holder's connection dies."""
+The dialect under the shared SQL: its `?` parameters as psycopg's `%s`, `BEGIN`/`COMMIT` on an
+autocommit connection, a non-durable transaction as `synchronous_commit = off` (as SQLite's
+`synchronous = NORMAL`), the migrations of akm_run.migrations.POSTGRES_MIGRATIONS applied by one host
+at a time, and the run lock a session advisory lock that the server releases when its holder's
+connection dies."""
 
 from __future__ import annotations
 
 import functools
 import json
 import os
-import re
 import socket
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -23,24 +21,13 @@ import psycopg
 
 from akm_run.database import Rows
 from akm_run.locks import LockHeld
-from akm_run.migrations import migrate
+from akm_run.migrations import POSTGRES_MIGRATIONS
 from akm_run.rows import Event
 from akm_run.store import Store
 
 SCHEMA = "akm_run"
 # Advisory locks of runs: (LOCK_SPACE, hashtext(run id)), apart from anything else on the server.
 LOCK_SPACE = 0x616B6D  # "akm"
-
-# SQLite's words for what PostgreSQL names otherwise; whatever else a migration says, both read alike.
-_WORDS = (
-    (re.compile(r"\bINTEGER PRIMARY KEY AUTOINCREMENT\b"), "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"),
-    (re.compile(r"\bREAL\b"), "DOUBLE PRECISION"),  # PostgreSQL's REAL is 4 bytes: times would lose seconds
-    (re.compile(r"\bBLOB\b"), "BYTEA"),
-)
-# SQLite's append-only guard, `BEGIN SELECT RAISE(ABORT, …); END`, as a PostgreSQL trigger function.
-_GUARD = re.compile(
-    r"CREATE TRIGGER (\w+) BEFORE (UPDATE|DELETE) ON (\w+)\s+BEGIN SELECT RAISE\(ABORT, '([^']*)'\); END;"
-)
 
 # A run's tree on runs_by_parent, then its events on events_by_run (PostgresStore.progress_events).
 PROGRESS_EVENTS = (
@@ -50,26 +37,16 @@ PROGRESS_EVENTS = (
 )
 
 
-def _guard(match: re.Match[str]) -> str:
-    name, event, table, message = match.groups()
-    return (
-        f"CREATE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION '{message}'; END $$;\n"
-        f"CREATE TRIGGER {name} BEFORE {event} ON {table} FOR EACH STATEMENT EXECUTE FUNCTION {name}();"
-    )
-
-
-def postgres_dialect(migration: str) -> str:
-    """One of akm_run.migrations.MIGRATIONS as PostgreSQL runs it (tests/unit/test_pgstore.py
-    compares the two schemas column by column)."""
-    for word, replacement in _WORDS:
-        migration = word.sub(replacement, migration)
-    return _GUARD.sub(_guard, migration)
-
-
 @functools.lru_cache(maxsize=512)
-def _dialect(sql: str) -> str:
-    """Store's SQL with psycopg's parameters (Store's statements hold no `?` or `%` in literals)."""
-    return sql.replace("%", "%%").replace("?", "%s")
+def placeholders(sql: str) -> str:
+    """A statement of the shared SQL, in DB-API's qmark style, in psycopg's format style: each `?`
+    outside a quoted literal becomes `%s`, and every `%` is doubled so that psycopg reads it as itself."""
+    pieces: list[str] = []
+    quoted = False
+    for char in sql:
+        quoted ^= char == "'"  # a quote doubled inside a literal leaves it and enters it again
+        pieces.append("%%" if char == "%" else "%s" if char == "?" and not quoted else char)
+    return "".join(pieces)
 
 
 def _connect(url: str) -> psycopg.Connection[Any]:
@@ -84,11 +61,11 @@ class PostgresStore(Store):
     """The run journal in a PostgreSQL database (akm_run.journal.Journal), shared by every host."""
 
     IntegrityError = (psycopg.errors.IntegrityError,)
+    MIGRATIONS = POSTGRES_MIGRATIONS
 
     def __init__(self, url: str) -> None:
+        super().__init__()
         self.url = url
-        self._lock = threading.RLock()
-        self._depth = 0
         self._pg = _connect(url)
         self._migrate()
 
@@ -126,30 +103,25 @@ class PostgresStore(Store):
 
     def _execute(self, sql: str, args: tuple[Any, ...] = ()) -> Rows:
         with self._lock:
-            return self._pg.execute(_dialect(sql), args)
+            return self._pg.execute(placeholders(sql), args)
 
-    def _migrate(self) -> None:
-        with self.transaction():
-            # One migrating process at a time, whichever host it runs on.
-            self._pg.execute("SELECT pg_advisory_xact_lock(%s, 0)", (LOCK_SPACE,))
-            # Created only when missing: even IF NOT EXISTS needs the right to create, which a user
-            # of a database its administrator set up does not have (docs/scale-out.md).
-            if not table_exists(self._pg, f"{SCHEMA}.migrations"):
-                self._pg.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
-                self._pg.execute(
-                    "CREATE TABLE IF NOT EXISTS migrations (version INTEGER PRIMARY KEY, applied_at DOUBLE PRECISION)"
-                )
-            applied = {row[0] for row in self._pg.execute("SELECT version FROM migrations")}
-            migrate(applied, self._apply, "the database")
+    def _applied(self) -> set[int]:
+        # One migrating process at a time, whichever host it runs on.
+        self._pg.execute("SELECT pg_advisory_xact_lock(%s, 0)", (LOCK_SPACE,))
+        # Created only when missing: even IF NOT EXISTS needs the right to create, which a user
+        # of a database its administrator set up does not have (docs/scale-out.md).
+        if not table_exists(self._pg, f"{SCHEMA}.migrations"):
+            self._pg.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
+            self._pg.execute(
+                "CREATE TABLE IF NOT EXISTS migrations (version INTEGER PRIMARY KEY, applied_at DOUBLE PRECISION)"
+            )
+        return {row[0] for row in self._pg.execute("SELECT version FROM migrations")}
 
-    def _apply(self, version: int, script: str) -> None:
-        self._pg.execute(postgres_dialect(script).encode())  # several statements, as one unparameterised query
-        self._pg.execute("INSERT INTO migrations VALUES (%s, %s)", (version, time.time()))
+    def _run_script(self, script: str) -> None:
+        self._pg.execute(script.encode())  # several statements, as one unparameterised query
 
-    def schema_version(self) -> int:
-        with self._lock:
-            row = self._pg.execute("SELECT MAX(version) FROM migrations").fetchone()
-        return int(row[0] or 0) if row else 0
+    def _name(self) -> str:
+        return "the database"
 
     @contextmanager
     def lock(self, run_id: str, wait_s: float = 0.0) -> Iterator[None]:

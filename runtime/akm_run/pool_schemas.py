@@ -44,7 +44,7 @@ class SchemasBusy(Exception):
 
 
 def create_executors(connection: psycopg.Connection[Any]) -> None:
-    """The heartbeats' table, when missing (created only then: see PostgresStore._migrate)."""
+    """The heartbeats' table, when missing (created only then: see PostgresStore._applied)."""
     if not table_exists(connection, f"{SCHEMA}.executors"):
         for statement in EXECUTORS:
             connection.execute(statement)
@@ -79,8 +79,10 @@ def usable(connection: psycopg.Connection[Any]) -> bool:
     while not _take(connection, "pg_try_advisory_lock_shared"):
         hold("schema-busy")
         if time.monotonic() > deadline:
-            raise SchemasBusy(f"another akm-run worker has been creating the pool's schemas for {SCHEMAS_WAIT_S}s; "
-                              "try again once it serves")  # fmt: skip
+            raise SchemasBusy(
+                f"another akm-run worker has been creating the pool's schemas for {SCHEMAS_WAIT_S}s; "
+                "try again once it serves"
+            )
         time.sleep(SCHEMAS_POLL_S)
     try:
         return whole(connection)
@@ -101,6 +103,5 @@ def whole(connection: psycopg.Connection[Any]) -> bool:
     if not table_exists(connection, f"{DBOS_SCHEMA}.dbos_migrations"):
         return False
     row = connection.execute(f"SELECT max(version) FROM {DBOS_SCHEMA}.dbos_migrations").fetchone()
-    return bool(row and row[0] is not None and row[0] >= DBOS_VERSION) and table_exists(
-        connection, f"{SCHEMA}.executors"
-    )
+    current = bool(row and row[0] is not None and row[0] >= DBOS_VERSION)
+    return current and table_exists(connection, f"{SCHEMA}.executors")

@@ -9,7 +9,8 @@ from typing import Any
 from akm_run import children, operations
 from akm_run.core import DriveResult as Result
 from akm_run.hints import Hints
-from akm_run.store import AttemptRow, RunRow, Store
+from akm_run.rows import AttemptRow, RunRow
+from akm_run.store import Store
 from akm_run.trust import signed_by
 
 ABANDONED = operations.ABANDONED["reason"]

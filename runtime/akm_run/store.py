@@ -1,46 +1,25 @@
-"""The state store: the run journal's SQL, as named state transitions over one SQLite database.
+"""The run journal's transitions, written once for every store: named state transitions over the SQL both
+dialects share (akm_run.database), each a short transaction that records its event.
 
 Each state change is one short transaction (`with store.transaction():`) and a method named for the
 transition (`complete_step`, `fail_attempt`, `reopen_run` …), never a bag of fields. The events table
-is append-only; every event kind names the transition it records (migrations.EVENT_KINDS)."""
+is append-only; every event kind names the transition it records (migrations.EVENT_KINDS). The stores
+are this class on a dialect: akm_run.sqlitestore.SQLiteStore and akm_run.pgstore.PostgresStore."""
 
 from __future__ import annotations
 
-import json
 import time
-from contextlib import AbstractContextManager
 from typing import Any
 
-from akm_run.database import BUSY_TIMEOUT_MS, DB_NAME, Database, StateReadOnly, writable
-from akm_run.locks import RunLock
-from akm_run.migrations import EVENT_KINDS, MIGRATIONS
-from akm_run.rows import AttemptFailure, AttemptRow, AttemptStatus, RunRow, RunStatus, StepRow, StepStatus, UnitRow
-from akm_run.signing import Signer
+from akm_run.migrations import EVENT_KINDS
+from akm_run.queries import Queries
+from akm_run.rows import AttemptFailure, AttemptStatus, RunStatus, StepStatus
 from akm_run.strictjson import dumps
 from akm_run.trust import Signature
 
-RUN_COLUMNS = (
-    "id, ref, title, plan_hash, plan_json, params_json, status, current_step, parent_run_id, parent_unit_id, "
-    "invocation_key, exported_json, failure_json, notes, units_dispatched, created_at, updated_at, workdir, agent_cmd"
-)
 
-
-ATTEMPT_COLUMNS = (
-    "attempt, dispatch_id, status, reason, exit_code, pid, host, stderr_tail, started_at, finished_at, output_json, "
-    "message"
-)
-
-
-class Store(Database):
-    """The run journal of one state directory (akm_run.journal.Journal, on SQLite)."""
-
-    def lock(self, run_id: str) -> AbstractContextManager[Any]:
-        """The run's driver lock: a lock file in the state directory (raises LockHeld on entry)."""
-        return RunLock(self.state_dir, run_id)
-
-    def driven(self, run_id: str) -> bool:
-        """Whether a live driver holds the run's lock (one on another host counts as live)."""
-        return RunLock(self.state_dir, run_id).driven()
+class Store(Queries):
+    """A run journal (akm_run.journal.Journal): its reads and its transitions, on a dialect's database."""
 
     def event(
         self, run_id: str, kind: str, step_id: str | None = None, unit_id: str | None = None, **data: Any
@@ -94,6 +73,7 @@ class Store(Database):
         signature: Signature | None,
     ) -> str:
         now = time.time()
+        described = (run_id, plan["ref"], plan["title"], plan_hash, dumps(plan), dumps(params))
         with self.transaction():
             if invocation_key is not None:
                 row = self._execute("SELECT id FROM runs WHERE invocation_key = ?", (invocation_key,)).fetchone()
@@ -103,9 +83,8 @@ class Store(Database):
                 "INSERT INTO runs (id, ref, title, plan_hash, plan_json, params_json, status, parent_run_id, "
                 "parent_unit_id, invocation_key, created_at, updated_at, workdir, agent_cmd) "
                 "VALUES (?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, ?, ?, ?, ?)",
-                (run_id, plan["ref"], plan["title"], plan_hash, dumps(plan), dumps(params), parent_run_id,
-                 parent_unit_id, invocation_key, now, now, *started),
-            )  # fmt: skip
+                (*described, parent_run_id, parent_unit_id, invocation_key, now, now, *started),
+            )
             for step in plan["steps"]:
                 self._execute(
                     "INSERT INTO steps (run_id, step_id, idx, status, updated_at) VALUES (?, ?, ?, 'pending', ?)",
@@ -113,47 +92,24 @@ class Store(Database):
                 )
             signed: dict[str, Any] = {}
             if signature is not None:
+                signer = signature.signer
                 self._execute(
                     "INSERT INTO signatures (run_id, plan_file, signature, principal, fingerprint, allowed_signers) "
                     "VALUES (?, ?, ?, ?, ?, ?)",
-                    (run_id, signature.plan_file, signature.signature, signature.signer.principal,
-                     signature.signer.fingerprint, signature.allowed_signers),
-                )  # fmt: skip
-                signed["signedBy"] = signature.signer.document()
+                    (
+                        run_id,
+                        signature.plan_file,
+                        signature.signature,
+                        signer.principal,
+                        signer.fingerprint,
+                        signature.allowed_signers,
+                    ),
+                )
+                signed["signedBy"] = signer.document()
             self.event(
                 run_id, "run.published", ref=plan["ref"], planHash=plan_hash, parentRunId=parent_run_id, **signed
             )
         return run_id
-
-    def signature(self, run_id: str) -> Signature | None:
-        """The signature a run was published with (top-level runs only), or None."""
-        row = self._execute(
-            "SELECT plan_file, signature, principal, fingerprint, allowed_signers FROM signatures WHERE run_id = ?",
-            (run_id,),
-        ).fetchone()
-        return None if row is None else Signature(bytes(row[0]), bytes(row[1]), Signer(row[2], row[3]), row[4])
-
-    def run(self, run_id: str) -> RunRow | None:
-        row = self._execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,)).fetchone()
-        return RunRow(*row) if row is not None else None
-
-    def runs(self, *, children: bool = False, status: str | None = None) -> list[RunRow]:
-        sql = f"SELECT {RUN_COLUMNS} FROM runs WHERE (? OR parent_run_id IS NULL) AND (CAST(? AS TEXT) IS NULL OR status = ?)"
-        rows = self._execute(sql + " ORDER BY created_at, id", (children, status, status)).fetchall()
-        return [RunRow(*r) for r in rows]
-
-    def latest_run(self) -> RunRow | None:
-        """The most recently published top-level run."""
-        row = self._execute(
-            f"SELECT {RUN_COLUMNS} FROM runs WHERE parent_run_id IS NULL ORDER BY created_at DESC, id DESC LIMIT 1"
-        ).fetchone()
-        return RunRow(*row) if row is not None else None
-
-    def child_runs(self, parent_run_id: str) -> list[RunRow]:
-        rows = self._execute(
-            f"SELECT {RUN_COLUMNS} FROM runs WHERE parent_run_id = ? ORDER BY created_at, id", (parent_run_id,)
-        ).fetchall()
-        return [RunRow(*r) for r in rows]
 
     # The run's transitions. Each records its event; `notes` and `failure` as the transition says.
 
@@ -223,17 +179,6 @@ class Store(Database):
 
     # -- steps ----------------------------------------------------------------------------------------
 
-    def steps(self, run_id: str) -> list[StepRow]:
-        rows = self._execute(
-            "SELECT step_id, idx, status, output_json, notes, failure_reason, failure_message, gate_iteration, "
-            "gate_loops, gate_feedback FROM steps WHERE run_id = ? ORDER BY idx",
-            (run_id,),
-        ).fetchall()
-        return [StepRow(*r) for r in rows]
-
-    def step(self, run_id: str, step_id: str) -> StepRow | None:
-        return next((s for s in self.steps(run_id) if s.step_id == step_id), None)
-
     # A step's transitions. Each records its event with the data shown in `status` and `logs`.
 
     def complete_step(self, run_id: str, step_id: str, output: Any) -> None:
@@ -277,17 +222,23 @@ class Store(Database):
     def decide_step(self, run_id: str, step_id: str, output: Any, by: str, *, approved: bool) -> None:
         """An approval was decided and the run goes on (approved, or rejected under on_error = continue)."""
         with self.transaction(durable=False):
-            self._move_step(run_id, step_id, "completed", {"output_json": dumps(output), "notes": None},
-                            {"notes": None})  # fmt: skip
+            self._move_step(
+                run_id, step_id, "completed", {"output_json": dumps(output), "notes": None}, {"notes": None}
+            )
             self.event(run_id, "step.approved" if approved else "step.rejected", step_id, by=by)
 
     def reject_step(self, run_id: str, step_id: str, output: Any, message: str, by: str) -> None:
         """An approval was rejected: the step fails with approval_rejected."""
-        columns = {"output_json": dumps(output), "notes": None, "failure_reason": "approval_rejected",
-                   "failure_message": message}  # fmt: skip
+        columns = {
+            "output_json": dumps(output),
+            "notes": None,
+            "failure_reason": "approval_rejected",
+            "failure_message": message,
+        }
         with self.transaction(durable=False):
-            self._move_step(run_id, step_id, "failed", columns,
-                            {"notes": None, "reason": "approval_rejected", "message": message})  # fmt: skip
+            self._move_step(
+                run_id, step_id, "failed", columns, {"notes": None, "reason": "approval_rejected", "message": message}
+            )
             self.event(run_id, "step.rejected", step_id, by=by)
 
     def _move_step(
@@ -295,51 +246,14 @@ class Store(Database):
     ) -> None:
         sets = ", ".join(["status = ?", "updated_at = ?", *(f"{column} = ?" for column in columns)])
         with self.transaction(durable=False):
-            self._execute(f"UPDATE steps SET {sets} WHERE run_id = ? AND step_id = ?",
-                          (status, time.time(), *columns.values(), run_id, step_id))  # fmt: skip
+            self._execute(
+                f"UPDATE steps SET {sets} WHERE run_id = ? AND step_id = ?",
+                (status, time.time(), *columns.values(), run_id, step_id),
+            )
             if data is not None:
                 self.event(run_id, "step.started" if status == "running" else f"step.{status}", step_id, **data)
 
     # -- units and attempts ---------------------------------------------------------------------------
-
-    def unit(self, run_id: str, unit_id: str) -> UnitRow | None:
-        row = self._execute(
-            "SELECT unit_id, step_id, item_index, input_hash, status, output_json, failure_reason, failure_message, "
-            "child_run_id FROM units WHERE run_id = ? AND unit_id = ?",
-            (run_id, unit_id),
-        ).fetchone()
-        return UnitRow(*row) if row is not None else None
-
-    def child_units(self, run_id: str) -> list[UnitRow]:
-        """The units of a run that composed a child run."""
-        rows = self._execute(
-            "SELECT unit_id, step_id, item_index, input_hash, status, output_json, failure_reason, failure_message, "
-            "child_run_id FROM units WHERE run_id = ? AND child_run_id IS NOT NULL",
-            (run_id,),
-        ).fetchall()
-        return [UnitRow(*r) for r in rows]
-
-    def attempts(self, run_id: str, unit_id: str) -> list[AttemptRow]:
-        rows = self._execute(
-            f"SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE run_id = ? AND unit_id = ? ORDER BY attempt",
-            (run_id, unit_id),
-        ).fetchall()
-        return [AttemptRow(unit_id, *r) for r in rows]
-
-    def run_attempts(self, run_id: str) -> list[tuple[UnitRow, list[AttemptRow]]]:
-        """Every unit of a run (in step order, then item order) with its attempts."""
-        units = self._execute(
-            "SELECT u.unit_id, u.step_id, u.item_index, u.input_hash, u.status, u.output_json, u.failure_reason, "
-            "u.failure_message, u.child_run_id FROM units u JOIN steps s ON s.run_id = u.run_id AND "
-            "s.step_id = u.step_id WHERE u.run_id = ? ORDER BY s.idx, u.item_index, u.created_at, u.unit_id",
-            (run_id,),
-        ).fetchall()
-        attempts: dict[str, list[AttemptRow]] = {}
-        for row in self._execute(
-            f"SELECT unit_id, {ATTEMPT_COLUMNS} FROM attempts WHERE run_id = ? ORDER BY attempt", (run_id,)
-        ):
-            attempts.setdefault(row[0], []).append(AttemptRow(*row))
-        return [(UnitRow(*u), attempts.get(u[0], [])) for u in units]
 
     def begin_attempt(
         self,
@@ -429,16 +343,18 @@ class Store(Database):
                     "WHERE run_id = ? AND unit_id = ?",
                     (failure.reason, failure.message, now, run_id, unit_id),
                 )
-            self.event(run_id, "unit.failed", step_id, unit_id, attempt=attempt, reason=failure.reason,
-                       final=failure.final)  # fmt: skip
+            self.event(
+                run_id, "unit.failed", step_id, unit_id, attempt=attempt, reason=failure.reason, final=failure.final
+            )
 
     def abort_attempt(
         self, run_id: str, unit_id: str, step_id: str, attempt: int, message: str | None, stderr_tail: str | None
     ) -> None:
         """The drive was aborted (signal, run timeout) while the attempt ran; the unit runs again."""
         with self.transaction(durable=False):
-            self._end_attempt(run_id, unit_id, attempt, "aborted", ("aborted", None, stderr_tail, time.time(), None,
-                                                                   message))  # fmt: skip
+            self._end_attempt(
+                run_id, unit_id, attempt, "aborted", ("aborted", None, stderr_tail, time.time(), None, message)
+            )
             self.event(run_id, "unit.aborted", step_id, unit_id, attempt=attempt)
 
     def interrupt_attempt(self, run_id: str, unit_id: str, step_id: str, attempt: int) -> None:
@@ -471,29 +387,3 @@ class Store(Database):
                 (run_id, unit_id, step_id, item_index, reason, message, now, now),
             )
             self.event(run_id, "unit.failed", step_id, unit_id, reason=reason, final=True)
-
-    def interrupted_attempts(self, run_id: str) -> list[tuple[str, str, AttemptRow]]:
-        """Attempts still marked running: their driver died. (unit id, step id, attempt)."""
-        rows = self._execute(
-            "SELECT a.unit_id, u.step_id, a.attempt, a.dispatch_id, a.status, a.reason, a.exit_code, a.pid, a.host, "
-            "a.stderr_tail, a.started_at FROM attempts a JOIN units u ON u.run_id = a.run_id AND u.unit_id = a.unit_id "
-            "WHERE a.run_id = ? AND a.status = 'running'",
-            (run_id,),
-        ).fetchall()
-        return [(r[0], r[1], AttemptRow(r[0], *r[2:])) for r in rows]
-
-    def events(self, run_id: str) -> list[tuple[str, str | None, str | None, dict[str, Any]]]:
-        rows = self._execute(
-            "SELECT kind, step_id, unit_id, data_json FROM events WHERE run_id = ? ORDER BY seq", (run_id,)
-        ).fetchall()
-        return [(k, s, u, json.loads(d) if d else {}) for k, s, u, d in rows]
-
-    def count_attempts(self, run_id: str) -> int:
-        row = self._execute("SELECT COUNT(*) FROM attempts WHERE run_id = ?", (run_id,)).fetchone()
-        return int(row[0])
-
-
-__all__ = [
-    "BUSY_TIMEOUT_MS", "DB_NAME", "EVENT_KINDS", "MIGRATIONS", "AttemptFailure", "AttemptRow", "RunRow",
-    "StateReadOnly", "StepRow", "Store", "UnitRow", "writable",
-]  # fmt: skip

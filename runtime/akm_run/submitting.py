@@ -37,16 +37,22 @@ def _serving(url: str, args: DriveArgs) -> int:
     except SchemasBusy as error:
         raise NoPool(str(error)) from None
     if workers is None:
-        raise NoPool(f"no `akm-run worker` has served this database yet: start one (`{args.hints('worker')}`), "
-                     f"then `{args.hints('run', args.run_id)}`")  # fmt: skip
+        raise NoPool(
+            f"no `akm-run worker` has served this database yet: start one (`{args.hints('worker')}`), "
+            f"then `{args.hints('run', args.run_id)}`"
+        )
     return workers
 
 
 def _warn_idle(workers: int, args: DriveArgs) -> None:
     """Warn when no worker beats now: what is submitted waits for one."""
     if workers == 0:
-        print(f"akm-run: no worker is serving this database now; run {args.run_id} waits until one starts "
-              f"(`{args.hints('worker')}`)", file=sys.stderr, flush=True)  # fmt: skip
+        print(
+            f"akm-run: no worker is serving this database now; run {args.run_id} waits until one starts "
+            f"(`{args.hints('worker')}`)",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def submit(dbos: DBOSClient, args: DriveArgs, *, changed: bool = False) -> str:
@@ -62,8 +68,9 @@ def submit(dbos: DBOSClient, args: DriveArgs, *, changed: bool = False) -> str:
     if live:
         return live[0]
     workflow_id = args.run_id if not drives else f"{args.run_id}/{len(drives)}"
-    options = EnqueueOptions(queue_name=pool.RUNS_QUEUE, workflow_name=DRIVE, workflow_id=workflow_id,
-                             app_version=pool.APP_VERSION)  # fmt: skip
+    options = EnqueueOptions(
+        queue_name=pool.RUNS_QUEUE, workflow_name=DRIVE, workflow_id=workflow_id, app_version=pool.APP_VERSION
+    )
     return str(dbos.enqueue(options, args).get_workflow_id())
 
 
@@ -120,8 +127,10 @@ def _ended_badly(store: PostgresStore, args: DriveArgs, status: str) -> Outcome:
     interrupted attempts name the units that were running. Anything else is an internal error."""
     resume = args.hints("run", args.run_id)
     if status != "MAX_RECOVERY_ATTEMPTS_EXCEEDED":
-        return Outcome(code=exitcodes.INTERNAL, message=f"the drive of run {args.run_id} ended {status}; the run "
-                       f"stays active and resumable: `{resume}`")  # fmt: skip
+        return Outcome(
+            code=exitcodes.INTERNAL,
+            message=f"the drive of run {args.run_id} ended {status}; the run stays active and resumable: `{resume}`",
+        )
     return Outcome(result=given_up(store, args.run_id, "the drive of this run", resume))
 
 

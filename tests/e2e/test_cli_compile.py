@@ -129,3 +129,25 @@ def test_the_real_commands_agree_on_a_checked_file(tmp_path: Path) -> None:
         assert run_cli("check", "-q", rel, cwd=ws).returncode == 0
         assert run_cli("compile", rel, "-o", "out.plan.json", cwd=ws).returncode == 0
         assert run_cli("verify", "out.plan.json", cwd=ws).returncode == 0
+
+
+def test_a_file_with_out_dir_writes_the_plan_that_check_compares(tmp_path: Path) -> None:
+    """`akmc compile FILE --out-dir D` writes D/<ref>.plan.json, the file `--check` compares, and
+    prints nothing: a plan printed to the terminal while the directory stays stale would pass
+    for a compiled one."""
+    shutil.copytree(CORPUS, tmp_path / "ws")
+    ws = tmp_path / "ws"
+    shutil.rmtree(ws / "plans")
+    result = run_cli("compile", "workflows/minimal.akm", "--out-dir", "plans", cwd=ws)
+    assert result.returncode == 0 and result.stdout == ""
+    assert (ws / "plans" / "workflows" / "minimal.plan.json").read_text() == run_cli(
+        "compile", "workflows/minimal.akm", cwd=ws
+    ).stdout
+    assert run_cli("compile", "workflows/minimal.akm", "--out-dir", "plans", "--check", cwd=ws).returncode == 0
+
+
+def test_output_and_out_dir_together_are_a_usage_error(tmp_path: Path) -> None:
+    shutil.copytree(CORPUS, tmp_path / "ws")
+    result = run_cli("compile", "workflows/minimal.akm", "-o", "x.json", "--out-dir", "plans", cwd=tmp_path / "ws")
+    assert result.returncode == 2 and result.stderr == "akmc: error: give -o or --out-dir, not both\n"
+    assert not (tmp_path / "ws" / "x.json").exists()

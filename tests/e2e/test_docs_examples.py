@@ -56,7 +56,7 @@ def test_github_actions_workflow_runs_the_gate() -> None:
 
 
 def test_akm_run_examples_parse_with_the_real_command_line() -> None:
-    block = CLI.split("## `akm-run`", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    block = CLI.split("## `akm-run`", 1)[1].split("```sh illustrative\n", 1)[1].split("```", 1)[0]
     lines = [shlex.split(line, comments=True) for line in block.splitlines() if line.startswith("akm-run")]
     assert {words[1] for words in lines} >= {"run", "status", "logs", "approve"}
     for words in lines:

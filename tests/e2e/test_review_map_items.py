@@ -111,7 +111,7 @@ def test_git_textconv_driver_on_a_map_with_item_bindings(workspace: Path) -> Non
     """The set-up docs/cli.md documents, run as written in a real repository: `*.plan.json
     diff=akmplan` with `akmc plan` as textconv."""
     setup = (REPO / "docs" / "cli.md").read_text().split("**As a git diff driver**", 1)[1]
-    setup = setup.split("```sh\n", 1)[1].split("```", 1)[0]
+    setup = setup.split("```sh illustrative\n", 1)[1].split("```", 1)[0]
     assert "textconv" in setup
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
     env = {**os.environ, "PATH": path}

@@ -21,7 +21,7 @@ from typing import Any, TypedDict
 import pytest
 
 from akm_run.plan import render_file
-from akm_run.store import Store
+from akm_run.sqlitestore import SQLiteStore
 from helpers import Runtime, eventually, source
 
 
@@ -71,7 +71,7 @@ def test_relative_state_dir_with_another_workdir_gives_units_absolute_paths(runt
     result = _akm("run", plan, "--workdir", "units", "--state-dir", "rel-state", cwd=runtime.root, env=env)
     assert result.returncode == 3, result.stderr
     run_id = result.stdout.split()[1]
-    show_step = Store(runtime.root / "rel-state").step(run_id, "show")
+    show_step = SQLiteStore(runtime.root / "rel-state").step(run_id, "show")
     assert show_step is not None
     shown = show_step.output
     assert shown["cwd"] == str((runtime.root / "units").resolve())
@@ -94,7 +94,7 @@ def test_a_run_started_in_one_directory_is_resumed_from_another(runtime: Runtime
     assert approved.returncode == 0, approved.stderr
     resumed = _akm("run", run_id, "--state-dir", "../../st", cwd=elsewhere, env=env)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    after_step = Store(runtime.root / "st").step(run_id, "after")
+    after_step = SQLiteStore(runtime.root / "st").step(run_id, "after")
     assert after_step is not None
     after = after_step.output
     assert after["cwd"] == str((runtime.root / "units").resolve())  # the workdir the run was started with
@@ -157,7 +157,7 @@ def test_runs_remember_workdir_and_agent_and_every_hint_pastes_as_printed(runtim
     assert _paste(approve, elsewhere, env).returncode == 0
     finished = _paste(then, elsewhere, env)  # no --workdir, no --agent-cmd: the run's own are used
     assert finished.returncode == 0, finished.stdout + finished.stderr
-    store = Store(runtime.root / "custom")
+    store = SQLiteStore(runtime.root / "custom")
     second_step = store.step(document["runId"], "second")
     assert second_step is not None and second_step.output == str((runtime.root / "work").resolve())
     # an override on the command line wins over what the run remembers

@@ -193,10 +193,10 @@ def test_the_page_carries_no_merge_or_edit_debris(page: Path) -> None:
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))
 def test_every_code_block_names_a_language_and_only_attributes_the_site_knows(page: Path) -> None:
-    """docs_hooks.py turns `file=`, `case=`, `fragment` and `run` into what the site shows; any
+    """docs_hooks.py turns `file=`, `case=`, `fragment`, `run` and `illustrative` into what the site shows; any
     other word after the language would make the site swallow the rest of the page."""
     infos = [b.lines[0].strip()[3:] for b in blocks(page.read_text(encoding="utf-8")) if b.kind == "code"]
-    assert [i for i in infos if not re.fullmatch(r"\w*(?: (?:file=\S+|case=\S+|fragment|run))?", i)] == []
+    assert [i for i in infos if not re.fullmatch(r"\w*(?: (?:file=\S+|case=\S+|fragment|run|illustrative))?", i)] == []
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))

@@ -20,7 +20,7 @@ from akm_run.hints import Hints
 from akm_run.identity import new_run_id
 from akm_run.plan import plan_hash, verify_plan
 from akm_run.progress import Progress
-from akm_run.store import Store
+from akm_run.sqlitestore import SQLiteStore
 
 Behaviour = Callable[[Request], End]
 
@@ -90,7 +90,7 @@ def plan(*steps: dict[str, Any], **extra: Any) -> dict[str, Any]:
 
 class Runtime:
     def __init__(self, state: Path, fake: FakeDispatcher) -> None:
-        self.store = Store(state)
+        self.store = SQLiteStore(state)
         self.fake = fake
         self.options = Options(state, progress=Progress(), hints=Hints())
 

@@ -1,6 +1,6 @@
 """The PostgreSQL journal's own parts, against the private test server: its schema is the SQLite
-store's, migrating is safe from several hosts at once, and the run lock excludes across connections
-and dies with its holder. The journal's transitions are test_store.py's contract, run on both stores."""
+store's, the shared SQL's parameters become psycopg's, migrating is safe from several hosts at once,
+and the run lock excludes across connections and dies with its holder. The journal's transitions are test_store.py's contract, run on both stores."""
 
 from __future__ import annotations
 
@@ -13,16 +13,19 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from akm_run.locks import LockHeld
-from akm_run.migrations import MIGRATIONS
-from akm_run.pgstore import SCHEMA, PostgresStore, postgres_dialect
-from akm_run.store import Store
+from akm_run.migrations import POSTGRES_MIGRATIONS
+from akm_run.pgstore import SCHEMA, PostgresStore, placeholders
+from akm_run.sqlitestore import SQLiteStore
 from helpers import eventually
+from profiles import examples
 
 
 def sqlite_columns(tmp_path: Path) -> dict[str, list[tuple[str, bool]]]:
-    Store(tmp_path).close()
+    SQLiteStore(tmp_path).close()
     with sqlite3.connect(tmp_path / "state.db") as db:
         tables = [row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
         return {
@@ -50,10 +53,24 @@ def test_the_schema_is_the_sqlite_stores_table_by_table_and_column_by_column(tmp
     assert postgres_columns(database_url) == sqlite_columns(tmp_path)
 
 
-def test_the_events_guard_becomes_a_trigger_function() -> None:
-    first = postgres_dialect(MIGRATIONS[0])
-    assert "RAISE(ABORT" not in first and first.count("RAISE EXCEPTION 'events are append-only'") == 2
-    assert "AUTOINCREMENT" not in first and " REAL " not in first
+def test_the_shared_sqls_parameters_become_psycopgs_and_literals_keep_their_question_marks_and_percents() -> None:
+    assert placeholders("UPDATE t SET a = ? WHERE b = ? AND c LIKE 'x%'") == (
+        "UPDATE t SET a = %s WHERE b = %s AND c LIKE 'x%%'"
+    )
+    assert placeholders("SELECT 'why?', 'it''s ?', ?") == "SELECT 'why?', 'it''s ?', %s"
+
+
+@settings(max_examples=examples(50), suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.text(st.characters(blacklist_characters="\x00")), min_size=1, max_size=4))
+def test_any_literal_beside_parameters_reads_back_as_written(database_url: str, texts: list[str]) -> None:
+    store = PostgresStore(database_url)
+    literals = ["'" + text.replace("'", "''") + "'" for text in texts]
+    sql = "SELECT " + ", ".join(f"{literal}, ?" for literal in literals)
+    try:
+        row = store._execute(sql, tuple(f"p{n}" for n in range(len(texts)))).fetchone()
+    finally:
+        store.close()
+    assert list(row) == [value for n, text in enumerate(texts) for value in (text, f"p{n}")]
 
 
 def test_hosts_migrating_at_once_apply_each_migration_once(database_url: str) -> None:
@@ -71,13 +88,13 @@ def test_hosts_migrating_at_once_apply_each_migration_once(database_url: str) ->
         thread.start()
     for thread in threads:
         thread.join()
-    assert errors == [] and {s.schema_version() for s in stores} == {len(MIGRATIONS)}
+    assert errors == [] and {s.schema_version() for s in stores} == {len(POSTGRES_MIGRATIONS)}
 
 
 def test_a_newer_schema_is_refused(database_url: str) -> None:
     PostgresStore(database_url).close()
     with psycopg.connect(database_url) as connection:
-        connection.execute(f"INSERT INTO {SCHEMA}.migrations VALUES (%s, 0)", (len(MIGRATIONS) + 1,))
+        connection.execute(f"INSERT INTO {SCHEMA}.migrations VALUES (%s, 0)", (len(POSTGRES_MIGRATIONS) + 1,))
     with pytest.raises(RuntimeError, match="newer akm-run"):
         PostgresStore(database_url)
 

@@ -19,9 +19,12 @@ import pytest
 from syrupy.assertion import SnapshotAssertion
 
 from akm_run.locks import LockHeld, RunLock
+from akm_run.migrations import EVENT_KINDS, SQLITE_MIGRATIONS
 from akm_run.pgstore import SCHEMA, PostgresStore
+from akm_run.rows import AttemptFailure
 from akm_run.signing import Signer
-from akm_run.store import EVENT_KINDS, MIGRATIONS, AttemptFailure, Store
+from akm_run.sqlitestore import SQLiteStore
+from akm_run.store import Store
 from akm_run.trust import Signature
 from akm_run.units import redact
 
@@ -36,7 +39,7 @@ def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Calla
 
     def open_one() -> Store:
         if request.param == "sqlite":
-            opened.append(Store(tmp_path / "state"))
+            opened.append(SQLiteStore(tmp_path / "state"))
         else:
             opened.append(PostgresStore(request.getfixturevalue("database_url")))
         return opened[-1]
@@ -58,6 +61,7 @@ def outside(store: Store, sql: str) -> None:
             connection.execute(f"SET search_path TO {SCHEMA}")
             connection.execute(sql)
     else:
+        assert isinstance(store, SQLiteStore)
         with sqlite3.connect(store.path) as db:
             db.execute(sql)
 
@@ -65,22 +69,22 @@ def outside(store: Store, sql: str) -> None:
 def test_migrations_are_append_only(snapshot: SnapshotAssertion) -> None:
     """A released migration never changes: editing one fails here; a new one is appended and
     this snapshot updated in the same commit."""
-    assert [hashlib.sha256(m.encode()).hexdigest() for m in MIGRATIONS] == snapshot
+    assert [hashlib.sha256(m.encode()).hexdigest() for m in SQLITE_MIGRATIONS] == snapshot
 
 
 def test_reopening_applies_nothing_twice(tmp_path: Path) -> None:
-    first = Store(tmp_path)
+    first = SQLiteStore(tmp_path)
     first.close()
-    second = Store(tmp_path)
-    assert second.schema_version() == len(MIGRATIONS)
+    second = SQLiteStore(tmp_path)
+    assert second.schema_version() == len(SQLITE_MIGRATIONS)
 
 
 def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
-    Store(tmp_path).close()
+    SQLiteStore(tmp_path).close()
     with sqlite3.connect(tmp_path / "state.db") as db:
-        db.execute("INSERT INTO migrations VALUES (?, 0)", (len(MIGRATIONS) + 1,))
+        db.execute("INSERT INTO migrations VALUES (?, 0)", (len(SQLITE_MIGRATIONS) + 1,))
     with pytest.raises(RuntimeError, match="newer akm-run"):
-        Store(tmp_path)
+        SQLiteStore(tmp_path)
 
 
 def test_publish_creates_the_run_and_its_steps(store: Store) -> None:

@@ -1,0 +1,238 @@
+"""Units to their ends: how a drive journals and dispatches the units akm_run.decisions names.
+
+A unit whose completion the journal holds is reused and never dispatched again. Otherwise each
+attempt is journaled before it is dispatched and after it ends, and retried as
+`decisions.attempt_verdict` says; a map's units run on threads, `width` at a time."""
+
+from __future__ import annotations
+
+import functools
+import queue
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from akm_run import core, decisions, identity
+from akm_run import planformat as pf
+from akm_run.core import Aborted, End
+from akm_run.decisions import Dispatch, FailUnit, Redo, Rows, Unit
+from akm_run.dispatch import Dispatcher, Request
+from akm_run.journal import Journal
+from akm_run.progress import Progress
+from akm_run.rows import AttemptFailure
+
+
+class StepStart:
+    """A step the spine started (a `decisions.StartStep`), journaled by the first transaction that
+    writes for the step, whichever unit's thread that is: one commit fewer than a transaction of
+    its own. Each transaction is handed it and journals it at most once."""
+
+    def __init__(self, step_id: str, index: int) -> None:
+        self.step_id, self.index = step_id, index
+        self._lock = threading.Lock()
+        self._journaled = False
+
+    def journal(self, store: Journal, run_id: str) -> None:
+        """Inside the caller's transaction: journal the start unless a transaction did already."""
+        with self._lock:
+            if self._journaled:
+                return
+            self._journaled = True
+        store.start_step(run_id, self.step_id, self.index)
+
+
+@dataclass(frozen=True, slots=True)
+class Attempts:
+    """What every unit of one drive shares: its journal, run, dispatcher and private directory."""
+
+    store: Journal
+    run_id: str
+    plan: pf.Plan
+    params: dict[str, Any]
+    dispatcher: Dispatcher
+    abort: threading.Event
+    progress: Progress
+    scratch: Path
+    pooled: bool  # attempts run as workflows DBOS recovers: a dead driver's are re-attached to
+
+    def fail(self, failing: FailUnit) -> End:
+        """Journal a unit that fails before any attempt; it is never dispatched."""
+        place = failing.place
+        self.store.fail_unit(
+            self.run_id, place.journal, failing.step["stepId"], place.index, failing.reason, failing.message
+        )
+        return failing.end
+
+    def all(self, dispatch: Dispatch, rows: Rows, start: StepStart) -> list[End | None]:
+        """A map's units to their ends on `width` threads; the first failure or block stops
+        dispatching the rest (None: not dispatched), an abort or an internal error stops all."""
+        stop = threading.Event()
+
+        def one(index: int) -> End:
+            if stop.is_set() or self.abort.is_set():
+                return End("not_dispatched")
+            end = self.unit(dispatch.units[index], rows, start)
+            if end.status in ("failed", "blocked"):
+                stop.set()
+            return end
+
+        return self._fan_out(one, len(dispatch.units), dispatch.width, stop)
+
+    def _fan_out(self, one: Callable[[int], End], count: int, width: int, stop: threading.Event) -> list[End | None]:
+        """Run `one` for every index on `width` threads; an abort or an internal error stops the rest."""
+        ends: list[End | None] = [None] * count
+        aborted, broken = False, None
+        # Completions arrive on a queue: each wake-up handles one finished unit, never a scan of all
+        # pending ones, so dispatch costs the same per unit at 2,000 items as at 200.
+        finished: queue.SimpleQueue[tuple[int, Future[End]]] = queue.SimpleQueue()
+        with ThreadPoolExecutor(max_workers=width, thread_name_prefix="akm-unit") as pool:
+            for i in range(count):
+                pool.submit(one, i).add_done_callback(functools.partial(_report, finished, i))
+            for _ in range(count):
+                index, future = finished.get()
+                try:
+                    ends[index] = future.result()
+                except Aborted:
+                    aborted = True
+                    stop.set()
+                except Exception as error:  # noqa: BLE001 - an internal error: stop dispatching, then raise it
+                    broken = broken or error
+                    stop.set()
+        if broken is not None:
+            raise broken
+        if aborted or self.abort.is_set():
+            raise Aborted
+        return ends
+
+    def unit(self, unit: Unit, rows: Rows, start: StepStart) -> End:
+        """One unit to its end: reuse a completed journal row, else dispatch, retrying as the step says."""
+        journal = unit.place.journal
+        known = self.store.unit(self.run_id, journal)
+        if known is not None and known.status == "completed":
+            return End("completed", known.output)
+        bound = self._bound(unit, rows)
+        if isinstance(bound, FailUnit):
+            return self.fail(bound)
+        digest = identity.input_hash(dict(unit.target), self.params, unit.inputs, unit.place.item, bound, unit.feedback)
+        failed_before = 0 if known is None else self._failed_attempts(journal)
+        retries, new_unit = 0, known is None
+        left_running = self._left_running(journal) if known is not None else None
+        while True:
+            self._check_abort()
+            dispatch = identity.dispatch_id(self.run_id, journal, failed_before)
+            attempt = left_running or self._begin(unit, digest, dispatch, new_unit, start)
+            new_unit, left_running = False, None
+            if not attempt:
+                return self.fail(decisions.budget_spent(unit, self.plan["limits"]))
+            outcome = self._dispatch(unit, attempt, dispatch, digest, bound)
+            verdict = decisions.attempt_verdict(unit, outcome, retries)
+            if isinstance(verdict, Redo):  # as a crash reclaim: same dispatch id, not a retry
+                self.store.interrupt_attempt(self.run_id, journal, unit.step["stepId"], attempt)
+                continue
+            ended = self._record(unit, attempt, outcome, final=verdict.retry_after_ms is None)
+            if verdict.retry_after_ms is None:
+                return ended
+            retries, failed_before = retries + 1, failed_before + 1
+            self._backoff(verdict.retry_after_ms)
+
+    def _check_abort(self) -> None:
+        if self.abort.is_set():
+            raise Aborted
+
+    def _left_running(self, journal: str) -> int | None:
+        """A pooled drive's attempt of this unit that a dead driver left running (None on SQLite,
+        whose reclaim has finished every such attempt before the spine starts)."""
+        attempts = self.store.attempts(self.run_id, journal) if self.pooled else []
+        return next((a.attempt for a in attempts if a.status == "running"), None)
+
+    def _failed_attempts(self, journal: str) -> int:
+        return sum(1 for a in self.store.attempts(self.run_id, journal) if a.status == "failed")
+
+    def _bound(self, unit: Unit, rows: Rows) -> dict[str, Any] | FailUnit | None:
+        """A child-workflow target's bindings, resolved (None for other targets); one unresolved fails the unit."""
+        if unit.target["kind"] != "child-workflow":
+            return None
+        bound, missing = core.bindings(unit.target, unit.place.item, self.params, rows)
+        return decisions.unresolved_bindings(unit, missing) if missing else bound
+
+    def _begin(self, unit: Unit, digest: str, dispatch: str, new_unit: bool, start: StepStart) -> int:
+        """Journal the start of an attempt (with the step's start); 0 when the unit budget is spent."""
+        with self.store.transaction(durable=False):
+            start.journal(self.store, self.run_id)
+            return self.store.begin_attempt(
+                self.run_id,
+                unit.place.journal,
+                unit.step["stepId"],
+                unit.place.index,
+                digest,
+                dispatch,
+                new_unit=new_unit,
+                max_units=self.plan["limits"].get("maxUnits"),
+            )
+
+    def _dispatch(self, unit: Unit, attempt: int, dispatch: str, digest: str, bound: dict[str, Any] | None) -> End:
+        """Run one attempt through the dispatcher (the one place a unit runs: child runs too)."""
+        context = core.unit_context(
+            self.run_id, unit.place, dispatch, attempt, unit.inputs, unit.feedback, unit.gate_output
+        )
+        request = Request(
+            self.run_id,
+            unit.place,
+            attempt,
+            digest,
+            unit.target,
+            context,
+            unit.step.get("env", []),
+            unit.schema,
+            unit.step.get("timeoutMs"),
+            bound,
+            self.scratch,
+            dispatch,
+            unit.width,
+        )
+        self.progress.unit_started()
+        try:
+            return self.dispatcher.dispatch(request)
+        except Exception:
+            self._interrupted(unit, attempt)
+            raise
+        finally:
+            self.progress.unit_ended()
+
+    def _record(self, unit: Unit, attempt: int, outcome: End, *, final: bool) -> End:
+        """Journal how an attempt ended; an aborted one ends the drive."""
+        run_id, journal, step_id = self.run_id, unit.place.journal, unit.step["stepId"]
+        if outcome.status == "aborted":
+            if not outcome.recorded:  # a pool's worker journals an abort it carried out
+                self.store.abort_attempt(run_id, journal, step_id, attempt, outcome.message, outcome.stderr_tail)
+            raise Aborted
+        if outcome.status == "completed":
+            with self.store.transaction(durable=False):
+                self.store.complete_attempt(run_id, journal, step_id, attempt, outcome.output, outcome.stderr_tail)
+                if unit.completes:
+                    self.store.complete_step(run_id, step_id, outcome.output)
+            return End("completed", outcome.output, recorded=unit.completes)
+        failure = AttemptFailure(
+            outcome.reason, outcome.message, outcome.exit_code, outcome.output, outcome.stderr_tail, final
+        )
+        self.store.fail_attempt(run_id, journal, step_id, attempt, failure)
+        return core.unit_end(outcome)
+
+    def _interrupted(self, unit: Unit, attempt: int) -> None:
+        """An internal error ends an attempt: finish it as interrupted (the unit runs again on resume)
+        if the journal can still be written."""
+        try:
+            self.store.interrupt_attempt(self.run_id, unit.place.journal, unit.step["stepId"], attempt)
+        except Exception:  # noqa: BLE001 - the error being raised says what went wrong
+            pass
+
+    def _backoff(self, ms: int) -> None:
+        if ms and self.abort.wait(ms / 1000):
+            raise Aborted
+
+
+def _report(finished: queue.SimpleQueue[tuple[int, Future[End]]], index: int, future: Future[End]) -> None:
+    finished.put((index, future))

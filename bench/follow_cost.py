@@ -23,10 +23,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from dbos import WorkflowHandle
+
+from akm_run.drives import client
+from akm_run.pgstore import PROGRESS_EVENTS, PostgresStore
+
 HERE = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(HERE / "tests"))
 
-from helpers import PostgresServer, Runtime, Workers, source  # noqa: E402
+from helpers import PostgresServer, Runtime, source  # noqa: E402
 
 SHELL = """
     workflow "bench" {
@@ -67,18 +72,15 @@ def median_ms(call: Callable[[], Any], repeat: int) -> float:
 
 
 def measure(server: PostgresServer, body: str, args: argparse.Namespace) -> None:
-    from akm_run.drives import client
-    from akm_run.pgstore import PROGRESS_EVENTS, PostgresStore
-
     directory = Path(tempfile.mkdtemp(prefix="akm-bench-"))
-    runtime = Runtime(directory)
+    url = server.database()
+    runtime = Runtime(directory, url)
     runtime.write({"workflows/leaf.akm": source(LEAF)})
     plan_file = runtime.compile("bench.akm", source(body))
-    pool = Workers(server.database(), directory)
     try:
-        pool.start("w1", "--concurrency", "8")
+        runtime.start_worker(name="w1", options=("--concurrency", "8"))
         if args.history:  # other runs' events before this one's, as a database that served for a while holds
-            history = PostgresStore(pool.url)
+            history = PostgresStore(url)
             history._pg.execute(
                 "INSERT INTO events (run_id, kind, data_json, at) SELECT 'r' || (n %% 1000), "
                 "'unit.completed', NULL, 0 FROM generate_series(1, %s) n",
@@ -87,19 +89,35 @@ def measure(server: PostgresServer, body: str, args: argparse.Namespace) -> None
             history._pg.execute("ANALYZE events")
             history.close()
         items = json.dumps(list(range(args.units)))
-        done = subprocess.run([sys.executable, "-m", "akm_run", "run", str(plan_file), "--database", pool.url,
-                               "--param", f"items={items}", "--format", "json"], cwd=directory, env=pool.env(),
-                              capture_output=True, text=True)  # fmt: skip
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "akm_run",
+                "run",
+                str(plan_file),
+                "--database",
+                url,
+                "--param",
+                f"items={items}",
+                "--format",
+                "json",
+            ],
+            cwd=directory,
+            env=runtime.env(),
+            capture_output=True,
+            text=True,
+        )
         if done.returncode != 0:
             raise SystemExit(f"the run exited {done.returncode}: {done.stderr}")
         run_id = json.loads(done.stdout)["runId"]
-        store = PostgresStore(pool.url)
-        dbos = client(pool.url)
+        store = PostgresStore(url)
+        dbos = client(url)
         try:
             events = store.progress_events(run_id, 0)
             tail = events[-1].seq
             runs = len({e.run_id for e in events})
-            status = dbos.retrieve_workflow(run_id)
+            status: WorkflowHandle[Any] = dbos.retrieve_workflow(run_id)
             print(f"{args.units} units, {runs} run(s), {len(events)} events")
             print(
                 f"  poll at the tail, progress_events: {median_ms(lambda: store.progress_events(run_id, tail), args.repeat):.2f} ms"
@@ -116,7 +134,7 @@ def measure(server: PostgresServer, body: str, args: argparse.Namespace) -> None
             dbos.destroy()
             store.close()
     finally:
-        pool.stop()
+        runtime.close()
 
 
 def main() -> None:

@@ -86,7 +86,7 @@ class Client:
     def diagnostics_of(self, uri: str, version: int) -> dict[str, Any]:
         while True:
             message = self.receive()
-            params = message.get("params", {})
+            params: dict[str, Any] = message.get("params", {})
             if message.get("method") == "textDocument/publishDiagnostics" and params.get("uri") == uri:
                 if params.get("version") == version:
                     return params
@@ -107,15 +107,23 @@ def measure(files: int, edits: int) -> dict[str, float]:
             pass
         client.send({"method": "initialized", "params": {}})
         uri = (root / "workflows" / "leaf.akm").as_uri()
-        client.send({"method": "textDocument/didOpen", "params": {"textDocument": {
-            "uri": uri, "languageId": "akm", "version": 1, "text": LEAF.format(n=0)}}})  # fmt: skip
+        client.send(
+            {
+                "method": "textDocument/didOpen",
+                "params": {"textDocument": {"uri": uri, "languageId": "akm", "version": 1, "text": LEAF.format(n=0)}},
+            }
+        )
         client.diagnostics_of(uri, 1)
         times = []
         for version in range(2, edits + 2):
             text = LEAF.format(n=version)
             start = time.perf_counter()
-            client.send({"method": "textDocument/didChange", "params": {
-                "textDocument": {"uri": uri, "version": version}, "contentChanges": [{"text": text}]}})  # fmt: skip
+            client.send(
+                {
+                    "method": "textDocument/didChange",
+                    "params": {"textDocument": {"uri": uri, "version": version}, "contentChanges": [{"text": text}]},
+                }
+            )
             client.diagnostics_of(uri, version)
             times.append(time.perf_counter() - start)
         client.send({"id": 2, "method": "shutdown"})

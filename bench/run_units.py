@@ -27,13 +27,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(HERE))  # this tree's akmc, installed or not
+
+from akm_run.plan import render_file  # noqa: E402
+from akmc.compiler import Session  # noqa: E402
 
 
 def _plan(root: Path, name: str, source: str) -> Path:
-    sys.path.insert(0, str(HERE))
-    from akm_run.plan import render_file
-    from akmc.compiler import Session
-
     (root / f"{name}.akm").write_text(source)
     plan = Session(root).check(root / f"{name}.akm").plan
     assert plan is not None, name
@@ -68,10 +68,14 @@ def main() -> None:
         def map_plan(count: int, width: int) -> Path:
             # the items come from a step, as they usually do, so that no unit carries the whole list
             make = f"python3 -c 'import json; print(json.dumps(list(range({count}))))'"
-            return _plan(root, f"map-{count}-{width}", f'workflow "map" {{\n  limits {{ concurrency = {width} }}\n'
-                         f'  step items {{\n    shell "{make}"\n  }}\n'
-                         f'  step fan {{\n    map steps.items.output {{\n'
-                         f'      concurrency = {width}\n      shell "true"\n    }}\n  }}\n}}\n')  # fmt: skip
+            return _plan(
+                root,
+                f"map-{count}-{width}",
+                f'workflow "map" {{\n  limits {{ concurrency = {width} }}\n'
+                f'  step items {{\n    shell "{make}"\n  }}\n'
+                f"  step fan {{\n    map steps.items.output {{\n"
+                f'      concurrency = {width}\n      shell "true"\n    }}\n  }}\n}}\n',
+            )
 
         def spine_plan(count: int) -> Path:
             steps = "".join(f'  step s{i} {{\n    shell "true"\n  }}\n' for i in range(count))
@@ -101,8 +105,11 @@ def main() -> None:
         def xargs(p: int) -> Callable[[], float]:
             def once() -> float:
                 start = time.perf_counter()
-                subprocess.run(["xargs", "-P", str(p), "-n", "1", "sh", "-c", "true"], input=" ".join(["x"] * n).encode(),
-                               check=True)  # fmt: skip
+                subprocess.run(
+                    ["xargs", "-P", str(p), "-n", "1", "sh", "-c", "true"],
+                    input=" ".join(["x"] * n).encode(),
+                    check=True,
+                )
                 return time.perf_counter() - start
 
             return once
@@ -116,8 +123,10 @@ def main() -> None:
             runs = {}
             for size in sorted({*sizes, *(2 * size for size in sizes)}):
                 runs[size] = [akm_run(map_plan(size, args.parallel))() for _ in range(args.repeat)]
-            print(f"map of N items, concurrency {args.parallel}, {args.repeat} repeats; per unit at N = "
-                  f"(median(2N) - median(N)) / N")  # fmt: skip
+            print(
+                f"map of N items, concurrency {args.parallel}, {args.repeat} repeats; per unit at N = "
+                f"(median(2N) - median(N)) / N"
+            )
             print(f"{'N':>6} {'median N s':>10} {'median 2N s':>11} {'ms/unit':>8}")
             for size in sizes:
                 small, large = statistics.median(runs[size]), statistics.median(runs[2 * size])

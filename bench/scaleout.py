@@ -16,14 +16,18 @@ what dispatching, journaling and waiting add to each unit's own time, in a unit'
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+import psycopg
 
 HERE = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(HERE / "tests"))
@@ -117,8 +121,6 @@ STAGES = (
 def trace(server: PostgresServer, args: argparse.Namespace) -> None:
     """Run one map of --trace units on one worker, then break each attempt's time down from the
     timestamps the journal and DBOS's tables hold (nothing is added to the runtime for it)."""
-    import psycopg
-
     database = server.database()
     args.units = args.trace
     elapsed = pooled(server, 1, args, 1, database)[0]
@@ -127,16 +129,20 @@ def trace(server: PostgresServer, args: argparse.Namespace) -> None:
     print(f"{len(rows)} attempts, {elapsed:.2f} s; per attempt, ms:     mean  median     p90")
     for label, start, end in STAGES:
         spans = sorted((r[end] - r[start]) * 1000 for r in rows)
-        print(f"  {label:<55} {statistics.mean(spans):>7.1f} {statistics.median(spans):>7.1f} "
-              f"{spans[len(spans) * 9 // 10]:>7.1f}")  # fmt: skip
+        print(
+            f"  {label:<55} {statistics.mean(spans):>7.1f} {statistics.median(spans):>7.1f} "
+            f"{spans[len(spans) * 9 // 10]:>7.1f}"
+        )
     # The map's slots: from its first attempt journaled to its last end journaled, each of the
     # `width` slots holds an attempt or waits for the drive to journal the next one.
     width = min(64, args.per_worker)
     span = max(r[1] for r in rows) - min(r[0] for r in rows)
     held = statistics.mean(r[1] - r[0] for r in rows)
     print(f"  map: {span:.2f} s from first attempt journaled to last end journaled, {width} slots;")
-    print(f"  a slot waits {(span * width / len(rows) - held) * 1000:.1f} ms per attempt between an end journaled "
-          f"and the next attempt journaled (the engine's loop)")  # fmt: skip
+    print(
+        f"  a slot waits {(span * width / len(rows) - held) * 1000:.1f} ms per attempt between an end journaled "
+        f"and the next attempt journaled (the engine's loop)"
+    )
 
 
 def cpu_seconds(pids: list[int]) -> float:
@@ -167,8 +173,6 @@ def group(pgid: int) -> list[int]:
 def idle(server: PostgresServer, args: argparse.Namespace) -> None:
     """One worker serving an empty pool for --idle seconds: its CPU (its processes, and the server
     processes of its connections) and the transactions it commits, from pg_stat_database."""
-    import psycopg
-
     directory = Path(tempfile.mkdtemp(prefix="akm-bench-"))
     pool = Runtime(directory, server.database())
     assert pool.database is not None
@@ -191,13 +195,17 @@ def idle(server: PostgresServer, args: argparse.Namespace) -> None:
             cpu_after = (cpu_seconds(processes), cpu_seconds(backends))
             seconds = time.monotonic() - start
         assert before is not None and after is not None
-        print(f"one idle worker, --poll {args.poll}, over {seconds:.0f} s: {len(processes)} processes, "
-              f"{len(backends)} server connections")  # fmt: skip
+        print(
+            f"one idle worker, --poll {args.poll}, over {seconds:.0f} s: {len(processes)} processes, "
+            f"{len(backends)} server connections"
+        )
         print(f"  worker CPU    {(cpu_after[0] - cpu_before[0]) / seconds * 100:6.2f} % of a core")
         print(f"  server CPU    {(cpu_after[1] - cpu_before[1]) / seconds * 100:6.2f} % of a core (its connections)")
         print(f"  transactions  {(after[0] - before[0]) / seconds:6.1f} /s")
-        print(f"  rows read     {(after[1] - before[1]) / seconds:6.0f} /s returned, "
-              f"{(after[2] - before[2]) / seconds:.0f} /s fetched")  # fmt: skip
+        print(
+            f"  rows read     {(after[1] - before[1]) / seconds:6.0f} /s returned, "
+            f"{(after[2] - before[2]) / seconds:.0f} /s fetched"
+        )
         statements(server, args.idle / 3)
     finally:
         if problems := pool.close():
@@ -207,11 +215,6 @@ def idle(server: PostgresServer, args: argparse.Namespace) -> None:
 def statements(server: PostgresServer, seconds: float) -> None:
     """The statements the server runs for `seconds` (the idle worker's, alone on this private
     server), from its log with log_statement on, most frequent first, per second."""
-    import collections
-    import re
-
-    import psycopg
-
     with psycopg.connect(server.url(), autocommit=True) as db:
         db.execute("ALTER SYSTEM SET log_statement = 'all'")
         db.execute("SELECT pg_reload_conf()")
@@ -261,8 +264,10 @@ def main() -> None:
             return trace(server, args)
         if args.idle:
             return idle(server, args)
-        print(f"{args.units} units of sleep {args.sleep}, {args.per_worker} in flight per worker, queues polled every "
-              f"{args.poll}; median of {args.repeat}")  # fmt: skip
+        print(
+            f"{args.units} units of sleep {args.sleep}, {args.per_worker} in flight per worker, queues polled every "
+            f"{args.poll}; median of {args.repeat}"
+        )
         print("store              width  seconds  units/s    ideal  overhead ms/unit")
         for workers in (int(w) for w in args.workers.split(",")):
             width = min(64, workers * args.per_worker)

@@ -4,6 +4,8 @@ Tests import this module; `conftest.py` only wraps these in fixtures."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import glob
 import json
 import os
@@ -18,7 +20,7 @@ import tempfile
 import textwrap
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,18 +29,23 @@ from syrupy.extensions.amber import AmberSnapshotExtension
 from syrupy.location import PyTestLocation
 from syrupy.types import SnapshotIndex
 
+from akm_run.plan import render_file
+from akm_run.sqlitestore import SQLiteStore
+from akm_run.store import Store
+from akmc.compiler import FileResult, Session, check_file
+from akmc.diagnostics import Diagnostic
+
+# Every test process imports this module (conftest.py does), so it leaves the PostgreSQL client
+# libraries to the shared-store helpers that use them: importing dbos costs about 0.5 s of CPU,
+# psycopg (and akm_run.pgstore with it) about 0.1 s.
 if TYPE_CHECKING:
     from dbos import DBOSClient, WorkflowHandle
-
-    from akm_run.store import Store
-    from akmc.compiler import FileResult
-    from akmc.diagnostics import Diagnostic
 
 REPO = Path(__file__).resolve().parent.parent
 LANGUAGE_EXAMPLE = REPO / "golden" / "language-example"
 DATA = REPO / "tests" / "data"
 
-Files = dict[str, str | bytes]
+Files = Mapping[str, str | bytes]  # a workspace's files by relative path: text, or bytes as they are
 
 
 def source(text: str) -> str:
@@ -136,8 +143,6 @@ class Checker:
             target.write_bytes(content.encode() if isinstance(content, str) else content)
 
     def result(self, source: str | bytes, name: str = "wf.akm", files: Files | None = None) -> FileResult:
-        from akmc.compiler import check_file
-
         self.write({name: source, **(files or {})})
         return check_file(self.root / name, name)
 
@@ -231,9 +236,6 @@ class Runtime:
 
     def compile(self, name: str, source: str | None = None, files: dict[str, str] | None = None) -> Path:
         """Write (optionally) and compile `name` to plans/<stem>.plan.json; returns the plan path."""
-        from akm_run.plan import render_file
-        from akmc.compiler import Session
-
         if source is not None:
             self.write({name: source, **(files or {})})
         session = Session(self.root)
@@ -286,8 +288,14 @@ class Runtime:
     def start(self, *args: str | Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
         """`akm-run ARGS` started in the background (a test signals it or waits for it)."""
         self.pool()
-        return subprocess.Popen([sys.executable, "-m", "akm_run", *map(str, args)], cwd=self.root,
-                                env=env or self.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+        return subprocess.Popen(
+            [sys.executable, "-m", "akm_run", *map(str, args)],
+            cwd=self.root,
+            env=env or self.env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
 
     # -- the process that executes units: the driver on SQLite, a worker on PostgreSQL ----------------
 
@@ -296,9 +304,15 @@ class Runtime:
         own, its pid in `driver.pid` for a unit to kill: on SQLite the driver itself; on PostgreSQL a
         worker started for this with `env` (AKM_RUN_FAULT reaches the process it is meant for)."""
         if self.sqlite:
-            process = subprocess.Popen([sys.executable, "-m", "akm_run", "run", *map(str, args)], cwd=self.root,
-                                       env=env or self.env(), start_new_session=True, text=True,
-                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+            process = subprocess.Popen(
+                [sys.executable, "-m", "akm_run", "run", *map(str, args)],
+                cwd=self.root,
+                env=env or self.env(),
+                start_new_session=True,
+                text=True,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
             (self.root / "driver.pid").write_text(str(process.pid))
             return process
         self.stop_workers()
@@ -347,9 +361,13 @@ class Runtime:
         self.workers[-1].serving()
 
     def start_worker(
-        self, env: dict[str, str] | None = None, wait: bool = True, *, name: str | None = None,
+        self,
+        env: dict[str, str] | None = None,
+        wait: bool = True,
+        *,
+        name: str | None = None,
         options: tuple[str, ...] = (),
-    ) -> Worker:  # fmt: skip
+    ) -> Worker:
         """One more `akm-run worker` on this runtime's database, in the workspace, with `options`
         after WORKER_OPTIONS (the last of an option given twice wins); once it serves, unless `wait`
         is False. Its executor id is `name`, else `worker-N`."""
@@ -390,11 +408,9 @@ class Runtime:
     def store(self) -> Store:
         """The run journal: a fresh SQLiteStore on the state directory, or one PostgresStore kept open."""
         if self.database is None:
-            from akm_run.sqlitestore import SQLiteStore
-
             return SQLiteStore(self.state)
         if self._journal is None:
-            from akm_run.pgstore import PostgresStore
+            from akm_run.pgstore import PostgresStore  # here, not at the top: its import time (see the note there)
 
             self._journal = PostgresStore(self.database)
         return self._journal
@@ -415,7 +431,7 @@ class Runtime:
         if self.database is None:
             with closing(sqlite3.connect(self.state / "state.db")) as db:
                 return "\n".join(db.iterdump())
-        import psycopg
+        import psycopg  # here, not at the top: its import time (see the note there)
 
         lines = []
         # The journal's tables, not the pool's heartbeats (akm_run.executors), which change as workers beat.
@@ -423,8 +439,10 @@ class Runtime:
             "NOT IN ('pg_catalog', 'information_schema')" if everything else "= 'akm_run' AND table_name <> 'executors'"
         )
         with psycopg.connect(self.database) as db:
-            tables = db.execute("SELECT table_schema, table_name FROM information_schema.tables "
-                                f"WHERE table_schema {schemas} ORDER BY 1, 2").fetchall()  # fmt: skip
+            tables = db.execute(
+                "SELECT table_schema, table_name FROM information_schema.tables "
+                f"WHERE table_schema {schemas} ORDER BY 1, 2"
+            ).fetchall()
             for schema, table in tables:
                 rows = db.execute(f'SELECT * FROM "{schema}"."{table}"').fetchall()
                 lines += sorted(f"{schema}.{table}: {_decoded(row)!r}" for row in rows)
@@ -434,7 +452,7 @@ class Runtime:
         """Nothing was published: on SQLite no state directory at all, on PostgreSQL no run."""
         if self.database is None:
             return not self.state.exists()
-        import psycopg
+        import psycopg  # here, not at the top: its import time (see the note there)
 
         with psycopg.connect(self.database) as db:
             [[exists]] = db.execute("SELECT to_regclass('akm_run.runs') IS NOT NULL").fetchall()
@@ -443,9 +461,6 @@ class Runtime:
 
 def _decoded(row: tuple[Any, ...]) -> tuple[Any, ...]:
     """A row with each base64 text value followed by what it decodes to (as text, lossily)."""
-    import base64
-    import binascii
-
     out: list[Any] = []
     for value in row:
         out.append(value)
@@ -467,12 +482,27 @@ class Worker:
         self.executor_id = executor_id
         self.log = runtime.root / ".workers" / f"{executor_id}.log"
         self.log.parent.mkdir(exist_ok=True)
-        argv = ["worker", "--database", runtime.database, "--executor-id", executor_id, *WORKER_OPTIONS,
-                "--workdir", str(runtime.root), *options]  # fmt: skip
+        argv = [
+            "worker",
+            "--database",
+            runtime.database,
+            "--executor-id",
+            executor_id,
+            *WORKER_OPTIONS,
+            "--workdir",
+            str(runtime.root),
+            *options,
+        ]
         with self.log.open("w") as out:
-            self.process = subprocess.Popen([sys.executable, "-m", "akm_run", *argv], cwd=runtime.root,
-                                            env={**env, "PYTHONUNBUFFERED": "1"}, stdin=subprocess.DEVNULL,
-                                            stdout=out, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "akm_run", *argv],
+                cwd=runtime.root,
+                env={**env, "PYTHONUNBUFFERED": "1"},
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         self.killed = self.stopped = self.ready = False
         self.driver = False  # a unit kills it (driver.pid), or a fault: its SIGKILL is no problem
 
@@ -550,8 +580,12 @@ class Keys:
 
     def sign(self, plan: Path, name: str, namespace: str = "akm-plan") -> Path:
         """Sign with ssh-keygen directly (any namespace); returns PLAN.sig."""
-        made = subprocess.run(["ssh-keygen", "-Y", "sign", "-f", self.key(name), "-n", namespace],
-                              input=plan.read_bytes(), capture_output=True, check=True)  # fmt: skip
+        made = subprocess.run(
+            ["ssh-keygen", "-Y", "sign", "-f", self.key(name), "-n", namespace],
+            input=plan.read_bytes(),
+            capture_output=True,
+            check=True,
+        )
         signature = plan.with_name(plan.name + ".sig")
         signature.write_bytes(made.stdout)
         return signature
@@ -640,7 +674,7 @@ class PostgresServer:
 
     def database(self) -> str:
         """A new empty database; its URL."""
-        import psycopg
+        import psycopg  # here, not at the top: its import time (see the note there)
 
         name = f"t_{uuid.uuid4().hex[:16]}"
         with psycopg.connect(self.url(), autocommit=True) as connection:
@@ -675,8 +709,9 @@ class Pool:
 
     def spawn(self, *argv: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
-        process = subprocess.Popen([sys.executable, str(DBOS_PROBE), *argv], env=env, text=True,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+        process = subprocess.Popen(
+            [sys.executable, str(DBOS_PROBE), *argv], env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
         self.processes.append(process)
         return process
 
@@ -693,7 +728,7 @@ class Pool:
     @property
     def client(self) -> DBOSClient:
         if self._client is None:
-            from dbos import DBOSClient
+            from dbos import DBOSClient  # here, not at the top: its import time (see the note there)
 
             self._client = DBOSClient(system_database_url=self.url)
         return self._client
@@ -702,7 +737,7 @@ class Pool:
         self, workflow: str, *args: Any, workflow_id: str | None = None, queue: str = "runs"
     ) -> WorkflowHandle[Any]:
         """Enqueue a probe workflow by name (its first argument, the directory, is added)."""
-        from dbos import EnqueueOptions
+        from dbos import EnqueueOptions  # here, not at the top: its import time (see the note there)
 
         options = EnqueueOptions(queue_name=queue, workflow_name=workflow)
         if workflow_id is not None:

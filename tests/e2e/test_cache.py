@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -10,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from akm_run.digest import tagged_sha256
+from akmc.cache import FORMAT, Cache, fingerprint
 from helpers import REPO, many_workflows, run_cli, source
 
 NESTED = REPO / "golden" / "compose" / "nested"
@@ -45,8 +48,9 @@ def test_the_cache_directory_keeps_itself_out_of_git(tree: Path) -> None:
     subprocess.run(["git", "init", "-q"], cwd=tree, check=True)
     assert _check(tree).returncode == 0
     assert (tree / ".akmc-cache" / ".gitignore").read_text() == "*\n"
-    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=tree, capture_output=True,
-                            text=True, check=True).stdout  # fmt: skip
+    status = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=all"], cwd=tree, capture_output=True, text=True, check=True
+    ).stdout
     assert status and ".akmc-cache" not in status
     (tree / ".akmc-cache" / ".gitignore").unlink()  # a user's choice once the directory exists
     assert _check(tree).returncode == 0
@@ -88,8 +92,9 @@ def test_corrupt_and_foreign_entries_are_ignored(tree: Path) -> None:
     entries[0].write_text("{not json")
     foreign = json.loads(entries[1].read_text())
     foreign["key"][1] = "another-compiler"
-    foreign["diagnostics"] = [{"code": "E203", "message": "stale", "file": "x", "span": [1, 1, 1, 2, 0, 1], "help": None,
-                               "related": []}]  # fmt: skip
+    foreign["diagnostics"] = [
+        {"code": "E203", "message": "stale", "file": "x", "span": [1, 1, 1, 2, 0, 1], "help": None, "related": []}
+    ]
     entries[1].write_text(json.dumps(foreign))
     assert _check(tree).stdout == expected
     assert json.loads(entries[0].read_text())["key"][0] == 1  # rewritten
@@ -154,19 +159,20 @@ def _codes(root: Path) -> list[str]:
 
 
 def _entry(root: Path) -> Path:
-    from akmc.cache import Cache
-
     return Cache(root, True)._entry_path("w.akm")
 
 
 def test_a_planted_entry_does_not_speak_for_a_file(flawed: Path) -> None:
     """An entry anyone can compute (the right key, the file's true hash, nothing found) is not believed."""
-    from akm_run.digest import tagged_sha256
-    from akmc.cache import FORMAT, fingerprint
-
     digest = tagged_sha256((flawed / "w.akm").read_bytes())
-    planted = {"key": [FORMAT, fingerprint(), "w.akm", True], "deps": {"w.akm": digest}, "diagnostics": [],
-               "children": [], "uses": [], "sha256": digest}  # fmt: skip
+    planted = {
+        "key": [FORMAT, fingerprint(), "w.akm", True],
+        "deps": {"w.akm": digest},
+        "diagnostics": [],
+        "children": [],
+        "uses": [],
+        "sha256": digest,
+    }
     _entry(flawed).parent.mkdir(parents=True)
     _entry(flawed).write_text(json.dumps(planted))
     assert _codes(flawed) == ["E203", "E600"]
@@ -206,8 +212,6 @@ def test_an_entry_of_any_content_is_ignored(flawed: Path, content: bytes) -> Non
 
 
 def test_an_entry_that_is_a_fifo_or_a_directory_neither_hangs_nor_fails(flawed: Path) -> None:
-    import os
-
     _entry(flawed).parent.mkdir(parents=True)
     os.mkfifo(_entry(flawed))
     assert _codes(flawed) == ["E203", "E600"]

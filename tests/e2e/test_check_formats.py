@@ -8,7 +8,9 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from akmc.diagnostics import CATALOG
+from akmc.ast import Span
+from akmc.diagnostics import CATALOG, Diagnostic
+from akmc.render import github
 from helpers import DATA, REPO, Checker, run_cli, source
 
 SARIF_SCHEMA = json.loads((DATA / "sarif-2.1.0-subset.schema.json").read_text())
@@ -45,10 +47,6 @@ def test_github_workflow_commands(broken: Path) -> None:
 
 
 def test_github_escapes_properties_and_data() -> None:
-    from akmc.ast import Span
-    from akmc.diagnostics import Diagnostic
-    from akmc.render import github
-
     line = github.render([Diagnostic("E203", "50% off,\nnow", "a,b:c.akm", Span(1, 2, 1, 3, 0, 1))])
     assert line == "::error file=a%2Cb%3Ac.akm,line=1,col=2,endLine=1,endColumn=3,title=E203::E203: 50%25 off,%0Anow\n"
 

@@ -28,11 +28,19 @@ def _workspace(root: Path, count: int) -> None:
     directory (composed with a comment and an escape between `uses` and its ref), and a cycle."""
     many_workflows(root, count)
     (root / "lib").mkdir()
-    (root / "lib" / "shared.akm").write_text('workflow "shared" {\n  step s {\n    shell "true"\n    inputs = [steps.nope.output]\n  }\n}\n')  # fmt: skip
-    (root / "workflows" / "a_uses_lib.akm").write_text('workflow "a" {\n  step c {\n    uses # the library\n      "lib/sh\\u0061red"\n  }\n}\n')  # fmt: skip
+    (root / "lib" / "shared.akm").write_text(
+        'workflow "shared" {\n  step s {\n    shell "true"\n    inputs = [steps.nope.output]\n  }\n}\n'
+    )
+    (root / "workflows" / "a_uses_lib.akm").write_text(
+        'workflow "a" {\n  step c {\n    uses # the library\n      "lib/sh\\u0061red"\n  }\n}\n'
+    )
     (root / "workflows" / "broken.akm").write_text('workflow "broken" {\n  step {\n}\n')
-    (root / "workflows" / "cycle_a.akm").write_text('workflow "ca" {\n  step c {\n    uses "workflows/cycle_b"\n  }\n}\n')  # fmt: skip
-    (root / "workflows" / "cycle_b.akm").write_text('workflow "cb" {\n  step c {\n    uses "workflows/cycle_a"\n  }\n}\n')  # fmt: skip
+    (root / "workflows" / "cycle_a.akm").write_text(
+        'workflow "ca" {\n  step c {\n    uses "workflows/cycle_b"\n  }\n}\n'
+    )
+    (root / "workflows" / "cycle_b.akm").write_text(
+        'workflow "cb" {\n  step c {\n    uses "workflows/cycle_a"\n  }\n}\n'
+    )
 
 
 def _reference(root: Path, output_format: str = "text") -> str:
@@ -88,9 +96,12 @@ def _die_in(marker: Path, once: bool) -> Any:
 
 
 def _in_process(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], jobs: int,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    jobs: int,
     **patches: Any,
-) -> tuple[int, str, str, str]:  # fmt: skip
+) -> tuple[int, str, str, str]:
     """(exit code, stdout, stderr, the reference report) of a check in shares of 7 files, with
     `patches` applied to the check module."""
     _workspace(tmp_path, 60)
@@ -167,7 +178,9 @@ def test_a_reader_that_goes_away_ends_the_check_quietly(tmp_path: Path) -> None:
     # writing when the reader has gone, however the processes are scheduled.
     inputs = ", ".join(f"steps.missing{i}.output" for i in range(40))
     for n in range(10):  # 40 errors each, about 0.6 MiB in all
-        (tmp_path / "workflows" / f"zz{n}.akm").write_text(f'workflow "zz{n}" {{\n  step s {{\n    shell "true"\n    inputs = [{inputs}]\n  }}\n}}\n')  # fmt: skip
+        (tmp_path / "workflows" / f"zz{n}.akm").write_text(
+            f'workflow "zz{n}" {{\n  step s {{\n    shell "true"\n    inputs = [{inputs}]\n  }}\n}}\n'
+        )
     done = subprocess.run(
         f"{sys.executable} -m akmc check workflows --no-cache -j2 | head -1; exit ${{PIPESTATUS[0]}}",
         shell=True,

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from akmc.diagnostics import CATALOG
 from akmc.workspace import MAX_SOURCE_BYTES
 from helpers import Checker, run_cli, source
 
@@ -136,8 +137,6 @@ def test_explain_prints_the_page() -> None:
 
 
 def test_explain_without_a_code_lists_every_code_with_its_summary() -> None:
-    from akmc.diagnostics import CATALOG
-
     result = run_cli("explain")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()

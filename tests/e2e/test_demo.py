@@ -21,7 +21,7 @@ MODULES = {"akmc": "akmc", "akm-run": "akm_run"}
 def _tasks() -> ModuleType:
     sys.path.insert(0, str(REPO))
     try:
-        import tasks
+        import tasks  # here: tasks.py is at the repository root, which is not on the tests' import path
     finally:
         sys.path.remove(str(REPO))
     return tasks
@@ -52,14 +52,20 @@ def test_the_demo_passes_from_a_clean_copy_and_again(tmp_path: Path) -> None:
     for round_ in (1, 2):
         for program, *argv in _demo_commands():
             result = subprocess.run(
-                [sys.executable, "-m", MODULES[program], *argv], cwd=tmp_path, capture_output=True, text=True,
+                [sys.executable, "-m", MODULES[program], *argv],
+                cwd=tmp_path,
+                capture_output=True,
+                text=True,
                 timeout=300,
-            )  # fmt: skip
+            )
             assert result.returncode == 0, f"round {round_}: {program} {argv}: {result.stdout}\n{result.stderr}"
     listed = subprocess.run(
         [sys.executable, "-m", "akm_run", "list", "--state-dir", "examples/.akm-run", "--format", "json"],
-        cwd=tmp_path, capture_output=True, text=True, check=True,
-    )  # fmt: skip
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     runs = json.loads(listed.stdout)["runs"]
     assert [r["status"] for r in runs] == ["completed", "completed"]
 

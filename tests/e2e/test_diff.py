@@ -7,13 +7,16 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from syrupy.assertion import SnapshotAssertion
 
+from akm_run.plan import plan_hash
 from akmc.compiler import Session
 from akmc.diff import diff
-from helpers import LANGUAGE_EXAMPLE, run_cli, source
+from akmc.render import diff as renderer
+from helpers import LANGUAGE_EXAMPLE, REPO, run_cli, source
 
 EDITS = {
     "workflows/release.akm": [
@@ -50,7 +53,7 @@ def edited(tmp_path: Path) -> tuple[Path, Path]:
     return before, after
 
 
-def _plan(root: Path, name: str = "workflows/release.akm") -> dict:  # type: ignore[type-arg]
+def _plan(root: Path, name: str = "workflows/release.akm") -> dict[str, Any]:
     plan = Session(root).check(root / name).plan
     assert plan is not None
     return plan
@@ -171,10 +174,6 @@ def test_git_textconv_shows_plan_changes(edited: tuple[Path, Path]) -> None:
 
 def test_every_pair_of_golden_plans_diffs_cleanly() -> None:
     """Any two verified plans diff without error, in both formats; equal exactly when the hashes are."""
-    from akm_run.plan import plan_hash
-    from akmc.render import diff as renderer
-    from helpers import REPO
-
     plans = []
     for root in [REPO / "golden" / "corpus", LANGUAGE_EXAMPLE, *sorted((REPO / "golden" / "compose").iterdir())]:
         session = Session(root)
@@ -185,8 +184,8 @@ def test_every_pair_of_golden_plans_diffs_cleanly() -> None:
     assert len(plans) > 20
     for old in plans:
         for new in plans:
-            result = diff(old, new)
-            assert result.equal == (plan_hash(old) == plan_hash(new))
-            assert result.equal == (result.changes == [])
-            renderer.render(result)
-            json.dumps(result.to_json())
+            difference = diff(old, new)
+            assert difference.equal == (plan_hash(old) == plan_hash(new))
+            assert difference.equal == (difference.changes == [])
+            renderer.render(difference)
+            json.dumps(difference.to_json())

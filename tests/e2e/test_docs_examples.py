@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import yaml  # installed with pre-commit, a test dependency
+import yaml  # type: ignore[import-untyped]  # installed with pre-commit, a test dependency; PyYAML has no type hints
 
+from akm_run import exitcodes
+from akm_run.cli import build_parser
+from akm_run.signing import REASONS
 from akmc.config import load
 from helpers import LANGUAGE_EXAMPLE, REPO, source
 
@@ -51,10 +56,6 @@ def test_github_actions_workflow_runs_the_gate() -> None:
 
 
 def test_akm_run_examples_parse_with_the_real_command_line() -> None:
-    import shlex
-
-    from akm_run.cli import build_parser
-
     block = CLI.split("## `akm-run`", 1)[1].split("```sh illustrative\n", 1)[1].split("```", 1)[0]
     lines = [shlex.split(line, comments=True) for line in block.splitlines() if line.startswith("akm-run")]
     assert {words[1] for words in lines} >= {"run", "status", "logs", "approve"}
@@ -93,17 +94,35 @@ def test_the_review_job_posts_the_markdown_diff_of_a_pull_request(tmp_path: Path
     (bin_dir / "gh").chmod(0o755)
 
     def post_comment() -> subprocess.CompletedProcess[str]:
-        env = {**os.environ, "GITHUB_BASE_REF": "main", "PR_NUMBER": "7", "GH_TOKEN": "unused",
-               "GH_ARGS": str(tmp_path / "args"), "GH_BODY": str(tmp_path / "body.md"),
-               "PATH": f"{bin_dir}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}  # fmt: skip
-        return subprocess.run(["bash", "-eo", "pipefail", "-c", post["run"]], cwd=clone, env=env, capture_output=True,
-                              text=True, timeout=120)  # fmt: skip
+        env = {
+            **os.environ,
+            "GITHUB_BASE_REF": "main",
+            "PR_NUMBER": "7",
+            "GH_TOKEN": "unused",
+            "GH_ARGS": str(tmp_path / "args"),
+            "GH_BODY": str(tmp_path / "body.md"),
+            "PATH": f"{bin_dir}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        }
+        return subprocess.run(
+            ["bash", "-eo", "pipefail", "-c", post["run"]],
+            cwd=clone,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
     done = post_comment()
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "args").read_text().split() == [
-        "pr", "comment", "7", "--body-file", "akm-review.md", "--edit-last", "--create-if-none"
-    ]  # fmt: skip
+        "pr",
+        "comment",
+        "7",
+        "--body-file",
+        "akm-review.md",
+        "--edit-last",
+        "--create-if-none",
+    ]
     body = (tmp_path / "body.md").read_text()
     assert body.startswith("1 workflow changed against origin/main: 1 command changed\n")
     assert "+" in body and "scripts/publish.sh --force" in body and "<details>" in body
@@ -132,16 +151,20 @@ def test_the_signing_gate_fails_on_a_plan_no_source_accounts_for(tmp_path: Path)
     nested.mkdir()
     shutil.copy(tmp_path / "ws" / "plans" / "workflows" / "minimal.plan.json", nested / "old.plan.json")
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    done = subprocess.run(["bash", "-eo", "pipefail", "-c", gate], cwd=tmp_path / "ws", env=env, capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        ["bash", "-eo", "pipefail", "-c", gate],
+        cwd=tmp_path / "ws",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 1 and done.stdout == "orphan:  plans/workflows/team/old.plan.json\n"
     (nested / "old.plan.json").unlink()
     assert subprocess.run(["bash", "-c", gate], cwd=tmp_path / "ws", env=env, capture_output=True).returncode == 0
 
 
 def test_the_refusal_table_names_every_reason() -> None:
-    from akm_run.signing import REASONS
-
     page = (REPO / "docs" / "runtime.md").read_text()
     table = re.findall(r"^\| `([a-z ]+)` \|", page.split("message begins")[1].split("\n\n")[0], re.M)
     assert table == [reason.replace("_", " ") for reason in REASONS]
@@ -155,15 +178,13 @@ def _table(text: str, header: str) -> list[list[str]]:
 
 
 def test_the_runtime_command_table_names_every_command_and_option_of_the_real_parser() -> None:
-    from akm_run.cli import build_parser
-
     rows = _table((REPO / "docs" / "runtime.md").read_text(), "| command | what it does |")
     documented: dict[str, str] = {}
     for command, _ in rows:
         verb = command.strip("`").split()[1]
         documented[verb] = documented.get(verb, "") + " " + command
     parser = build_parser()
-    verbs = next(a for a in parser._actions if a.dest == "command").choices  # type: ignore[attr-defined]
+    verbs = next(a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     assert sorted(documented) == sorted(verbs)
     common = {"-h", "--help", "--state-dir", "--database", "--format"}  # said once, under the table
     for verb, sub in verbs.items():
@@ -172,8 +193,6 @@ def test_the_runtime_command_table_names_every_command_and_option_of_the_real_pa
 
 
 def test_the_runtime_exit_code_table_names_each_code_once() -> None:
-    from akm_run import exitcodes
-
     rows = _table((REPO / "docs" / "runtime.md").read_text(), "| code | meaning |")
     codes = [int(row[0]) for row in rows]
     constants = {v for k, v in vars(exitcodes).items() if k.isupper() and isinstance(v, int)}

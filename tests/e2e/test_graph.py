@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from syrupy.assertion import SnapshotAssertion
@@ -19,7 +20,7 @@ CORPUS = REPO / "golden" / "corpus"
 NESTED = REPO / "golden" / "compose" / "nested"
 
 
-def _plans() -> dict[str, dict]:  # type: ignore[type-arg]
+def _plans() -> dict[str, dict[str, Any]]:
     plans = {}
     for root in (CORPUS, LANGUAGE_EXAMPLE, *sorted(p for p in (REPO / "golden" / "compose").iterdir())):
         session = Session(root)
@@ -33,8 +34,10 @@ def _plans() -> dict[str, dict]:  # type: ignore[type-arg]
 def _dot() -> str:
     found = shutil.which("dot")
     if found is None:  # never skipped: `python3 tasks.py test` installs Graphviz where it can
-        pytest.fail("Graphviz `dot` is not installed (Debian: apt-get install graphviz); `python3 tasks.py test` "
-                    "installs it when run as root")  # fmt: skip
+        pytest.fail(
+            "Graphviz `dot` is not installed (Debian: apt-get install graphviz); `python3 tasks.py test` "
+            "installs it when run as root"
+        )
     return found
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -83,14 +83,14 @@ def _params(encodings: list[str] | None = None) -> lsp.InitializeParams:
     )
 
 
-@pytest_lsp.fixture(config=SERVER, scope="module")
+@pytest_lsp.fixture(config=SERVER, scope="module")  # type: ignore[untyped-decorator]  # pytest-lsp's decorator is unannotated
 async def client(lsp_client: LanguageClient) -> AsyncIterator[None]:
     await lsp_client.initialize_session(_params())
     yield
     await lsp_client.shutdown_session()
 
 
-@pytest_lsp.fixture(config=SERVER, scope="module")
+@pytest_lsp.fixture(config=SERVER, scope="module")  # type: ignore[untyped-decorator]  # pytest-lsp's decorator is unannotated
 async def utf8_client(lsp_client: LanguageClient) -> AsyncIterator[None]:
     result = await lsp_client.initialize_session(_params([lsp.PositionEncodingKind.Utf8]))
     assert result.capabilities.position_encoding == lsp.PositionEncodingKind.Utf8
@@ -99,7 +99,7 @@ async def utf8_client(lsp_client: LanguageClient) -> AsyncIterator[None]:
 
 
 def uri(path: Path) -> str:
-    found = from_fs_path(str(path))
+    found: str | None = from_fs_path(str(path))  # pygls leaves it unannotated
     assert found is not None
     return found
 
@@ -209,7 +209,7 @@ async def test_positions_count_utf8_bytes_when_negotiated(utf8_client: LanguageC
     hover = await utf8_client.text_document_hover_async(
         lsp.HoverParams(lsp.TextDocumentIdentifier(target), lsp.Position(1, diagnostic.range.start.character))
     )
-    assert hover is not None and "E203" in hover.contents.value  # type: ignore[union-attr]
+    assert hover is not None and isinstance(hover.contents, lsp.MarkupContent) and "E203" in hover.contents.value
 
 
 # -- hover, definition, completion, outline --------------------------------------------------------------
@@ -290,18 +290,24 @@ async def test_completion(client: LanguageClient, workspace: Path) -> None:
         "collect",
     ]
     assert await _complete(client, target, PARENT.replace("steps.call.output.report", "steps.call.output.|"), 3) == [
-        "count", "report",
-    ]  # fmt: skip
-    assert await _complete(client, target, PARENT.replace("steps.collect.output.files", "steps.collect.output.|"), 4) == [
-        "files", "total",
-    ]  # fmt: skip
+        "count",
+        "report",
+    ]
+    assert await _complete(
+        client, target, PARENT.replace("steps.collect.output.files", "steps.collect.output.|"), 4
+    ) == [
+        "files",
+        "total",
+    ]
     assert await _complete(client, target, PARENT.replace("params.who }", "params.| }"), 5) == ["who"]
     in_step = await _complete(client, target, PARENT.replace('    shell "ls"\n', '    shell "ls"\n    |\n'), 6)
     assert {"inputs", "output", "gate", "env", "timeout", "retry", "on_error"} <= set(in_step)
     assert "max_units" not in in_step
     assert await _complete(client, target, PARENT.replace("  step collect", "  limits { | }\n  step collect"), 7) == [
-        "concurrency", "max_units", "timeout",
-    ]  # fmt: skip
+        "concurrency",
+        "max_units",
+        "timeout",
+    ]
     assert await _complete(client, target, PARENT.replace('"workflows/child"', '"|"'), 8) == ["workflows/child"]
     assert await _complete(client, target, PARENT.replace("{ name = params.who }", "{ | }"), 9) == ["name"]
 
@@ -315,15 +321,18 @@ async def test_document_symbols(client: LanguageClient, workspace: Path) -> None
     (workflow,) = result
     assert isinstance(workflow, lsp.DocumentSymbol) and workflow.name == "parent"
     assert [(s.name, s.detail) for s in workflow.children or []] == [
-        ("params", None), ("collect", "shell"), ("call", "uses"), ("after", "agent"),
-    ]  # fmt: skip
+        ("params", None),
+        ("collect", "shell"),
+        ("call", "uses"),
+        ("after", "agent"),
+    ]
     assert [p.name for p in (workflow.children or [])[0].children or []] == ["who"]
 
 
 # -- formatting and code actions ----------------------------------------------------------------------------
 
 
-def _apply(text: str, edits: list[lsp.TextEdit]) -> str:
+def _apply(text: str, edits: Sequence[lsp.TextEdit]) -> str:
     lines = text.split("\n")
     offsets = [0]
     for line in lines:
@@ -388,8 +397,11 @@ async def test_bad_input_never_stops_the_server(client: LanguageClient, workspac
     garbage = open_doc(client, workspace / "workflows" / "garbage.akm", '\x00\x01{{{"""')
     assert codes(await published(client, garbage, lambda d: bool(d))) in (["E100"], ["E101"])
     (workspace / "workflows" / "latin1.akm").write_bytes(b'workflow "caf\xe9" {}\n')  # a child that is not UTF-8
-    composer = open_doc(client, workspace / "workflows" / "composer.akm",
-                        'workflow "c" {\n  step a {\n    uses "workflows/latin1"\n  }\n}\n')  # fmt: skip
+    composer = open_doc(
+        client,
+        workspace / "workflows" / "composer.akm",
+        'workflow "c" {\n  step a {\n    uses "workflows/latin1"\n  }\n}\n',
+    )
     assert codes(await published(client, composer, lambda d: bool(d))) == ["E408"]
     # Requests about a document the server never saw are answered with null.
     missing = uri(workspace / "nowhere" / "gone.akm")
@@ -406,8 +418,12 @@ async def test_bad_input_never_stops_the_server(client: LanguageClient, workspac
     assert "step `call`" in await _hover(client, target, PARENT, "call {")
 
 
-@pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER.server_command, server_env={
-    **os.environ, "AKMC_LSP_FAULT": "hover"}), scope="module")  # fmt: skip
+@pytest_lsp.fixture(  # type: ignore[untyped-decorator]  # pytest-lsp's decorator is unannotated
+    config=ClientServerConfig(
+        server_command=SERVER.server_command, server_env={**os.environ, "AKMC_LSP_FAULT": "hover"}
+    ),
+    scope="module",
+)
 async def faulty_client(lsp_client: LanguageClient) -> AsyncIterator[None]:
     await lsp_client.initialize_session(_params())
     yield

@@ -32,8 +32,11 @@ def _works(bin_dir: Path, tmp: Path) -> None:
     # the installed copy is used, not the checkout
     where = subprocess.run(
         [bin_dir / "python", "-c", "import akmc, akm_run; print(akmc.__file__, akm_run.__file__)"],
-        cwd=tmp, capture_output=True, text=True, check=True,
-    )  # fmt: skip
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert str(REPO) not in where.stdout
 
 

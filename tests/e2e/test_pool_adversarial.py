@@ -12,14 +12,14 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from akm_run import pool
 from helpers import Runtime, eventually, source, unit_processes
 
 SECRET = "s3cr3t-PW"
 
 
 def akm_run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "akm_run", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=60)  # fmt: skip
+    return subprocess.run([sys.executable, "-m", "akm_run", *args], cwd=cwd, capture_output=True, text=True, timeout=60)
 
 
 @pytest.mark.parametrize("spelling", ["&password=PW", "&pass%77ord=PW", "&PASSWORD=PW&sslmode=disable"])
@@ -69,8 +69,6 @@ def test_a_worker_refuses_out_of_range_options_before_it_serves(
 
 
 def test_a_worker_with_a_long_takeover_time_still_beats_often_enough_to_count_as_serving() -> None:
-    from akm_run import pool
-
     worker = pool.Worker("postgresql://h/db", "w1", takeover_after_s=24 * 3600)
     assert worker.beat_s * 2 <= pool.SERVING_WITHIN_S  # else `run` warns that no worker serves
     assert pool.Worker("postgresql://h/db", "w1", takeover_after_s=3).beat_s == 1.0

@@ -17,22 +17,30 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from akm_run.plan import plan_hash
 from helpers import Keys, PostgresServer, Runtime, eventually, run_cli, source
 
 SECRET = "s3cr3t-PW"
 
 
 def akm_run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "akm_run", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=60)  # fmt: skip
+    return subprocess.run([sys.executable, "-m", "akm_run", *args], cwd=cwd, capture_output=True, text=True, timeout=60)
 
 
 def racing(runtime: Runtime, *commands: tuple[str, ...]) -> list[subprocess.CompletedProcess[str]]:
     """The commands started at once, each in its own process; their results, in order."""
     runtime.pool()
-    started = [subprocess.Popen([sys.executable, "-m", "akm_run", *argv], cwd=runtime.root, env=runtime.env(),
-                                text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-               for argv in commands]  # fmt: skip
+    started = [
+        subprocess.Popen(
+            [sys.executable, "-m", "akm_run", *argv],
+            cwd=runtime.root,
+            env=runtime.env(),
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for argv in commands
+    ]
     results = []
     for process in started:
         out, err = process.communicate(timeout=120)
@@ -42,8 +50,12 @@ def racing(runtime: Runtime, *commands: tuple[str, ...]) -> list[subprocess.Comp
 
 def drives(runtime: Runtime, run_id: str) -> list[str]:
     """The ids of a run's drive workflows in DBOS's table."""
-    rows = runtime.sql("SELECT workflow_uuid FROM dbos.workflow_status WHERE name = 'akm-run-drive' "
-                       "AND (workflow_uuid = ? OR workflow_uuid LIKE ?)", run_id, f"{run_id}/%")  # fmt: skip
+    rows = runtime.sql(
+        "SELECT workflow_uuid FROM dbos.workflow_status WHERE name = 'akm-run-drive' "
+        "AND (workflow_uuid = ? OR workflow_uuid LIKE ?)",
+        run_id,
+        f"{run_id}/%",
+    )
     return sorted(str(row[0]) for row in rows)
 
 
@@ -81,9 +93,12 @@ def test_a_user_without_create_rights_uses_a_database_an_administrator_set_up(
     admin = Runtime(tmp_path, database_url)
     admin.start_worker(name="admin")  # an administrator's first worker creates both schemas
     assert admin.close() == []
-    sql(database_url, *(f"GRANT USAGE ON SCHEMA {s} TO {user}" for s in ("akm_run", "dbos")),
+    sql(
+        database_url,
+        *(f"GRANT USAGE ON SCHEMA {s} TO {user}" for s in ("akm_run", "dbos")),
         *(f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {s} TO {user}" for s in ("akm_run", "dbos")),
-        *(f"GRANT USAGE ON ALL SEQUENCES IN SCHEMA {s} TO {user}" for s in ("akm_run", "dbos")))  # fmt: skip
+        *(f"GRANT USAGE ON ALL SEQUENCES IN SCHEMA {s} TO {user}" for s in ("akm_run", "dbos")),
+    )
     runtime = Runtime(tmp_path, weak)
     plan = runtime.compile("w.akm", 'workflow "w" {\n  step a {\n    shell "echo 1"\n  }\n}\n')
     runtime.start_worker(name="w1")
@@ -166,7 +181,7 @@ def ran(runtime: Runtime) -> list[str]:
 
 
 def published(runtime: Runtime, source_text: str, *args: str) -> tuple[int, dict[str, object]]:
-    return runtime.run_json(runtime.compile("wf.akm", source_text), *args)  # type: ignore[no-any-return]
+    return runtime.run_json(runtime.compile("wf.akm", source_text), *args)
 
 
 def test_two_resumes_at_once_continue_the_run_once(workers: Runtime) -> None:
@@ -238,9 +253,14 @@ def test_a_drive_that_meets_an_approve_holding_the_lock_still_continues_the_deta
     code, document = published(pooled, GATED)
     run_id = str(document["runId"])
     assert code == 3, document
-    approve = subprocess.Popen([sys.executable, "-m", "akm_run", "approve", run_id, "ok", "--by", "ada"],
-                               cwd=pooled.root, env=pooled.env(AKM_RUN_FAULT=f"hold-locked:{approve_hold}"),
-                               text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    approve = subprocess.Popen(
+        [sys.executable, "-m", "akm_run", "approve", run_id, "ok", "--by", "ada"],
+        cwd=pooled.root,
+        env=pooled.env(AKM_RUN_FAULT=f"hold-locked:{approve_hold}"),
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     eventually(lambda: held(approve_hold), "approve holding the run's lock")
     assert pooled.akm("run", run_id, "--detach").returncode == 0
     eventually(lambda: held(worker_hold) or waiting_for_a_lock(pooled), "the drive meeting the held lock")
@@ -248,7 +268,7 @@ def test_a_drive_that_meets_an_approve_holding_the_lock_still_continues_the_deta
     out, err = approve.communicate(timeout=120)
     assert approve.returncode == 0 and "approved step ok" in out, (out, err)
     worker_hold.write_text("")
-    eventually(lambda: pooled.store().run(run_id).status == "completed", f"run {run_id} driven to its end")
+    eventually(lambda: run_status(pooled, run_id) == "completed", f"run {run_id} driven to its end")
     assert ran(pooled) == ["first", "after"]
 
 
@@ -262,12 +282,20 @@ def test_an_approve_right_after_a_drive_released_the_lock_submits_the_next_drive
     run_id = detached.stdout.strip()
     assert detached.returncode == 0, detached.stderr
     eventually(lambda: held(release), "the drive that blocked the run, at its end")
-    assert pooled.store().run(run_id).status == "blocked"
+    run_row = pooled.store().run(run_id)
+    assert run_row is not None and run_row.status == "blocked"
     approved = pooled.akm("approve", run_id, "ok", "--by", "ada")
     assert approved.returncode == 0, approved.stderr
-    eventually(lambda: pooled.store().run(run_id).status == "completed", f"run {run_id} driven to its end")
+    eventually(lambda: run_status(pooled, run_id) == "completed", f"run {run_id} driven to its end")
     release.write_text("")
     assert ran(pooled) == ["first", "after"] and drives(pooled, run_id) == [run_id, f"{run_id}/1"]
+
+
+def run_status(runtime: Runtime, run_id: str) -> str:
+    """The run's status in the journal (the run is there)."""
+    run = runtime.store().run(run_id)
+    assert run is not None, f"no run {run_id}"
+    return run.status
 
 
 def held(release: Path) -> bool:
@@ -292,7 +320,8 @@ def test_an_abandoned_run_is_not_revived_by_approving_its_gate(runtime: Runtime)
     assert code == 3 and runtime.akm("abandon", run_id).returncode == 0
     approved = runtime.akm("approve", run_id, "ok", "--by", "ada")
     assert approved.returncode == 2 and f"run {run_id} is failed" in approved.stderr, approved
-    assert runtime.store().run(run_id).status == "failed"
+    run_row = runtime.store().run(run_id)
+    assert run_row is not None and run_row.status == "failed"
     code, document = runtime.run_json(run_id)
     assert code == 1 and document["status"] == "failed" and not (runtime.root / "ran").read_text().count("after")
 
@@ -342,9 +371,15 @@ def test_a_run_finishes_by_itself_when_the_server_restarts_under_its_unit(
     workers = restartable
     plan = workers.compile("wf.akm", SLOW)
     said = workers.root / "follower.err"
-    with said.open("w") as err:
-        follower = subprocess.Popen([sys.executable, "-m", "akm_run", "run", str(plan)], cwd=workers.root,
-                                    env=workers.env(), text=True, stdout=subprocess.PIPE, stderr=err)  # fmt: skip
+    with said.open("w") as follower_err:
+        follower = subprocess.Popen(
+            [sys.executable, "-m", "akm_run", "run", str(plan)],
+            cwd=workers.root,
+            env=workers.env(),
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=follower_err,
+        )
     eventually(lambda: ran(workers) == ["a"] and "step a started" in said.read_text(), "unit a runs, followed")
     own_server.restart(away_s)
     eventually(lambda: "b" in ran(workers), "the run goes on, followed or not")
@@ -406,13 +441,17 @@ def test_output_with_nul_and_bytes_that_are_not_utf8_is_recorded_alike_on_both_s
     run_id = str(document["runId"])
     store = runtime.store()
     big = store.step(run_id, "ten_mb")
-    assert big.failure_reason == "output_too_large" and "10485760 bytes" in (big.failure_message or "")
-    assert store.step(run_id, "bytes").output == "ok \ufffd\ufffd \ufffd end"
+    assert (
+        big is not None and big.failure_reason == "output_too_large" and "10485760 bytes" in (big.failure_message or "")
+    )
+    bytes_step = store.step(run_id, "bytes")
+    assert bytes_step is not None and bytes_step.output == "ok \ufffd\ufffd \ufffd end"
     [attempt] = store.attempts(run_id, "bytes:solo")
     assert attempt.stderr_tail == "err \ufffd \ufffd tail"
-    assert store.step(run_id, "nul_json").output == {"a": "\x00"}
+    nul_json_step = store.step(run_id, "nul_json")
+    assert nul_json_step is not None and nul_json_step.output == {"a": "\x00"}
     failing = store.step(run_id, "failing_bytes")
-    assert failing.failure_reason == "exit" and failing.status == "failed"
+    assert failing is not None and failing.failure_reason == "exit" and failing.status == "failed"
     logs = runtime.akm("logs", run_id, "--format", "json")
     assert logs.returncode == 0 and "Traceback" not in logs.stderr
     status = runtime.akm("status", run_id)
@@ -480,8 +519,6 @@ def test_a_consistent_forgery_of_a_signed_runs_plan_is_refused_wherever_the_driv
     """Plan text and hash changed together, so the hash matches: only the signature can tell. The
     forgery lands after `approve` checked the run and submitted its drive (on the pool, before any
     worker takes the drive): the drive itself must refuse it, on the worker as on the driver."""
-    from akm_run.plan import plan_hash
-
     plan = runtime.compile("workflows/wf.akm", SIGNED_WAIT)
     assert run_cli("sign", plan, "--key", keys.key("ci")).returncode == 0
     code, document = runtime.run_json(plan, "--allowed-signers", keys.allowed("ci"))
@@ -492,12 +529,14 @@ def test_a_consistent_forgery_of_a_signed_runs_plan_is_refused_wherever_the_driv
         [[stored]] = runtime.sql("SELECT plan_json FROM runs WHERE id = ?", run_id)
         forged = json.loads(stored)
         forged["steps"][1]["target"]["command"] = "touch evil"
-        runtime.sql("UPDATE runs SET plan_json = ?, plan_hash = ? WHERE id = ?", json.dumps(forged),
-                    plan_hash(forged), run_id)  # fmt: skip
+        runtime.sql(
+            "UPDATE runs SET plan_json = ?, plan_hash = ? WHERE id = ?", json.dumps(forged), plan_hash(forged), run_id
+        )
     result = runtime.akm("run", run_id)
     assert result.returncode == 4 and "was signed" in result.stderr, result.stderr
     assert not (runtime.root / "evil").exists() and not (runtime.root / "after").exists()
-    assert runtime.store().run(run_id).status == "active"  # refused, not failed: put the row back to go on
+    run_row = runtime.store().run(run_id)
+    assert run_row is not None and run_row.status == "active"  # refused, not failed: put the row back to go on
 
 
 def test_an_abandoned_run_is_not_reopened_by_resume(runtime: Runtime) -> None:
@@ -507,4 +546,5 @@ def test_an_abandoned_run_is_not_reopened_by_resume(runtime: Runtime) -> None:
     assert code == 3 and runtime.akm("abandon", run_id).returncode == 0
     resumed = runtime.akm("resume", run_id)
     assert resumed.returncode == 2 and f"run {run_id} was abandoned" in resumed.stderr, resumed
-    assert runtime.store().run(run_id).status == "failed"
+    run_row = runtime.store().run(run_id)
+    assert run_row is not None and run_row.status == "failed"

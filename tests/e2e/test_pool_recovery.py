@@ -49,7 +49,8 @@ def test_a_drive_the_pool_gives_up_on_leaves_the_run_active_resumable_and_explai
     message = document["error"]["message"]
     assert "gave up" in message and "a:solo (1 time)" in message and f"`akm-run run {run.id}`" in message
     assert "internal error" not in err + message and "Traceback" not in err
-    assert runtime.store().run(run.id).status == "active"
+    run_row = runtime.store().run(run.id)
+    assert run_row is not None and run_row.status == "active"
     (runtime.root / "calm").touch()
     code, document = runtime.run_json(run.id)  # a new drive: the dead worker's attempt is interrupted
     assert code == 0, document
@@ -69,7 +70,8 @@ def test_a_recovered_unit_of_a_run_abandoned_meanwhile_does_not_run(pooled: Runt
     out, _ = follower.communicate(timeout=PATIENCE_S)
     assert follower.returncode == 1 and json.loads(out)["status"] == "failed", out
     assert _log(runtime) == ["a:solo 1"]
-    assert runtime.store().unit(run.id, "a:solo").status != "completed"
+    unit_row = runtime.store().unit(run.id, "a:solo")
+    assert unit_row is not None and unit_row.status != "completed"
 
 
 def _drive_with(runtime: Runtime, worker: Worker) -> None:
@@ -128,8 +130,10 @@ def test_a_steps_duration_is_its_units_own_time_not_the_wait_for_a_takeover(pool
     out, err = follower.communicate(timeout=PATIENCE_S)
     assert follower.returncode == 0, out + err
     [run] = runtime.store().runs()
-    events = runtime.sql("SELECT kind, (data_json::json->>'attempt')::int, at FROM events WHERE run_id = ? "
-                         "AND kind LIKE 'unit.%'", run.id)  # fmt: skip
+    events = runtime.sql(
+        "SELECT kind, (data_json::json->>'attempt')::int, at FROM events WHERE run_id = ? AND kind LIKE 'unit.%'",
+        run.id,
+    )
     at = {(kind, attempt): float(when) for kind, attempt, when in events}
     ran = at[("unit.completed", 2)] - at[("unit.dispatched", 2)]
     waited = at[("unit.dispatched", 2)] - at[("unit.dispatched", 1)]

@@ -13,8 +13,11 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import psycopg
 import pytest
+from dbos import DBOSClient
 
+from akm_run.pgstore import PostgresStore
 from helpers import Runtime, doubling_leaf, eventually, source
 
 pytestmark = pytest.mark.slow
@@ -68,8 +71,6 @@ def test_the_units_of_one_map_run_on_more_than_one_worker(pooled: Runtime) -> No
 def test_a_worker_killed_mid_map_is_replaced_and_no_recorded_unit_runs_again(
     pooled: Runtime, database_url: str
 ) -> None:
-    from akm_run.pgstore import PostgresStore
-
     pooled.start_worker(name="doomed")
     plan = pooled.compile("spread.akm", MAP.replace("SLEEP", "0.4"))
     detached = pooled.akm("run", plan, "--detach")
@@ -92,8 +93,6 @@ def test_a_worker_killed_mid_map_is_replaced_and_no_recorded_unit_runs_again(
 
 
 def test_a_waiting_run_holds_no_workflow_and_approve_continues_it(pooled: Runtime, database_url: str) -> None:
-    from dbos import DBOSClient
-
     pooled.start_worker(name="w1")
     plan = pooled.compile("waits.akm", APPROVAL)
     named = {k: v for k, v in pooled.env().items() if k != "AKM_RUN_DATABASE"}  # the hints name what is named
@@ -111,8 +110,9 @@ def test_a_waiting_run_holds_no_workflow_and_approve_continues_it(pooled: Runtim
         ), approved.stdout
         # The command as printed, pasted into a shell: it follows the drive, or reports the run it ended.
         path = {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{named.get('PATH', '')}"}
-        pasted = subprocess.run(follow, shell=True, cwd=pooled.root, env={**named, **path}, capture_output=True,
-                                text=True, timeout=120)  # fmt: skip
+        pasted = subprocess.run(
+            follow, shell=True, cwd=pooled.root, env={**named, **path}, capture_output=True, text=True, timeout=120
+        )
         assert pasted.returncode == 0 and "completed" in pasted.stdout, pasted.stdout + pasted.stderr
         assert ran(pooled) == ["first", "after"]
         drives = client.list_workflows(workflow_id_prefix=run_id, name="akm-run-drive")
@@ -149,8 +149,6 @@ def test_resume_on_the_pool_says_the_pool_continues_the_run(pooled: Runtime, dat
 def test_a_stored_plan_tampered_while_its_drive_waits_for_recovery_is_refused(
     pooled: Runtime, database_url: str
 ) -> None:
-    import psycopg
-
     pooled.start_worker(name="doomed")
     plan = pooled.compile("waits.akm", APPROVAL.replace("echo first >> ran; echo 1", "echo first >> ran; sleep 30"))
     run_id = pooled.akm("run", plan, "--detach").stdout.strip()
@@ -234,7 +232,9 @@ def test_run_and_status_print_the_same_documents_as_on_sqlite(pooled: Runtime) -
     there = pooled.akm("run", plan, "--format", "json")
     pooled_id = json.loads(there.stdout)["runId"]
     assert (there.returncode, normalized(there.stdout, pooled_id)) == (
-        local.returncode, normalized(local.stdout, local_id))  # fmt: skip
+        local.returncode,
+        normalized(local.stdout, local_id),
+    )
     assert there.stderr.splitlines()[0] == "step greet started"
     for verb in ("status", "logs"):
         here = workspace.akm(verb, local_id, "--format", "json")

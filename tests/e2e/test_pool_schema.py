@@ -14,6 +14,8 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from dbos._migration import ensure_dbos_schema, get_dbos_migrations
+from sqlalchemy import create_engine, text
 
 from helpers import PostgresServer, Runtime, Worker, eventually
 from profiles import examples
@@ -33,9 +35,14 @@ def fresh(postgres_server: PostgresServer, root: Path) -> Runtime:
 
 def run(runtime: Runtime, *args: str | Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     """`akm-run run ARGS --format json` started now, with no worker waited for (unlike Runtime.start)."""
-    return subprocess.Popen([sys.executable, "-m", "akm_run", "run", *map(str, args), "--format", "json"],
-                            cwd=runtime.root, env=env or runtime.env(), text=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, "-m", "akm_run", "run", *map(str, args), "--format", "json"],
+        cwd=runtime.root,
+        env=env or runtime.env(),
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
 
 
 def finished(process: subprocess.Popen[str]) -> tuple[int, str]:
@@ -67,8 +74,6 @@ def completes(runtime: Runtime, follower: subprocess.Popen[str]) -> None:
 
 def dbos_versions(url: str) -> tuple[int, int]:
     """(version DBOS's system schema is at, the version this DBOS needs)."""
-    from dbos._migration import get_dbos_migrations
-
     with psycopg.connect(url, autocommit=True) as connection:
         row = connection.execute("SELECT version FROM dbos.dbos_migrations").fetchone()
     return (int(row[0]) if row else 0), len(get_dbos_migrations("dbos", True))
@@ -161,9 +166,6 @@ def test_a_half_made_dbos_schema_is_a_clear_error_and_the_next_worker_finishes_i
     """DBOS applies its migrations one transaction each: a process killed between two leaves a
     system schema that has some of its tables and columns. A run meets it with a plain message, not
     a missing column; the next worker applies the rest."""
-    from dbos._migration import ensure_dbos_schema, get_dbos_migrations
-    from sqlalchemy import create_engine, text
-
     runtime = fresh(postgres_server, tmp_path)
     plan = runtime.compile("w.akm", PLAN)
     assert runtime.database is not None
@@ -205,8 +207,14 @@ def test_a_user_without_create_rights_on_a_fresh_database_gets_one_clear_error(
     weak = Runtime(runtime.root, runtime.database.replace("postgresql://postgres@", f"postgresql://{user}@"))
     plan = weak.compile("w.akm", PLAN)
     for argv in (["worker"], ["run", str(plan)]):
-        result = subprocess.run([sys.executable, "-m", "akm_run", *argv], cwd=weak.root, env=weak.env(),
-                                capture_output=True, text=True, timeout=120)  # fmt: skip
+        result = subprocess.run(
+            [sys.executable, "-m", "akm_run", *argv],
+            cwd=weak.root,
+            env=weak.env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert result.returncode == 2, result.stderr
         assert "permission denied" in result.stderr and "needs CREATE on the database" in result.stderr
         assert "Traceback" not in result.stderr and len(result.stderr.splitlines()) == 1, result.stderr
@@ -251,8 +259,14 @@ def test_a_run_abandoned_before_any_worker_served_the_database_is_reported_not_w
     code, output = finished(run(runtime, plan))
     assert code == 2 and "no `akm-run worker` has served this database yet" in output, output
     [row] = runtime.sql("SELECT id FROM runs")
-    abandoned = subprocess.run([sys.executable, "-m", "akm_run", "abandon", str(row[0])], cwd=runtime.root,
-                               env=runtime.env(), capture_output=True, text=True, timeout=120)  # fmt: skip
+    abandoned = subprocess.run(
+        [sys.executable, "-m", "akm_run", "abandon", str(row[0])],
+        cwd=runtime.root,
+        env=runtime.env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert abandoned.returncode == 0, abandoned.stderr
     code, output = finished(run(runtime, str(row[0])))  # nothing to drive: no worker needed
     assert code == 1 and '"status": "failed"' in output and "abandoned" in output, output

@@ -101,9 +101,11 @@ def _pre_commit(root: Path, home: Path, *args: str) -> subprocess.CompletedProce
 
 def _compile_plans(root: Path) -> None:
     subprocess.run(
-        [sys.executable, "-m", "akmc", "compile", "workflows", "--out-dir", "plans"], cwd=root, check=True,
+        [sys.executable, "-m", "akmc", "compile", "workflows", "--out-dir", "plans"],
+        cwd=root,
+        check=True,
         capture_output=True,
-    )  # fmt: skip
+    )
 
 
 def test_hooks_pass_fail_on_a_broken_workflow_and_on_a_broken_parent(

@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 from syrupy.assertion import SnapshotAssertion
 
 from akmc.render import markdown
+from akmc.render.characters import visible
 from akmc.render.diff import text_diff
-from akmc.render.plan import text_lines, visible
+from akmc.render.plan import text_lines
 from helpers import LANGUAGE_EXAMPLE, REPO, committed, edit, git, run_cli, source
 from profiles import examples
 
@@ -121,10 +122,18 @@ def test_plan_shows_every_setting_of_every_step_and_child() -> None:
     plan = json.loads(run_cli("plan", "workflows/release.akm", "--format", "json", cwd=LANGUAGE_EXAMPLE).stdout)
     for step in plan["plan"]["steps"]:
         assert f"{step['index'] + 1}. {step['stepId']}  [" in shown
-    for needle in ("timeout: 10m", "retry: max 1, on timeout", "on_error: fail", "with channel <- params.channel",
-                   "6.2. verify  [shell]", "approval text: Confirm the release notes before publishing.",
-                   "Reply with {\"file\": ..., \"verdict\": \"pass\" | \"fail\"}.", "output: { verdict: \"pass\"|\"fail\" }",
-                   "over: steps.collect.output.files  (concurrency 8)", "gate: max_loops 2, check [shell]"):  # fmt: skip
+    for needle in (
+        "timeout: 10m",
+        "retry: max 1, on timeout",
+        "on_error: fail",
+        "with channel <- params.channel",
+        "6.2. verify  [shell]",
+        "approval text: Confirm the release notes before publishing.",
+        'Reply with {"file": ..., "verdict": "pass" | "fail"}.',
+        'output: { verdict: "pass"|"fail" }',
+        "over: steps.collect.output.files  (concurrency 8)",
+        "gate: max_loops 2, check [shell]",
+    ):
         assert needle in shown, needle
     summary = run_cli("plan", "workflows/release.akm", "--summary", cwd=LANGUAGE_EXAMPLE).stdout
     assert "Confirm the release notes" not in summary and "8. publish" in summary
@@ -217,8 +226,11 @@ def test_rev_ignores_comments_and_formatting(repo: Path) -> None:
 
 def test_rev_shows_content_diffs_children_and_new_workflows(repo: Path, snapshot: SnapshotAssertion) -> None:
     ops = repo / "ops"
-    edit(ops / "workflows" / "release-checklist.akm", 'shell "scripts/verify-channel.sh"',
-          'shell "scripts/verify-channel.sh' + SUFFIX + '"')  # fmt: skip
+    edit(
+        ops / "workflows" / "release-checklist.akm",
+        'shell "scripts/verify-channel.sh"',
+        'shell "scripts/verify-channel.sh' + SUFFIX + '"',
+    )
     edit(ops / "prompts" / "review-file.md", "Review the file", "Review and approve the file")
     (ops / "scripts" / "aggregate.py").write_text((ops / "scripts" / "aggregate.py").read_text() + "print('more')\n")
     src = source("""

@@ -71,8 +71,10 @@ def test_diff_of_two_files_shows_a_changed_item_binding_as_source(workspace: Pat
         'with version: params.version -> "1.2.3"'
     ) in text.stdout
     assert '[{"' not in text.stdout and "target.bindings" not in text.stdout
-    assert "1 step setting changed" in run_cli("diff", "workflows/before.akm", ROLLOUT, "--format", "markdown",
-                                               cwd=workspace).stdout  # fmt: skip
+    assert (
+        "1 step setting changed"
+        in run_cli("diff", "workflows/before.akm", ROLLOUT, "--format", "markdown", cwd=workspace).stdout
+    )
     document = json.loads(run_cli("diff", "workflows/before.akm", ROLLOUT, "--format", "json", cwd=workspace).stdout)
     [field] = next(c for c in document["changes"] if c["section"] == "steps")["fields"]
     assert field["field"] == "target.bindings"  # the JSON keeps the plan's own values

@@ -60,7 +60,7 @@ def _three_levels(runtime: Runtime, leaf: str = LEAF) -> Path:
 
 
 def _child_rows(runtime: Runtime) -> list[tuple[str, str, str | None]]:
-    return runtime.sql("SELECT id, ref, parent_run_id FROM runs ORDER BY created_at, id")  # type: ignore[return-value]
+    return runtime.sql("SELECT id, ref, parent_run_id FROM runs ORDER BY created_at, id")
 
 
 def test_three_levels_run_inline_and_exported_results_flow_up(runtime: Runtime) -> None:
@@ -71,12 +71,18 @@ def test_three_levels_run_inline_and_exported_results_flow_up(runtime: Runtime) 
     assert [r[1] for r in rows] == ["workflows/top", "workflows/middle", "workflows/leaf"]
     top, middle, leaf = (r[0] for r in rows)
     assert rows[1][2] == top and rows[2][2] == middle
-    assert runtime.store().step(top, "mid").output == {"leaf": 6}
+    mid_step = runtime.store().step(top, "mid")
+    assert mid_step is not None and mid_step.output == {"leaf": 6}
     status = json.loads(runtime.akm("status", top, "--format", "json").stdout)
     assert status["children"] == [
-        {"runId": middle, "ref": "workflows/middle", "status": "completed", "stepId": "mid",
-         "children": [{"runId": leaf, "ref": "workflows/leaf", "status": "completed", "stepId": "call"}]}
-    ]  # fmt: skip
+        {
+            "runId": middle,
+            "ref": "workflows/middle",
+            "status": "completed",
+            "stepId": "mid",
+            "children": [{"runId": leaf, "ref": "workflows/leaf", "status": "completed", "stepId": "call"}],
+        }
+    ]
     text = runtime.akm("status", top).stdout
     assert f"  ✓ {middle}  workflows/middle  (step mid)  completed" in text
     assert f"    ✓ {leaf}  workflows/leaf  (step call)  completed" in text
@@ -161,7 +167,8 @@ def test_a_blocked_child_blocks_the_parent_until_cleared(runtime: Runtime) -> No
     code, document = runtime.run_json(parent)
     assert code == 0, document
     assert document["exported"] == {"runId": parent, "status": "completed"}
-    assert runtime.store().run(child).status == "completed"
+    run_row = runtime.store().run(child)
+    assert run_row is not None and run_row.status == "completed"
     assert len(_child_rows(runtime)) == 2
 
 
@@ -208,7 +215,8 @@ def test_a_child_run_id_works_with_every_verb(runtime: Runtime) -> None:
     runtime.run_json(other)
     second_child = _child_rows(runtime)[-1][0]
     assert runtime.akm("abandon", second_child).returncode == 0
-    assert runtime.store().run(second_child).status == "failed"
+    run_row = runtime.store().run(second_child)
+    assert run_row is not None and run_row.status == "failed"
 
 
 # -- crash windows -----------------------------------------------------------------------------------
@@ -250,7 +258,8 @@ def test_crash_around_a_child_resumes_with_one_child_and_no_rerun(runtime: Runti
     assert code == 0, document
     assert len(_child_rows(runtime)) == 2, "exactly one child run"
     assert _units_run(runtime) == {"double:solo": 1}, "no child unit ran twice"
-    assert runtime.store().step(parent, "after").output["inputs"] == {"steps.c.output.doubled": 10}
+    after_step = runtime.store().step(parent, "after")
+    assert after_step is not None and after_step.output["inputs"] == {"steps.c.output.doubled": 10}
 
 
 def test_crash_in_the_middle_of_a_child(runtime: Runtime) -> None:
@@ -310,8 +319,13 @@ def test_two_drivers_contending_for_one_child(runtime: Runtime) -> None:
     assert runtime.run_json(runtime.compile("workflows/p.akm", src))[0] == 3
     parent, child = (r[0] for r in _child_rows(runtime))
     assert runtime.akm("approve", child, "ok").returncode == 0
-    holder = subprocess.Popen([sys.executable, "-m", "akm_run", "run", child], cwd=runtime.root, env=runtime.env(),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    holder = subprocess.Popen(
+        [sys.executable, "-m", "akm_run", "run", child],
+        cwd=runtime.root,
+        env=runtime.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         lock = runtime.state / "locks" / f"{child}.lock"
         end = time.monotonic() + 30
@@ -396,8 +410,10 @@ def test_a_map_over_uses_runs_one_child_per_item_with_that_item_bound(runtime: R
 
 def test_an_item_path_that_does_not_resolve_fails_the_unit_as_unresolved(runtime: Runtime) -> None:
     runtime.write({"workflows/deploy.akm": DEPLOY})
-    plan = runtime.compile("workflows/fan-out.akm", FAN_OUT.replace("item.name", "item.missing").replace(
-        "list[{ name: string, region: string }]", "list[any]"))  # fmt: skip
+    plan = runtime.compile(
+        "workflows/fan-out.akm",
+        FAN_OUT.replace("item.name", "item.missing").replace("list[{ name: string, region: string }]", "list[any]"),
+    )
     code, document = runtime.run_json(plan, "--param", 'targets=[{"name": "a"}]')
     assert code != 0
     assert "input_unresolved" in json.dumps(document)

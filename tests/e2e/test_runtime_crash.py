@@ -50,11 +50,10 @@ def _completed_units(runtime: Runtime, run_id: str) -> list[str]:
     return [r[0] for r in rows]
 
 
-def _resume(runtime: Runtime, run_id: str) -> dict:  # type: ignore[type-arg]
+def _resume(runtime: Runtime, run_id: str) -> None:
     runtime.replace_driver()
     code, document = runtime.run_json(run_id)
     assert code == 0, document
-    return document
 
 
 def test_crash_after_a_side_effect_before_its_journal_write(runtime: Runtime) -> None:
@@ -104,7 +103,8 @@ def test_a_crash_during_a_retry_backoff_retries_on_resume_under_the_retrys_dispa
     assert [a.status for a in attempts] == ["failed", "completed"]
     assert attempts[0].dispatch_id != attempts[1].dispatch_id  # a retry, not a crash reclaim
     assert (runtime.root / "log").read_text().split() == [a.dispatch_id for a in attempts]
-    assert runtime.store().step(run_id, "flaky").output == "done"
+    flaky_step = runtime.store().step(run_id, "flaky")
+    assert flaky_step is not None and flaky_step.output == "done"
 
 
 def test_crash_in_the_middle_of_a_map(runtime: Runtime) -> None:
@@ -129,7 +129,9 @@ def test_crash_in_the_middle_of_a_map(runtime: Runtime) -> None:
     log = _log(runtime)
     for unit in before:
         assert log[unit] == 1, f"{unit} completed before the crash and must not run again"
-    output = runtime.store().step(run_id, "fan").output
+    fan_step = runtime.store().step(run_id, "fan")
+    assert fan_step is not None
+    output = fan_step.output
     assert [o["item"] for o in output] == items
 
 
@@ -158,11 +160,13 @@ def test_crash_during_a_gate_loop(runtime: Runtime) -> None:
     run_id = _crash_run(runtime, plan, "draft:solo~l1")
     before = _completed_units(runtime, run_id)
     assert before == ["draft:solo"]  # the first check rejected it; the loop's second work unit crashed
-    assert runtime.store().unit(run_id, "draft:gate").status == "failed"
+    unit_row = runtime.store().unit(run_id, "draft:gate")
+    assert unit_row is not None and unit_row.status == "failed"
     _resume(runtime, run_id)
     log = _log(runtime)
     assert log["draft:solo"] == 1 and log["draft:solo~l1"] == 2 and log["after:solo"] == 1
-    assert runtime.store().step(run_id, "draft").output == {"item": None, "fb": len("again")}
+    draft_step = runtime.store().step(run_id, "draft")
+    assert draft_step is not None and draft_step.output == {"item": None, "fb": len("again")}
 
 
 def test_crash_during_a_gate_check(runtime: Runtime) -> None:
@@ -183,7 +187,8 @@ def test_crash_during_a_gate_check(runtime: Runtime) -> None:
     _resume(runtime, run_id)
     assert _log(runtime) == {"draft:solo": 1, "draft:gate": 2}  # the work is reused, the check runs again
     assert [a.status for a in runtime.store().attempts(run_id, "draft:gate")] == ["interrupted", "completed"]
-    assert runtime.store().step(run_id, "draft").output == {"item": None, "fb": 0}
+    draft_step = runtime.store().step(run_id, "draft")
+    assert draft_step is not None and draft_step.output == {"item": None, "fb": 0}
 
 
 def _start(runtime: Runtime, *args: str) -> subprocess.Popen[str]:
@@ -253,7 +258,8 @@ def test_the_run_timeout_interrupts_and_resume_finishes(runtime: Runtime) -> Non
     _resume(runtime, document["runId"])
     attempts = runtime.store().attempts(document["runId"], "slow:solo")
     assert [a.status for a in attempts] == ["aborted", "completed"]
-    assert runtime.store().step(document["runId"], "slow").output == "done"  # the unit was stopped, and ran again
+    slow_step = runtime.store().step(document["runId"], "slow")
+    assert slow_step is not None and slow_step.output == "done"  # the unit was stopped, and ran again
 
 
 def test_replaying_a_completed_run_dispatches_nothing(runtime: Runtime) -> None:

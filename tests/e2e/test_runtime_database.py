@@ -3,11 +3,13 @@ imports DBOS or psycopg, and a URL it cannot serve is a usage error that says wh
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -47,10 +49,17 @@ sys.exit(code)
 """
 
 
-def without_extra(*argv: str, env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess[str], dict]:  # type: ignore[type-arg]
+def without_extra(
+    *argv: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
     base = {k: v for k, v in os.environ.items() if not k.startswith("AKM_")}
-    result = subprocess.run([sys.executable, "-c", WITHOUT_EXTRA, json.dumps(argv)],
-                            capture_output=True, text=True, env={**base, **(env or {})}, timeout=120)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-c", WITHOUT_EXTRA, json.dumps(argv)],
+        capture_output=True,
+        text=True,
+        env={**base, **(env or {})},
+        timeout=120,
+    )
     return result, json.loads(result.stdout.splitlines()[-1])
 
 
@@ -74,16 +83,20 @@ def test_a_postgres_url_without_the_extra_is_a_usage_error_naming_it(via: str) -
 
 def test_every_store_command_takes_database() -> None:
     parser = build_parser()
-    verbs = next(a for a in parser._actions if a.dest == "command").choices
-    assert verbs is not None
+    verbs = next(a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     takes = {name for name, sub in verbs.items() if "--database" in sub._option_string_actions}
     assert takes == set(verbs) - {"completion"}
 
 
 def run_akm(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith("AKM_")}
-    return subprocess.run([sys.executable, "-m", "akm_run", *argv], capture_output=True, text=True,
-                          env={**base, **(env or {})}, timeout=120)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "akm_run", *argv],
+        capture_output=True,
+        text=True,
+        env={**base, **(env or {})},
+        timeout=120,
+    )
 
 
 def test_an_unsupported_scheme_is_a_usage_error_on_every_command() -> None:

@@ -7,6 +7,7 @@ the next drive, so how much of it a later `run` still sees is a race."""
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -84,10 +85,13 @@ class Stable:
 
     def __call__(self, text: str) -> str:
         for kind, pattern in IDS.items():
-            text = pattern.sub(lambda m, kind=kind: self._name(kind, m.group(0)), text)  # type: ignore[misc]
+            text = pattern.sub(functools.partial(self._replaced, kind), text)
         for pattern, replacement in CLOCK:
             text = pattern.sub(replacement, text)
         return text
+
+    def _replaced(self, kind: str, match: re.Match[str]) -> str:
+        return self._name(kind, match.group(0))
 
     def _name(self, kind: str, value: str) -> str:
         if value not in self.names:
@@ -139,8 +143,14 @@ def test_run_shows_each_step_as_it_goes(runtime: Runtime) -> None:
     [top] = runtime.store().runs()
     [child] = runtime.store().child_runs(top.id)
     assert [line.split(" (took ")[0] for line in result.stderr.splitlines()] == [
-        "step greet started", "step greet completed", "step flaky started", "step flaky failed",
+        "step greet started",
+        "step greet completed",
+        "step flaky started",
+        "step flaky failed",
         "step child started",
-        f"workflows/leaf ({child.id}): step double started", f"workflows/leaf ({child.id}): step double completed",
-        "step child completed", "step ok started", "step ok blocked",
-    ]  # fmt: skip
+        f"workflows/leaf ({child.id}): step double started",
+        f"workflows/leaf ({child.id}): step double completed",
+        "step child completed",
+        "step ok started",
+        "step ok blocked",
+    ]

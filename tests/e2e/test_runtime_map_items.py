@@ -65,8 +65,8 @@ def _units(runtime: Runtime, run_id: str) -> list[tuple[str, int, str]]:
 
 def _run(runtime: Runtime, plan: Path, items: list[Any]) -> dict[str, Any]:
     code, document = runtime.run_json(plan, "--param", f"items={json.dumps(items)}")
-    assert code == 0, document
-    return document  # type: ignore[no-any-return]
+    assert code == 0 and isinstance(document, dict), document
+    return document
 
 
 def _each_its_own_unit(runtime: Runtime, run_id: str, count: int) -> None:
@@ -118,7 +118,9 @@ def test_hundreds_of_equal_items_run_as_as_many_units(runtime: Runtime) -> None:
     count = examples(1000, at_least=100)  # a thousand in CI, a fifth of it in a contributor's run
     code, document = runtime.run_json(plan, "--param", f"items={json.dumps(['same'] * count)}")
     assert code == 0, document
-    output = runtime.store().step(document["runId"], "fan").output
+    fan_step = runtime.store().step(document["runId"], "fan")
+    assert fan_step is not None
+    output = fan_step.output
     assert [o["itemIndex"] for o in output] == list(range(count))
     assert len({o["unitId"] for o in output}) == count and len({o["dispatchId"] for o in output}) == count
     assert len(_units(runtime, document["runId"])) == count
@@ -135,7 +137,8 @@ def test_a_crash_in_a_map_of_equal_items_keeps_each_items_own_result(runtime: Ru
     runtime.replace_driver()
     code, document = runtime.run_json(run.id)
     assert code == 0, document
-    assert runtime.store().step(run.id, "fan").output == [{"index": i, "item": 7} for i in range(6)]
+    fan_step = runtime.store().step(run.id, "fan")
+    assert fan_step is not None and fan_step.output == [{"index": i, "item": 7} for i in range(6)]
     ran = Counter(unit for unit, _, _ in _log(runtime))
     assert all(ran[unit] == 1 for unit in before), "a unit completed before the crash ran again"
     assert ran[next(u for u, i, _ in _units(runtime, run.id) if i == 3)] == 2  # the crashed one: at-least-once

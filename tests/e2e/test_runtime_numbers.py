@@ -28,8 +28,10 @@ ROUTED = source(f"""
 """)
 
 
-@pytest.mark.parametrize(("printed", "value", "taken"), [("-0.0", 0, "zero"), ("0e5", 0, "zero"), ("1.0", 1, "one"),
-                                                          ("10E-1", 1, "one"), ("1", 1, "one")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("printed", "value", "taken"),
+    [("-0.0", 0, "zero"), ("0e5", 0, "zero"), ("1.0", 1, "one"), ("10E-1", 1, "one"), ("1", 1, "one")],
+)
 def test_an_integral_number_routes_by_its_value_and_is_stored_as_an_integer(
     runtime: Runtime, printed: str, value: int, taken: str
 ) -> None:
@@ -37,7 +39,9 @@ def test_an_integral_number_routes_by_its_value_and_is_stored_as_an_integer(
     code, document = runtime.run_json(plan, "--param", f"printed={printed}")
     assert code == 0, document
     assert document["exported"] == {"picked": value}
-    stored = runtime.store().step(document["runId"], "pick").output
+    pick_step = runtime.store().step(document["runId"], "pick")
+    assert pick_step is not None
+    stored = pick_step.output
     assert stored == value and type(stored) is int
     [(text,)] = runtime.sql("SELECT output_json FROM steps WHERE run_id = ? AND step_id = 'pick'", document["runId"])
     assert text == json.dumps(value)  # the same bytes on both stores

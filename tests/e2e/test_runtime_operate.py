@@ -6,12 +6,22 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
+import shutil
+import signal
+import stat
 import subprocess
 import sys
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypedDict
 
 import pytest
 
+from akm_run.plan import render_file
+from akm_run.sqlitestore import SQLiteStore
 from helpers import Runtime, eventually, source
 
 
@@ -21,9 +31,13 @@ def _wf(body: str, title: str = "t", head: str = "") -> str:
 
 def _akm(*args: str | Path, cwd: Path, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "akm_run", *map(str, args)], cwd=cwd, capture_output=True, text=True, env=env,
+        [sys.executable, "-m", "akm_run", *map(str, args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env=env,
         timeout=timeout,
-    )  # fmt: skip
+    )
 
 
 # -- 1. the unit contract holds from any directory ------------------------------------------------------
@@ -57,9 +71,9 @@ def test_relative_state_dir_with_another_workdir_gives_units_absolute_paths(runt
     result = _akm("run", plan, "--workdir", "units", "--state-dir", "rel-state", cwd=runtime.root, env=env)
     assert result.returncode == 3, result.stderr
     run_id = result.stdout.split()[1]
-    from akm_run.sqlitestore import SQLiteStore
-
-    shown = SQLiteStore(runtime.root / "rel-state").step(run_id, "show").output
+    show_step = SQLiteStore(runtime.root / "rel-state").step(run_id, "show")
+    assert show_step is not None
+    shown = show_step.output
     assert shown["cwd"] == str((runtime.root / "units").resolve())
     assert os.path.isabs(shown["context"]) and os.path.isabs(shown["script"])
     assert Path(shown["context"]).parent.parent == (runtime.root / "rel-state" / "scratch").absolute()
@@ -80,18 +94,15 @@ def test_a_run_started_in_one_directory_is_resumed_from_another(runtime: Runtime
     assert approved.returncode == 0, approved.stderr
     resumed = _akm("run", run_id, "--state-dir", "../../st", cwd=elsewhere, env=env)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    from akm_run.sqlitestore import SQLiteStore
-
-    after = SQLiteStore(runtime.root / "st").step(run_id, "after").output
+    after_step = SQLiteStore(runtime.root / "st").step(run_id, "after")
+    assert after_step is not None
+    after = after_step.output
     assert after["cwd"] == str((runtime.root / "units").resolve())  # the workdir the run was started with
     assert os.path.isabs(after["context"]) and os.path.isabs(after["script"])
 
 
 def _printed_commands(text: str) -> list[list[str]]:
     """The `akm-run …` commands quoted in a message, in order, split as a shell would."""
-    import re
-    import shlex
-
     return [shlex.split(c) for c in re.findall(r"`(akm-run [^`]+)`", text)]
 
 
@@ -122,8 +133,20 @@ def test_runs_remember_workdir_and_agent_and_every_hint_pastes_as_printed(runtim
     env = runtime.env()
     del env["AKM_STATE_DIR"]
     agent = 'printf \'"%s"\' "$(pwd)"'
-    started = _akm("run", plan, "--state-dir", "custom", "--workdir", "work", "--agent-cmd", agent,
-                   "--format", "json", cwd=runtime.root, env=env)  # fmt: skip
+    started = _akm(
+        "run",
+        plan,
+        "--state-dir",
+        "custom",
+        "--workdir",
+        "work",
+        "--agent-cmd",
+        agent,
+        "--format",
+        "json",
+        cwd=runtime.root,
+        env=env,
+    )
     assert started.returncode == 3, started.stderr
     document = json.loads(started.stdout)
     approve, then = _printed_commands(document["blocked"]["notes"])[::2][:2]
@@ -134,18 +157,30 @@ def test_runs_remember_workdir_and_agent_and_every_hint_pastes_as_printed(runtim
     assert _paste(approve, elsewhere, env).returncode == 0
     finished = _paste(then, elsewhere, env)  # no --workdir, no --agent-cmd: the run's own are used
     assert finished.returncode == 0, finished.stdout + finished.stderr
-    from akm_run.sqlitestore import SQLiteStore
-
     store = SQLiteStore(runtime.root / "custom")
-    assert store.step(document["runId"], "second").output == str((runtime.root / "work").resolve())
+    second_step = store.step(document["runId"], "second")
+    assert second_step is not None and second_step.output == str((runtime.root / "work").resolve())
     # an override on the command line wins over what the run remembers
     (runtime.root / "other").mkdir()
-    again = _akm("run", plan, "--state-dir", "custom", "--workdir", "work", "--agent-cmd", agent,
-                 "--format", "json", cwd=runtime.root, env=env)  # fmt: skip
+    again = _akm(
+        "run",
+        plan,
+        "--state-dir",
+        "custom",
+        "--workdir",
+        "work",
+        "--agent-cmd",
+        agent,
+        "--format",
+        "json",
+        cwd=runtime.root,
+        env=env,
+    )
     run_id = json.loads(again.stdout)["runId"]
     assert _akm("approve", run_id, "wait", "--state-dir", "custom", cwd=runtime.root, env=env).returncode == 0
     assert _akm("run", run_id, "--state-dir", "custom", "--workdir", "other", cwd=runtime.root, env=env).returncode == 0
-    assert store.step(run_id, "second").output == str((runtime.root / "other").resolve())
+    second_step = store.step(run_id, "second")
+    assert second_step is not None and second_step.output == str((runtime.root / "other").resolve())
 
 
 # -- 5. approvals: rejection, and blocked children name the command that clears them -------------------
@@ -182,7 +217,11 @@ def test_a_rejected_approval_fails_its_step_with_approval_rejected(runtime: Runt
     assert code == 1 and result["failure"]["reason"] == "approval_rejected"
     assert result["failure"]["message"] == "rejected by kim: not yet"
     step = runtime.store().step(document["runId"], "signoff")
-    assert step.status == "failed" and step.output == {"approved": False, "by": "kim", "note": "not yet"}
+    assert (
+        step is not None
+        and step.status == "failed"
+        and step.output == {"approved": False, "by": "kim", "note": "not yet"}
+    )
 
 
 def test_a_rejected_approval_with_on_error_continue_goes_on_with_approved_false(runtime: Runtime) -> None:
@@ -239,7 +278,8 @@ def test_following_the_printed_commands_in_order_completes_a_parent_whose_child_
     for command in commands:
         result = _paste(command, runtime.root, runtime.env())
         assert result.returncode == 0, (command, result.stdout, result.stderr)
-    assert runtime.store().run(parent).status == "completed"
+    run_row = runtime.store().run(parent)
+    assert run_row is not None and run_row.status == "completed"
     assert runtime.akm("status", parent, "--format", "json").returncode == 0
 
 
@@ -337,12 +377,15 @@ def test_an_internal_error_during_a_drive_exits_70_and_leaves_the_run_resumable(
     run_id = runtime.store().runs()[0].id
     assert f"`akm-run run {run_id}`" in result.stderr
     store = runtime.store()
-    assert store.run(run_id).status == "active"
+    run_row = store.run(run_id)
+    assert run_row is not None and run_row.status == "active"
     assert {a.status for u in ("next",) for a in store.attempts(run_id, u)} <= {"interrupted"}
-    assert store.step(run_id, "next").status == "pending"  # nothing shows running once the drive ended
+    next_step = store.step(run_id, "next")
+    assert next_step is not None and next_step.status == "pending"  # nothing shows running once the drive ended
     again = runtime.akm("run", run_id)  # `break` completed and is reused; `next` now runs
     assert again.returncode == 0, again.stderr
-    assert store.step(run_id, "next").output == "next"
+    next_step = store.step(run_id, "next")
+    assert next_step is not None and next_step.output == "next"
     if runtime.sqlite:  # the drive's scratch directory is in the state directory
         assert list((runtime.state / "scratch").iterdir()) == []  # what the sabotage left is cleared
 
@@ -439,8 +482,9 @@ def test_logs_show_every_attempt_with_output_stderr_and_timing_redacted(runtime:
     assert [u["itemIndex"] for u in greet] == [0, 1]
     first = greet[0]["attempts"]
     assert [(a["attempt"], a["status"], a.get("reason"), a.get("exitCode")) for a in first] == [
-        (1, "failed", "exit", 3), (2, "completed", None, None),
-    ]  # fmt: skip
+        (1, "failed", "exit", 3),
+        (2, "completed", None, None),
+    ]
     assert first[0]["stderrTail"] == "oops-1\n" and first[1]["output"] == "hi"
     assert all(a["durationMs"] >= 0 and a["startedAt"].endswith("Z") for a in first)
     tell = next(u for u in logs["units"] if u["stepId"] == "tell")["attempts"][0]
@@ -485,8 +529,11 @@ def test_without_a_terminal_each_step_start_and_end_is_one_plain_line_on_stderr(
     assert result.returncode == 1
     lines = result.stderr.splitlines()
     assert [line.split(" (")[0] for line in lines] == [
-        "step a started", "step a completed", "step b started", "step b failed",
-    ]  # fmt: skip
+        "step a started",
+        "step a completed",
+        "step b started",
+        "step b failed",
+    ]
     assert all("took" in line for line in lines if not line.endswith("started"))
     assert "\033" not in result.stderr and "\r" not in result.stderr
 
@@ -494,17 +541,20 @@ def test_without_a_terminal_each_step_start_and_end_is_one_plain_line_on_stderr(
 # -- 10. unwritable or vanished state --------------------------------------------------------------------------
 
 
-def _as_another_user() -> dict[str, int]:
+class _User(TypedDict, total=False):
+    """subprocess.run's arguments for the user a process runs as."""
+
+    user: int
+    group: int
+
+
+def _as_another_user() -> _User:
     """Root ignores permission bits: the read-only checks run as `nobody` then."""
     return {"user": 65534, "group": 65534} if os.geteuid() == 0 else {}
 
 
 @pytest.mark.sqlite_only
 def test_a_read_only_state_dir_refuses_runs_and_still_reads(runtime: Runtime, tmp_path: Path) -> None:
-    import shutil
-    import stat
-    import tempfile
-
     src = source("""
         workflow "t" {
           step a {
@@ -527,9 +577,14 @@ def test_a_read_only_state_dir_refuses_runs_and_still_reads(runtime: Runtime, tm
 
         def as_reader(*args: str) -> subprocess.CompletedProcess[str]:
             return subprocess.run(
-                [sys.executable, "-m", "akm_run", *args], cwd=shared, capture_output=True, text=True, env=env,
-                timeout=120, **_as_another_user(),
-            )  # fmt: skip
+                [sys.executable, "-m", "akm_run", *args],
+                cwd=shared,
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=120,
+                **_as_another_user(),
+            )
 
         before = (shared / "state" / "state.db").read_bytes()
         refused = as_reader("run", "wf.plan.json")
@@ -599,8 +654,6 @@ def test_a_unit_that_stops_on_sigterm_is_not_waited_on_for_the_grace_period(runt
 
 
 def test_an_aborted_drive_stops_its_units_and_stays_resumable(runtime: Runtime) -> None:
-    import signal
-
     src = source("""
         workflow "t" {
           step slow {
@@ -614,18 +667,17 @@ def test_an_aborted_drive_stops_its_units_and_stays_resumable(runtime: Runtime) 
     assert driver.wait(timeout=60) == 130
     attempt = runtime.store().attempts(run_id, "slow:solo")[0]
     assert attempt.status == "aborted" and attempt.message == "the drive was aborted; stopped by SIGTERM"
-    assert runtime.store().run(run_id).status == "active"
+    run_row = runtime.store().run(run_id)
+    assert run_row is not None and run_row.status == "active"
 
 
 # -- 4. verification covers what the runtime relies on -------------------------------------------------------
 
 
-def _tampered(plan_file: Path, change: object) -> Path:
+def _tampered(plan_file: Path, change: Callable[[dict[str, Any]], object]) -> Path:
     """The plan with `change(plan)` applied and its hash recomputed: only verification can refuse it."""
-    from akm_run.plan import render_file
-
     plan = json.loads(plan_file.read_text())["plan"]
-    change(plan)  # type: ignore[operator]
+    change(plan)
     out = plan_file.with_name("tampered.plan.json")
     out.write_text(render_file(plan))
     return out

@@ -3,16 +3,25 @@ state database. Each test states a workflow and what the run must do."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import pty
 import re
+import signal
+import socket
 import sqlite3
 import stat
+import struct
+import subprocess
+import sys
+import termios
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from akmc.compiler import Session
 from helpers import Runtime, eventually, source
 
 ECHO_CONTEXT = source("""
@@ -104,12 +113,15 @@ def test_params_are_parsed_by_type_with_defaults(runtime: Runtime) -> None:
     plan = runtime.compile("wf.akm", PARAMS)
     code, document = runtime.run_json(plan, "--param", "n=3", "--param", 'tags=["x", "y"]')
     assert code == 0, document
-    context = runtime.store().step(document["runId"], "show").output
+    show_step = runtime.store().step(document["runId"], "show")
+    assert show_step is not None
+    context = show_step.output
     assert context["inputs"] == {"params.n": 3, "params.flag": False, "params.tags": ["x", "y"], "params.name": "a"}
     (runtime.root / "p.json").write_text('{"n": 5, "flag": true}')
     code, document = runtime.run_json(plan, "--params-file", "p.json", "--param", "name=b")
-    assert runtime.store().step(document["runId"], "show").output["inputs"]["params.name"] == "b"
-    assert runtime.store().step(document["runId"], "show").output["inputs"]["params.flag"] is True
+    show_step = runtime.store().step(document["runId"], "show")
+    assert show_step is not None and show_step.output["inputs"]["params.name"] == "b"
+    assert show_step.output["inputs"]["params.flag"] is True
 
 
 def test_bad_params_exit_two_and_publish_nothing(runtime: Runtime) -> None:
@@ -150,7 +162,9 @@ def test_context_on_stdin_and_at_akm_context_and_the_akm_variables(runtime: Runt
     plan = runtime.compile("wf.akm", src)
     code, document = runtime.run_json(plan)
     assert code == 0, document
-    output = runtime.store().step(document["runId"], "show").output
+    show_step = runtime.store().step(document["runId"], "show")
+    assert show_step is not None
+    output = show_step.output
     assert output["same"] is True and output["run"] == document["runId"]
     assert output["step"] == "show" and output["unit"] == "show:solo" and output["attempt"] == "1"
     assert output["dispatch"].startswith("d-")
@@ -164,7 +178,9 @@ def test_context_document_shape(runtime: Runtime) -> None:
     )
     code, document = runtime.run_json(plan)
     assert code == 0
-    context = runtime.store().step(document["runId"], "show").output
+    show_step = runtime.store().step(document["runId"], "show")
+    assert show_step is not None
+    context = show_step.output
     assert set(context) == {"runId", "stepId", "unitId", "dispatchId", "attempt", "inputs"}
     assert context["inputs"] == {"params.who": "ada"} and "not-for-units" not in json.dumps(context)
 
@@ -186,7 +202,9 @@ def test_environment_is_minimal_and_env_entries_resolve_at_dispatch(runtime: Run
     env = runtime.unit_env(KEEP="kept", LEAK="leaked", MY_TOKEN="s3cr3t-value")
     code, document = runtime.run_json(plan, env=env)
     assert code == 0
-    lines = runtime.store().step(document["runId"], "env").output.splitlines()
+    env_step = runtime.store().step(document["runId"], "env")
+    assert env_step is not None
+    lines = env_step.output.splitlines()
     names = {line.split("=", 1)[0] for line in lines}
     assert "LEAK" not in names and "MY_TOKEN" not in names
     assert "LIT=plain" in lines and "KEEP=kept" in lines
@@ -237,12 +255,16 @@ def test_stdout_rules(runtime: Runtime) -> None:
     code, document = runtime.run_json(plan)
     assert code == 0, document
     store = runtime.store()
-    assert store.step(document["runId"], "text").output == "hello"
-    assert store.step(document["runId"], "json").output == {"a": 1}
-    assert store.step(document["runId"], "typed").failure_reason == "output_invalid"
-    assert store.step(document["runId"], "big").failure_reason == "output_too_large"
+    text_step = store.step(document["runId"], "text")
+    assert text_step is not None and text_step.output == "hello"
+    json_step = store.step(document["runId"], "json")
+    assert json_step is not None and json_step.output == {"a": 1}
+    typed_step = store.step(document["runId"], "typed")
+    assert typed_step is not None and typed_step.failure_reason == "output_invalid"
+    big_step = store.step(document["runId"], "big")
+    assert big_step is not None and big_step.failure_reason == "output_too_large"
     noisy = store.step(document["runId"], "noisy")
-    assert noisy.failure_reason == "exit" and "exit status 3" in (noisy.failure_message or "")
+    assert noisy is not None and noisy.failure_reason == "exit" and "exit status 3" in (noisy.failure_message or "")
     [attempt] = store.attempts(document["runId"], "noisy:solo")
     assert attempt.exit_code == 3 and attempt.stderr_tail == "oops\n"
 
@@ -269,7 +291,8 @@ def test_script_runs_from_a_private_file_by_its_shebang(runtime: Runtime) -> Non
     (runtime.root / "scripts" / "who.py").write_text("#!/bin/sh\necho changed\n")  # the plan froze the bytes
     code, document = runtime.run_json(plan)
     assert code == 0
-    assert runtime.store().step(document["runId"], "py").output == {"mode": oct(0o700), "python": True}
+    py_step = runtime.store().step(document["runId"], "py")
+    assert py_step is not None and py_step.output == {"mode": oct(0o700), "python": True}
 
 
 def test_agent_gets_instructions_on_stdin(runtime: Runtime) -> None:
@@ -284,9 +307,11 @@ def test_agent_gets_instructions_on_stdin(runtime: Runtime) -> None:
     code, document = runtime.run_json(plan)
     assert code == 1 and document["failure"]["reason"] == "agent_unavailable"
     code, document = runtime.run_json(plan, "--agent-cmd", "cat")
-    assert code == 0 and runtime.store().step(document["runId"], "think").output == "Summarise the input."
+    think_step = runtime.store().step(document["runId"], "think")
+    assert code == 0 and think_step is not None and think_step.output == "Summarise the input."
     code, document = runtime.run_json(plan, env=runtime.unit_env(AKM_AGENT_CMD="tr a-z A-Z"))
-    assert runtime.store().step(document["runId"], "think").output == "SUMMARISE THE INPUT."
+    think_step = runtime.store().step(document["runId"], "think")
+    assert think_step is not None and think_step.output == "SUMMARISE THE INPUT."
 
 
 # -- execution -----------------------------------------------------------------------------------------
@@ -321,7 +346,8 @@ def test_map_keeps_item_order_and_bounds_concurrency(runtime: Runtime) -> None:
     plan = runtime.compile("wf.akm", src)
     code, document = runtime.run_json(plan)
     assert code == 0, document
-    assert runtime.store().step(document["runId"], "fan").output == [10, 2, 8, 4, 6, 12]
+    fan_step = runtime.store().step(document["runId"], "fan")
+    assert fan_step is not None and fan_step.output == [10, 2, 8, 4, 6, 12]
     seen = [int(n) for n in (runtime.root / "seen").read_text().split()]
     assert max(seen) <= 2 and len(seen) == 6
     code, document = runtime.run_json(plan, "--max-concurrency", "1")
@@ -419,7 +445,8 @@ def test_on_error_continue_and_max_units(runtime: Runtime) -> None:
     plan = runtime.compile("wf.akm", src)
     code, document = runtime.run_json(plan)
     assert code == 1 and document["failure"]["reason"] == "budget_exceeded"
-    assert runtime.store().step(document["runId"], "bad").status == "failed"
+    bad_step = runtime.store().step(document["runId"], "bad")
+    assert bad_step is not None and bad_step.status == "failed"
 
 
 SKIPPING = """
@@ -452,7 +479,8 @@ def test_a_skipped_step_reads_as_null_as_the_checker_types_it(runtime: Runtime) 
     plan = runtime.compile("wf.akm", source(SKIPPING.replace("READ", "steps.one.output")))
     code, document = runtime.run_json(plan)
     assert code == 0, document
-    assert runtime.store().step(document["runId"], "read").output == {"steps.one.output": None}
+    read_step = runtime.store().step(document["runId"], "read")
+    assert read_step is not None and read_step.output == {"steps.one.output": None}
     assert document["exported"] == {"skipped": None}  # `string | null`, as the checker accepted
 
 
@@ -478,16 +506,16 @@ def test_outputs_are_validated_in_the_completing_transaction(runtime: Runtime) -
         }
     """)
     runtime.write({"wf.akm": src})
-    from akmc.compiler import Session
-
     assert Session(runtime.root).check(runtime.root / "wf.akm").plan is not None
     plan = runtime.compile("wf.akm")
     code, document = runtime.run_json(plan)
     assert code == 1 and document["error"]["code"] == "WORKFLOW_OUTPUT_INVALID" and document["status"] == "active"
     assert "count" in document["error"]["message"]
     store = runtime.store()
-    assert store.run(document["runId"]).status == "active"
-    assert store.step(document["runId"], "n").status != "completed"
+    run_row = store.run(document["runId"])
+    assert run_row is not None and run_row.status == "active"
+    n_step = store.step(document["runId"], "n")
+    assert n_step is not None and n_step.status != "completed"
     assert not [e for e in store.events(document["runId"]) if e[0] in ("step.completed", "run.completed")]
 
 
@@ -535,7 +563,8 @@ def test_gate_feeds_back_until_it_passes(runtime: Runtime) -> None:
     code, document = runtime.run_json(plan)
     assert code == 0, document
     store = runtime.store()
-    assert store.step(document["runId"], "draft").output == {"n": 2}
+    draft_step = store.step(document["runId"], "draft")
+    assert draft_step is not None and draft_step.output == {"n": 2}
     assert store.unit(document["runId"], "draft:solo~l2") is not None
 
 
@@ -580,10 +609,13 @@ def test_approval_blocks_until_approved(runtime: Runtime) -> None:
     approved = runtime.akm("approve", run_id, "ok", "--by", "alice", "--note", "fine")
     assert approved.returncode == 0, approved.stderr
     # on PostgreSQL `approve` also submits the next drive, which may have ended already
-    assert runtime.store().run(run_id).status in ("active", "completed")
+    run_row = runtime.store().run(run_id)
+    assert run_row is not None and run_row.status in ("active", "completed")
     code, document = runtime.run_json(run_id)
     assert code == 0
-    after = runtime.store().step(run_id, "after").output
+    after_step = runtime.store().step(run_id, "after")
+    assert after_step is not None
+    after = after_step.output
     assert after["inputs"]["steps.ok.output"] == {"approved": True, "by": "alice", "note": "fine"}
 
 
@@ -604,10 +636,6 @@ def test_a_second_driver_exits_75_and_a_dead_holder_is_reclaimed(runtime: Runtim
     assert code == 3
     run_id = document["runId"]
     lock = runtime.state / "locks" / f"{run_id}.lock"
-    import socket
-    import subprocess
-    import sys
-
     holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
         lock.write_text(json.dumps({"pid": holder.pid, "host": socket.gethostname(), "started": 0}))
@@ -654,7 +682,8 @@ def test_status_list_and_abandon(runtime: Runtime) -> None:
     listed = json.loads(runtime.akm("list", "--status", "failed", "--format", "json").stdout)
     assert [r["id"] for r in listed["runs"]] == [failed["runId"]]
     assert runtime.akm("abandon", blocked["runId"]).returncode == 0
-    assert runtime.store().run(blocked["runId"]).status == "failed"
+    run_row = runtime.store().run(blocked["runId"])
+    assert run_row is not None and run_row.status == "failed"
     assert runtime.akm("run", blocked["runId"]).returncode == 1
 
 
@@ -662,13 +691,16 @@ def test_what_a_unit_prints_never_drives_the_terminal(runtime: Runtime) -> None:
     """A unit's stderr in `run`'s result, `status` and `logs` has its escape sequences written out,
     in text and in JSON (where json.dumps leaves DEL and the C1 controls raw, U+009B among them, an
     8-bit CSI): a unit cannot clear the screen, retitle the terminal or write to its clipboard."""
-    plan = runtime.compile("wf.akm", source(r"""
+    plan = runtime.compile(
+        "wf.akm",
+        source(r"""
         workflow "t" {
           step bad {
             shell "printf '\\033[2J\\033]0;pwned\\007oops\\302\\2332J\\n' >&2; exit 3"
           }
         }
-    """))  # fmt: skip
+    """),
+    )
     result = runtime.akm("run", plan)
     assert result.returncode == 1 and "oops" in result.stdout
     [run] = runtime.store().runs()
@@ -734,7 +766,8 @@ def test_an_approval_in_a_map_approves_every_item(runtime: Runtime) -> None:
     assert runtime.akm("approve", document["runId"], "ok", "--by", "kim").returncode == 0
     code, document = runtime.run_json(document["runId"])
     assert code == 0, document
-    assert runtime.store().step(document["runId"], "after").output["inputs"] == {"steps.ok.output[1].by": "kim"}
+    after_step = runtime.store().step(document["runId"], "after")
+    assert after_step is not None and after_step.output["inputs"] == {"steps.ok.output[1].by": "kim"}
 
 
 def test_a_missing_workdir_is_a_usage_error(runtime: Runtime) -> None:
@@ -767,20 +800,17 @@ def on_a_terminal(
     """`akm-run ARGS` with stdout and stderr on a real pseudo-terminal, `columns` wide (0: it does not
     say): the exit code and all that was written. `when` (text, action): the action is taken once,
     as soon as the text was written."""
-    import fcntl
-    import pty
-    import struct
-    import subprocess
-    import sys
-    import termios
-
     leader, follower = pty.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
     runtime.pool()
     process = subprocess.Popen(
-        [sys.executable, "-m", "akm_run", *map(str, args)], cwd=runtime.root, env=runtime.env(),
-        stdin=subprocess.DEVNULL, stdout=follower, stderr=follower,
-    )  # fmt: skip
+        [sys.executable, "-m", "akm_run", *map(str, args)],
+        cwd=runtime.root,
+        env=runtime.env(),
+        stdin=subprocess.DEVNULL,
+        stdout=follower,
+        stderr=follower,
+    )
     os.close(follower)
     seen = b""
     while True:
@@ -868,10 +898,17 @@ def test_child_runs_nested_three_deep_show_each_step_as_it_goes(runtime: Runtime
     assert result.returncode == 0, result.stderr
     c1, c2, c3 = nested_runs(runtime)
     assert [line.split(" (took ")[0] for line in result.stderr.splitlines()] == [
-        "step down started", f"{c1}step down started", f"{c2}step down started", f"{c3}step deep started",
-        f"{c3}step deep completed", f"{c2}step down completed", f"{c1}step down completed", "step down completed",
-        "step after started", "step after completed",
-    ]  # fmt: skip
+        "step down started",
+        f"{c1}step down started",
+        f"{c2}step down started",
+        f"{c3}step deep started",
+        f"{c3}step deep completed",
+        f"{c2}step down completed",
+        f"{c1}step down completed",
+        "step down completed",
+        "step after started",
+        "step after completed",
+    ]
 
 
 def test_the_live_line_of_nested_child_runs_is_one_line_with_the_true_counts(runtime: Runtime) -> None:
@@ -887,23 +924,35 @@ def test_the_live_line_of_nested_child_runs_is_one_line_with_the_true_counts(run
         return f"{n} unit{'s' if n != 1 else ''} in flight"
 
     expected = [
-        f"steps 0/2 done, at down, {units(0)}", f"steps 0/2 done, at down, {units(1)}",
-        f"steps 0/1 done, at {c1}down, {units(1)}", f"steps 0/1 done, at {c1}down, {units(2)}",
-        f"steps 0/1 done, at {c2}down, {units(2)}", f"steps 0/1 done, at {c2}down, {units(3)}",
-        f"steps 0/1 done, at {c3}deep, {units(3)}", f"steps 0/1 done, at {c3}deep, {units(4)}",
-        f"steps 0/1 done, at {c3}deep, {units(3)}", f"steps 1/1 done, at {c3}deep, {units(3)}",
-        f"steps 1/1 done, at {c3}deep, {units(2)}", f"steps 1/1 done, at {c2}down, {units(2)}",
-        f"steps 1/1 done, at {c2}down, {units(1)}", f"steps 1/1 done, at {c1}down, {units(1)}",
-        f"steps 1/1 done, at {c1}down, {units(0)}", f"steps 1/2 done, at down, {units(0)}",
-        f"steps 1/2 done, at after, {units(0)}", f"steps 1/2 done, at after, {units(1)}",
-        f"steps 1/2 done, at after, {units(0)}", f"steps 2/2 done, at after, {units(0)}",
-    ]  # fmt: skip
+        f"steps 0/2 done, at down, {units(0)}",
+        f"steps 0/2 done, at down, {units(1)}",
+        f"steps 0/1 done, at {c1}down, {units(1)}",
+        f"steps 0/1 done, at {c1}down, {units(2)}",
+        f"steps 0/1 done, at {c2}down, {units(2)}",
+        f"steps 0/1 done, at {c2}down, {units(3)}",
+        f"steps 0/1 done, at {c3}deep, {units(3)}",
+        f"steps 0/1 done, at {c3}deep, {units(4)}",
+        f"steps 0/1 done, at {c3}deep, {units(3)}",
+        f"steps 1/1 done, at {c3}deep, {units(3)}",
+        f"steps 1/1 done, at {c3}deep, {units(2)}",
+        f"steps 1/1 done, at {c2}down, {units(2)}",
+        f"steps 1/1 done, at {c2}down, {units(1)}",
+        f"steps 1/1 done, at {c1}down, {units(1)}",
+        f"steps 1/1 done, at {c1}down, {units(0)}",
+        f"steps 1/2 done, at down, {units(0)}",
+        f"steps 1/2 done, at after, {units(0)}",
+        f"steps 1/2 done, at after, {units(1)}",
+        f"steps 1/2 done, at after, {units(0)}",
+        f"steps 2/2 done, at after, {units(0)}",
+    ]
     assert drawn(text) == [line[:59] for line in expected]
 
 
 def test_the_live_line_of_a_map_of_200_units_counts_each_unit_once(runtime: Runtime) -> None:
     items = ", ".join(str(i) for i in range(200))
-    plan = runtime.compile("wf.akm", source(f"""
+    plan = runtime.compile(
+        "wf.akm",
+        source(f"""
         workflow "t" {{
           params {{ items: list[int] = [{items}] }}
           step m {{
@@ -912,12 +961,16 @@ def test_the_live_line_of_a_map_of_200_units_counts_each_unit_once(runtime: Runt
             }}
           }}
         }}
-    """))  # fmt: skip
+    """),
+    )
     code, text = on_a_terminal(runtime, "run", plan, "--max-concurrency", "8")
     assert code == 0, text
     states = drawn(text)
-    counts = [int(m.group(2)) for m in (re.fullmatch(r"steps ([01])/1 done, at m, (\d+) units? in flight", s)
-                                        for s in states) if m]  # fmt: skip
+    counts = [
+        int(m.group(2))
+        for m in (re.fullmatch(r"steps ([01])/1 done, at m, (\d+) units? in flight", s) for s in states)
+        if m
+    ]
     assert len(counts) == len(states) == 1 + 2 * 200 + 1, states[:5]  # the step, each unit's start and end
     assert max(counts) <= 8 and min(counts) == 0 and counts[-1] == 0
     assert states[-1] == "steps 1/1 done, at m, 0 units in flight"
@@ -926,9 +979,9 @@ def test_the_live_line_of_a_map_of_200_units_counts_each_unit_once(runtime: Runt
 def test_run_of_a_run_whose_run_was_killed_draws_from_where_the_run_is(runtime: Runtime) -> None:
     """On SQLite the killed `run` was the driver, and the next one drives on; on the pool it only
     followed, and the next one follows the drive under way. Either way it draws the same."""
-    import signal
-
-    plan = runtime.compile("wf.akm", source("""
+    plan = runtime.compile(
+        "wf.akm",
+        source("""
         workflow "t" {
           step a {
             shell "true"
@@ -940,7 +993,8 @@ def test_run_of_a_run_whose_run_was_killed_draws_from_where_the_run_is(runtime: 
             shell "true"
           }
         }
-    """))  # fmt: skip
+    """),
+    )
     first = runtime.start("run", plan)
     eventually(lambda: (runtime.root / "b-started").exists(), "step b to start")
     first.send_signal(signal.SIGKILL)

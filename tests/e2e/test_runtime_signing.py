@@ -247,7 +247,8 @@ def test_a_removed_key_leaves_its_runs_to_abandon(runtime: Runtime, keys: Keys) 
     keys.allowed("ops")
     assert runtime.akm("approve", document["runId"], "wait").returncode == 4
     assert runtime.akm("abandon", document["runId"]).returncode == 0
-    assert runtime.store().run(document["runId"]).status == "failed"
+    run_row = runtime.store().run(document["runId"])
+    assert run_row is not None and run_row.status == "failed"
 
 
 def test_an_unsigned_run_is_refused_once_signatures_are_required(runtime: Runtime, keys: Keys) -> None:

@@ -10,11 +10,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from akm_run import strictjson
+from akm_run.outcomes import text as journal_text
 from helpers import Runtime, eventually, source
 from profiles import examples
 
@@ -41,7 +44,7 @@ ONE_STEP = source("""
 """)
 
 
-def emitted(runtime: Runtime, stdout: bytes, stderr: bytes = b"") -> tuple[int, dict, str]:
+def emitted(runtime: Runtime, stdout: bytes, stderr: bytes = b"") -> tuple[int, dict[str, Any], str]:
     """Run ONE_STEP whose unit prints `stdout` (and `stderr`): (exit code, emit's step, run id)."""
     runtime.write({"scripts/emit.py": EMIT})
     (runtime.root / "out.bin").write_bytes(stdout)
@@ -108,7 +111,8 @@ def test_a_unit_that_closes_stdout_and_prints_nothing_completes(runtime: Runtime
     plan = runtime.compile("wf.akm", src)
     code, document = runtime.run_json(plan)
     assert code == 0, document
-    assert runtime.store().step(document["runId"], "quiet").output == ""
+    quiet_step = runtime.store().step(document["runId"], "quiet")
+    assert quiet_step is not None and quiet_step.output == ""
 
 
 # -- finding: the command line and params files -----------------------------------------------------------
@@ -128,8 +132,13 @@ def raw(runtime: Runtime, *args: bytes | str | Path, timeout: float = 60) -> sub
     """`akm-run ARGS` with arguments as given, bytes included (argv is bytes, not text)."""
     runtime.pool()
     argv = [os.fsencode(a) if not isinstance(a, bytes) else a for a in args]
-    return subprocess.run([os.fsencode(sys.executable), b"-m", b"akm_run", *argv], cwd=runtime.root,
-                          capture_output=True, env=runtime.env(), timeout=timeout)  # fmt: skip
+    return subprocess.run(
+        [os.fsencode(sys.executable), b"-m", b"akm_run", *argv],
+        cwd=runtime.root,
+        capture_output=True,
+        env=runtime.env(),
+        timeout=timeout,
+    )
 
 
 def refused(result: subprocess.CompletedProcess[bytes], code: int = 2) -> str:
@@ -161,7 +170,8 @@ def test_arguments_that_are_not_utf8_are_a_usage_error(runtime: Runtime, argv: l
     given = [os.fsencode(plan) if a == b"PLAN" else a.replace(b"RUN", document["runId"].encode()) for a in argv]
     err = refused(raw(runtime, *given))
     assert "UTF-8" in err and len(err.strip().splitlines()) == 1, err
-    assert runtime.store().step(document["runId"], "wait").status == "blocked"
+    wait_step = runtime.store().step(document["runId"], "wait")
+    assert wait_step is not None and wait_step.status == "blocked"
 
 
 @pytest.mark.parametrize("variable", ["USER", "AKM_AGENT_CMD", "AKM_STATE_DIR"])
@@ -170,10 +180,16 @@ def test_non_utf8_in_the_environment_the_runtime_reads_is_a_usage_error(runtime:
     code, document = runtime.run_json(plan)
     assert code == 3
     env = {**runtime.env(), "LOGNAME": "", variable: os.fsdecode(b"b\xffb")}
-    result = subprocess.run([sys.executable, "-m", "akm_run", "approve", document["runId"], "wait"],
-                            cwd=runtime.root, capture_output=True, env=env, timeout=60)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "akm_run", "approve", document["runId"], "wait"],
+        cwd=runtime.root,
+        capture_output=True,
+        env=env,
+        timeout=60,
+    )
     assert "UTF-8" in refused(result)
-    assert runtime.store().step(document["runId"], "wait").status == "blocked"
+    wait_step = runtime.store().step(document["runId"], "wait")
+    assert wait_step is not None and wait_step.status == "blocked"
 
 
 @pytest.mark.parametrize(
@@ -385,9 +401,6 @@ MAP_OF_EMITS = source("""
 
 def outcome_of(printed: bytes) -> tuple[str, object]:
     """What a unit that prints `printed` (and exits 0) must end as: (status, stored output or reason)."""
-    from akm_run import strictjson
-    from akm_run.outcomes import text as journal_text
-
     text = journal_text(printed)
     try:
         return "completed", strictjson.loads(text)
@@ -436,7 +449,8 @@ def test_script_units_spawned_at_once_never_find_their_script_busy(runtime: Runt
     plan = runtime.compile("wf.akm", MAP_OF_EMITS)
     code, document = runtime.run_json(plan, "--param", f"files={json.dumps(names)}", "--max-concurrency", "16")
     assert code == 0, document
-    assert runtime.store().step(document["runId"], "emit").output == list(range(48))
+    emit_step = runtime.store().step(document["runId"], "emit")
+    assert emit_step is not None and emit_step.output == list(range(48))
 
 
 @pytest.mark.parametrize(

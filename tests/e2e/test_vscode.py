@@ -21,8 +21,9 @@ needs_node = pytest.mark.skipif(NODE is None, reason="Node.js is not installed (
 def _grammar_test(*files: Path) -> subprocess.CompletedProcess[str]:
     assert TOOL.exists(), "vscode-tmgrammar-test is missing: `python3 tasks.py test` installs it with npm"
     grammar = VSCODE / "syntaxes" / "akm.tmLanguage.json"
-    return subprocess.run([str(TOOL), "-g", str(grammar), *map(str, files)], capture_output=True, text=True,
-                          timeout=120, cwd=VSCODE)  # fmt: skip
+    return subprocess.run(
+        [str(TOOL), "-g", str(grammar), *map(str, files)], capture_output=True, text=True, timeout=120, cwd=VSCODE
+    )
 
 
 @needs_node
@@ -65,8 +66,9 @@ exports.LanguageClient = class {
 @pytest.mark.parametrize(
     ("configured", "command"), [(None, ["akmc", "lsp"]), (["/venv/bin/akmc", "lsp"], ["/venv/bin/akmc", "lsp"])]
 )
-def test_the_extension_starts_the_configured_language_server(tmp_path: Path, configured: list[str] | None,
-                                                            command: list[str]) -> None:  # fmt: skip
+def test_the_extension_starts_the_configured_language_server(
+    tmp_path: Path, configured: list[str] | None, command: list[str]
+) -> None:
     for name, text in STUBS.items():
         (tmp_path / "node_modules" / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / "node_modules" / name).write_text(text)

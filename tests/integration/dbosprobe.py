@@ -18,6 +18,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import FrameType
 
 from dbos import DBOS, SetEnqueueOptions, SetWorkflowID
 
@@ -202,9 +203,10 @@ WORKFLOW_FRAMES = {"_execute_workflow_wthread", "waits", "waits_async", "segment
 
 def report_threads(directory: str) -> None:
     """Log how many threads a workflow holds right now, and how many threads exist."""
-    stacks = []
-    for frame in sys._current_frames().values():
+    stacks: list[set[tuple[str, str]]] = []  # (file name, function name) of each thread's frames
+    for top in sys._current_frames().values():
         names = set()
+        frame: FrameType | None = top
         while frame is not None:
             names.add((Path(frame.f_code.co_filename).name, frame.f_code.co_name))
             frame = frame.f_back
@@ -215,15 +217,20 @@ def report_threads(directory: str) -> None:
 
 def worker(executor_id: str, url: str, directory: str, takeover_after_s: float) -> None:
     pool = Worker(
-        url, executor_id, concurrency=UNITS_PER_WORKER, takeover_after_s=takeover_after_s, queue_poll_s=0.1,
+        url,
+        executor_id,
+        concurrency=UNITS_PER_WORKER,
+        takeover_after_s=takeover_after_s,
+        queue_poll_s=0.1,
         on_takeover=lambda executor: note(directory, f"took-over {executor} {executor_id}"),
         notification_listener_polling_interval_sec=0.1,
-    )  # fmt: skip
+    )
     pool.start()
     # The probe's own queues, polled often: the experiments wait on them.
     DBOS.register_queue(RUNS, polling_interval_sec=0.1, on_conflict="always_update")
-    DBOS.register_queue(UNITS, worker_concurrency=UNITS_PER_WORKER, polling_interval_sec=POLL_S,
-                        on_conflict="always_update")  # fmt: skip
+    DBOS.register_queue(
+        UNITS, worker_concurrency=UNITS_PER_WORKER, polling_interval_sec=POLL_S, on_conflict="always_update"
+    )
     assert pool.declare_units_queue(MAP_CONCURRENCY) == BOUNDED
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

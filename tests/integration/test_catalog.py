@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import pytest
 
 from akmc.diagnostics import CATALOG, ERROR, WARNING
+from akmc.messages import REGISTRY
 from helpers import REPO, Checker
 
 PAGES = REPO / "docs" / "diagnostics"
@@ -23,8 +25,6 @@ def test_every_code_has_a_page_and_every_page_a_code() -> None:
 def test_every_code_has_its_wording_in_the_registry_and_every_wording_a_code() -> None:
     """The message registry and the catalog name the same codes: no code without words, no words
     under a code that is not documented."""
-    from akmc.messages import REGISTRY
-
     assert {t.code for t in REGISTRY} == set(CATALOG) == {p.stem for p in CODE_PAGES}
 
 
@@ -76,8 +76,6 @@ def test_page_example_checks_in_a_fresh_workspace(tmp_path: Path) -> None:
 
 
 def test_language_page_example_compiles(tmp_path: Path) -> None:
-    import shutil
-
     shutil.copytree(REPO / "golden" / "corpus", tmp_path / "ws")
     [example] = EXAMPLE.findall((REPO / "docs" / "language.md").read_text())
     assert Checker(tmp_path / "ws")(example, name="workflows/doc.akm") == []

@@ -165,8 +165,13 @@ def _workflow(draw: st.DrawFn) -> str:
     params = draw(st.lists(st.tuples(NAMES, TYPES), max_size=3, unique_by=lambda p: p[0]))
     steps = [draw(_step(i)) for i in range(draw(st.integers(1, 4)))]
     steps.append('  step s9 { shell "end" }\n')
-    outputs = draw(st.lists(st.tuples(st.sampled_from(["o", "p"]), st.one_of(st.none(), TYPES), REFERENCES),
-                            max_size=2, unique_by=lambda o: o[0]))  # fmt: skip
+    outputs = draw(
+        st.lists(
+            st.tuples(st.sampled_from(["o", "p"]), st.one_of(st.none(), TYPES), REFERENCES),
+            max_size=2,
+            unique_by=lambda o: o[0],
+        )
+    )
     src = 'workflow "generated" {\n'
     if draw(st.booleans()):
         src += '  defaults { timeout = 1m retry = 2 env { L = "C" } }\n'
@@ -237,8 +242,26 @@ def _mutated(draw: st.DrawFn) -> str:
         elif kind == "duplicate":
             text = text[:end] + text[at:end] + text[end:]
         elif kind == "insert":
-            piece = draw(st.sampled_from(["item", "item.x", "steps.a.output", "params.p", "null", "\\ud800",
-                                          '"', "{", "}", "timeout = 1s", "retry = 0", "9" * 40, "map ", "# akmc: ignore[E203]"]))  # fmt: skip
+            piece = draw(
+                st.sampled_from(
+                    [
+                        "item",
+                        "item.x",
+                        "steps.a.output",
+                        "params.p",
+                        "null",
+                        "\\ud800",
+                        '"',
+                        "{",
+                        "}",
+                        "timeout = 1s",
+                        "retry = 0",
+                        "9" * 40,
+                        "map ",
+                        "# akmc: ignore[E203]",
+                    ]
+                )
+            )
             text = text[:at] + piece + text[at:]
         else:
             words = re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text)

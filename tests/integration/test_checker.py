@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import pytest
+
+from akm_run.plan import render_file, verify_file
+from akmc import ast
+from akmc.compiler import Session
 from helpers import REPO, Checker, source
 
 
@@ -185,7 +192,7 @@ def test_files_are_frozen_inside_the_workspace(codes: Checker) -> None:
     assert codes(src, files=files) == ["E502@3", "E501@4", "E501@5", "E500@7"]
 
 
-def test_symlink_out_of_the_workspace(codes: Checker, tmp_path_factory) -> None:  # type: ignore[no-untyped-def]
+def test_symlink_out_of_the_workspace(codes: Checker, tmp_path_factory: pytest.TempPathFactory) -> None:
     outside = tmp_path_factory.mktemp("outside") / "x.sh"
     outside.write_text("#!/bin/sh\n")
     (codes.root / "link.sh").symlink_to(outside)
@@ -199,9 +206,14 @@ def test_symlink_out_of_the_workspace(codes: Checker, tmp_path_factory) -> None:
 
 def test_credentials_in_env_literals(codes: Checker) -> None:
     tokens = [
-        "ghp_" + "a1B2" * 9, "github_pat_" + "x" * 30, "AKIAIOSFODNN7EXAMPLE", "xoxb-1234567890-abc",
-        "sk-" + "Ab3" * 10, "-----BEGIN RSA PRIVATE KEY-----", "Zx8Kq2Lm9Pw4Rt7Yv1Bn6Hc3Jd5Gf0Sa2Qe8",
-    ]  # fmt: skip
+        "ghp_" + "a1B2" * 9,
+        "github_pat_" + "x" * 30,
+        "AKIAIOSFODNN7EXAMPLE",
+        "xoxb-1234567890-abc",
+        "sk-" + "Ab3" * 10,
+        "-----BEGIN RSA PRIVATE KEY-----",
+        "Zx8Kq2Lm9Pw4Rt7Yv1Bn6Hc3Jd5Gf0Sa2Qe8",
+    ]
     harmless = ["true", "C.UTF-8", "https://example.com/a/b", "0123456789abcdef0123456789abcdef01234567", "x" * 64]
     env = " ".join(f'V{i} = "{v}"' for i, v in enumerate(tokens + harmless))
     src = source(f"""
@@ -325,6 +337,7 @@ def test_defaults_apply_only_where_honoured(codes: Checker) -> None:
     """)
     result = codes.result(src, files={"child.akm": CHILD})
     assert result.report.diagnostics == []
+    assert result.plan is not None
     shell, approval, child = result.plan["steps"]
     assert {"timeoutMs", "retry", "env"} <= shell.keys()
     for step in (approval, child):
@@ -341,6 +354,7 @@ def test_retry_zero_switches_a_default_off(codes: Checker) -> None:
     """)
     result = codes.result(src)
     assert result.report.diagnostics == []
+    assert result.plan is not None
     assert "retry" not in result.plan["steps"][0] and result.plan["steps"][1]["retry"]["max"] == 3
 
 
@@ -444,17 +458,15 @@ def test_catastrophic_patterns_are_e306(codes: Checker) -> None:
     assert codes(src) == ["E306@2"]
 
 
-def test_checking_work_is_linear_in_reference_length(codes: Checker, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_checking_work_is_linear_in_reference_length(codes: Checker, monkeypatch: pytest.MonkeyPatch) -> None:
     """A reference's text is built a bounded number of times, however many segments it has (building it
     once per segment made 8,000 segments take 6 s)."""
-    from akmc import ast
-
     built = []
-    original = ast.Reference.text
+    original: Callable[[ast.Reference], str] = ast.Reference.__dict__["text"].fget  # the property's getter
 
     def counted(self: ast.Reference) -> str:
         built.append(len(self.segments))
-        return original.fget(self)  # type: ignore[attr-defined, no-any-return]
+        return original(self)
 
     monkeypatch.setattr(ast.Reference, "text", property(counted))
     for length in (10, 2000):
@@ -472,8 +484,6 @@ def test_checking_work_is_linear_in_reference_length(codes: Checker, monkeypatch
 
 def test_an_any_output_type_compiles_to_no_schema(codes: Checker) -> None:
     """Found by the property test: `output: any` lowered to an empty schema, which verification refuses."""
-    from akm_run.plan import render_file, verify_file
-
     src = source("""
         workflow "w" {
           step a { shell "x" output: any }
@@ -481,7 +491,7 @@ def test_an_any_output_type_compiles_to_no_schema(codes: Checker) -> None:
         }
     """)
     result = codes.result(src)
-    assert result.report.diagnostics == [] and "outputSchema" not in result.plan["steps"][0]
+    assert result.report.diagnostics == [] and result.plan is not None and "outputSchema" not in result.plan["steps"][0]
     verify_file(render_file(result.plan).encode())
 
 
@@ -520,9 +530,14 @@ def test_a_workflow_file_name_a_plan_cannot_name_is_reported(codes: Checker) -> 
 # -- E600: credentials in commands, prompts and approval texts ------------------------------------------
 
 TOKENS = [
-    "ghp_" + "a1B2" * 9, "github_pat_" + "x" * 30, "AKIAIOSFODNN7EXAMPLE", "xoxb-1234567890-abc",
-    "sk-" + "Ab3" * 10, "-----BEGIN OPENSSH PRIVATE KEY-----", "Zx8Kq2Lm9Pw4Rt7Yv1Bn6Hc3Jd5Gf0Sa2Qe8",
-]  # fmt: skip
+    "ghp_" + "a1B2" * 9,
+    "github_pat_" + "x" * 30,
+    "AKIAIOSFODNN7EXAMPLE",
+    "xoxb-1234567890-abc",
+    "sk-" + "Ab3" * 10,
+    "-----BEGIN OPENSSH PRIVATE KEY-----",
+    "Zx8Kq2Lm9Pw4Rt7Yv1Bn6Hc3Jd5Gf0Sa2Qe8",
+]
 
 
 def test_credentials_in_commands_prompts_and_approvals(codes: Checker) -> None:
@@ -615,8 +630,6 @@ def test_a_credential_in_a_text_can_be_suppressed_on_its_line(codes: Checker) ->
 
 def test_no_credential_in_the_shipped_sources() -> None:
     """The examples and the golden corpus hold no false positive (golden/errors/E600* are the cases)."""
-    from akmc.compiler import Session
-
     for folder in ("examples", "golden/corpus", "golden/compose", "golden/language-example"):
         for path in sorted((REPO / folder).rglob("*.akm")):
             root = next(p for p in path.parents if (p / "akm.toml").exists() or p == REPO)

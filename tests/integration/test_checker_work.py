@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import Any
+from types import FrameType
+from typing import TYPE_CHECKING
 
 from akmc import resolve, typecheck, types
 from helpers import Checker, source
+
+if TYPE_CHECKING:
+    from _typeshed import TraceFunction
 
 CHECKER = {module.__file__ for module in (types, typecheck, resolve)}
 
@@ -25,12 +29,12 @@ def lines(check: Callable[[], list[str]]) -> tuple[int, list[str]]:
     """How many lines of the checker's modules `check` executes, and what it returned."""
     count = 0
 
-    def local(_frame: Any, _event: str, _arg: Any) -> Any:
+    def local(_frame: FrameType, _event: str, _arg: object) -> TraceFunction:
         nonlocal count
         count += 1
         return local
 
-    def hook(frame: Any, _event: str, _arg: Any) -> Any:
+    def hook(frame: FrameType, _event: str, _arg: object) -> TraceFunction | None:
         return local if frame.f_code.co_filename in CHECKER else None
 
     sys.settrace(hook)

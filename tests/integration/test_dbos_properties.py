@@ -8,7 +8,7 @@ import signal
 
 import psycopg
 import pytest
-from dbos import EnqueueOptions
+from dbos import EnqueueOptions, WorkflowHandle
 
 from helpers import PATIENCE_S, Pool, eventually
 
@@ -70,7 +70,7 @@ def test_a_maps_concurrency_bounds_its_units_across_all_workers(pool: Pool) -> N
 def test_a_workflow_of_another_application_version_is_left_to_executors_of_that_version(pool: Pool) -> None:
     pool.worker("w1")
     older: EnqueueOptions = {"queue_name": "runs", "workflow_name": "once", "app_version": "akm-run-workflows-0"}
-    stranded = pool.client.enqueue(older, str(pool.directory), "older")
+    stranded: WorkflowHandle[str] = pool.client.enqueue(older, str(pool.directory), "older")
     pool.enqueue("once", "later").get_result()  # the queue moved past it
     assert pool.client.retrieve_workflow(stranded.get_workflow_id()).get_status().status == "ENQUEUED"
     assert pool.lines("once ") == ["once later w1"]

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from akm_run.plan import render_file
 from akmc import exitcodes
 from akmc.driver import compile_one, load_plan
 from helpers import REPO
@@ -37,8 +38,6 @@ def test_a_source_loads_as_its_compiled_plan(root: Path) -> None:
 
 
 def test_a_plan_file_loads_only_when_it_verifies(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from akm_run.plan import render_file
-
     plan, _ = load_plan(root / "hello.akm", root)
     assert plan is not None
     (root / "hello.plan.json").write_text(render_file(plan))

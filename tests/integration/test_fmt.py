@@ -85,6 +85,7 @@ def relaid(draw: st.DrawFn, text: str) -> str:
         out.append(gap)
         if token is not None:
             out.append(str(token))
+            assert token.end_pos is not None  # the lexer places every token
             previous = token.end_pos
     return "".join(out) + "\n"
 
@@ -104,6 +105,7 @@ def _comments(text: str) -> list[str]:
         end = token.start_pos if token is not None else len(text)
         found += [c.rstrip() for c in re.findall(r"#[^\n]*", text[previous:end])]
         if token is not None:
+            assert token.end_pos is not None  # the lexer places every token
             previous = token.end_pos
     return sorted(found)
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Any
 
 import jsonschema
 import pytest
@@ -17,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from syrupy.assertion import SnapshotAssertion
 
-from akm_run.plan import plan_hash, verify_file
-from akmc.compiler import check_file
+from akm_run.plan import plan_hash, render_file, verify_file
+from akmc.compiler import Session, check_file
 from akmc.planschema import plan_file_schema
 from akmc.render import text
 from helpers import LANGUAGE_EXAMPLE, REPO
@@ -52,8 +51,6 @@ def test_schema_and_decoder_agree_on_golden_plans(plan: Path) -> None:
 
 @pytest.mark.parametrize("plan", PLANS, ids=lambda p: p.stem)
 def test_round_trip_is_byte_identical(plan: Path) -> None:
-    from akm_run.plan import render_file
-
     assert render_file(verify_file(plan.read_bytes())) == plan.read_text()
 
 
@@ -76,8 +73,6 @@ def test_rendered_error_diagnostics(case: Path, snapshot: SnapshotAssertion) -> 
 
 
 def _hashes(root: Path) -> dict[str, str]:
-    from akmc.compiler import Session
-
     session = Session(root)
     hashes = {}
     for path in sorted((root / "workflows").glob("*.akm")):
@@ -89,7 +84,9 @@ def _hashes(root: Path) -> dict[str, str]:
 
 @settings(max_examples=examples(15), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
-def test_comments_and_blank_lines_leave_every_plan_hash_unchanged(tmp_path_factory: Any, data: Any) -> None:
+def test_comments_and_blank_lines_leave_every_plan_hash_unchanged(
+    tmp_path_factory: pytest.TempPathFactory, data: st.DataObject
+) -> None:
     """The read set records `.akm` sources by path only, so formatting never changes a plan."""
     root = tmp_path_factory.mktemp("ws")
     shutil.copytree(LANGUAGE_EXAMPLE, root, dirs_exist_ok=True)

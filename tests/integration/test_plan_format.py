@@ -21,7 +21,7 @@ from helpers import REPO
 from profiles import examples
 
 
-def _typed_dicts() -> list[Any]:
+def _typed_dicts() -> list[type]:
     """The records of the definition (the bases `_Step` and `_Work` only lend their keys)."""
     return [value for name, value in vars(pf).items() if is_typeddict(value) and not name.startswith("_")]
 
@@ -33,7 +33,7 @@ def test_the_description_reaches_every_record_of_the_definition() -> None:
 
 
 @pytest.mark.parametrize("shape", _typed_dicts(), ids=lambda s: s.__name__)
-def test_the_schema_has_the_key_sets_of_the_definition(shape: Any) -> None:
+def test_the_schema_has_the_key_sets_of_the_definition(shape: type) -> None:
     required, optional = pf.keys(shape)
     document = _schema()
     found = document if shape.__name__ == "PlanFile" else document["$defs"][shape.__name__]
@@ -64,19 +64,33 @@ def _base() -> dict[str, Any]:
         "limits": {"concurrency": 4, "maxUnits": 10, "timeoutMs": 1000},
         "steps": [
             {
-                "stepId": "work", "index": 0, "kind": "map", "onError": "fail", "over": "steps.list.output",
-                "concurrency": 2, "target": {"kind": "shell", "command": "true"},
+                "stepId": "work",
+                "index": 0,
+                "kind": "map",
+                "onError": "fail",
+                "over": "steps.list.output",
+                "concurrency": 2,
+                "target": {"kind": "shell", "command": "true"},
                 "gate": {"check": {"kind": "shell", "command": "true"}, "maxLoops": 2},
-                "retry": {"max": 2, "on": ["exit"], "backoffMs": 10}, "timeoutMs": 1000,
+                "retry": {"max": 2, "on": ["exit"], "backoffMs": 10},
+                "timeoutMs": 1000,
             },
         ],
-    }  # fmt: skip
+    }
 
 
 def _with_list_step(plan: dict[str, Any]) -> dict[str, Any]:
     """The base plan, whose map step reads an earlier step (the decoder checks that it exists)."""
-    plan["steps"].insert(0, {"stepId": "list", "index": 0, "kind": "unit", "onError": "fail",
-                             "target": {"kind": "shell", "command": "echo []"}})  # fmt: skip
+    plan["steps"].insert(
+        0,
+        {
+            "stepId": "list",
+            "index": 0,
+            "kind": "unit",
+            "onError": "fail",
+            "target": {"kind": "shell", "command": "echo []"},
+        },
+    )
     for i, step in enumerate(plan["steps"]):
         step["index"] = i
     return plan
@@ -144,10 +158,15 @@ def test_both_bound_the_number_of_steps() -> None:
         plan = _base()
         plan.pop("outputs")
         plan["steps"] = [
-            {"stepId": f"s{i}", "index": i, "kind": "unit", "onError": "fail",
-             "target": {"kind": "shell", "command": "true"}}
+            {
+                "stepId": f"s{i}",
+                "index": i,
+                "kind": "unit",
+                "onError": "fail",
+                "target": {"kind": "shell", "command": "true"},
+            }
             for i in range(count)
-        ]  # fmt: skip
+        ]
         assert _verdicts(plan)[1] is accepted
         if accepted:
             assert _verdicts(plan)[0]
@@ -184,10 +203,18 @@ def test_decoder_and_schema_agree_on_names(name: str, where: str) -> None:
 
 
 NULLABLE_NOWHERE = [
-    ("description",), ("params",), ("outputs",), ("limits", "maxUnits"), ("limits", "timeoutMs"),
-    ("steps", 1, "retry"), ("steps", 1, "gate"), ("steps", 1, "timeoutMs"), ("steps", 1, "inputs"),
-    ("steps", 1, "retry", "backoffMs"), ("sourceReadSet", 0, "sha256"),
-]  # fmt: skip
+    ("description",),
+    ("params",),
+    ("outputs",),
+    ("limits", "maxUnits"),
+    ("limits", "timeoutMs"),
+    ("steps", 1, "retry"),
+    ("steps", 1, "gate"),
+    ("steps", 1, "timeoutMs"),
+    ("steps", 1, "inputs"),
+    ("steps", 1, "retry", "backoffMs"),
+    ("sourceReadSet", 0, "sha256"),
+]
 
 
 @pytest.mark.parametrize("path", NULLABLE_NOWHERE, ids=lambda p: ".".join(map(str, p)))
@@ -199,10 +226,15 @@ def test_both_refuse_an_optional_key_that_is_null(path: tuple[Any, ...]) -> None
 
 _PLANS = sorted((REPO / "golden").rglob("*.plan.json")) + sorted((REPO / "examples").rglob("*.plan.json"))
 _values = st.one_of(
-    st.none(), st.booleans(), st.just(""), st.just([]), st.just({}), st.text(max_size=8),
+    st.none(),
+    st.booleans(),
+    st.just(""),
+    st.just([]),
+    st.just({}),
+    st.text(max_size=8),
     st.sampled_from([0, 1, -1, pf.MAX_INT, pf.MAX_INT + 1, pf.MAX_TIMEOUT_MS, pf.MAX_TIMEOUT_MS + 1, 64, 65, 256]),
     st.sampled_from(["sha256:" + "0" * 64, "steps.x.output", "params.p", "a/b", "shell", "map", "route"]),
-)  # fmt: skip
+)
 
 
 def _places(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:

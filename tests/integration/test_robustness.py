@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from akm_run.params import ParamsError, collect
+from akmc.cache import Cache
 from akmc.compiler import check_file
+from akmc.config import ConfigError, load
 from helpers import LANGUAGE_EXAMPLE, source
 from profiles import examples
 
@@ -75,15 +80,30 @@ def test_every_truncation(length: int) -> None:
 
 # -- the other inputs a user writes: akm.toml, --param values, suppression comments, cache entries --
 
-TOML_PIECES = ["[check]\n", "[other]\n", "strict = ", "true\n", '"x"\n', "select = ", "ignore = ", '["W700"]\n',
-               '["E9"]\n', "include = ", "exclude = ", '["../x"]\n', "[1, 2]\n", "= =\n", '"""\n', "\xff", "#c\n"]  # fmt: skip
+TOML_PIECES = [
+    "[check]\n",
+    "[other]\n",
+    "strict = ",
+    "true\n",
+    '"x"\n',
+    "select = ",
+    "ignore = ",
+    '["W700"]\n',
+    '["E9"]\n',
+    "include = ",
+    "exclude = ",
+    '["../x"]\n',
+    "[1, 2]\n",
+    "= =\n",
+    '"""\n',
+    "\xff",
+    "#c\n",
+]
 
 
 @settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.sampled_from(TOML_PIECES), max_size=8), st.text(max_size=30))
 def test_any_akm_toml_loads_or_is_a_positioned_config_error(pieces: list[str], noise: str) -> None:
-    from akmc.config import ConfigError, load
-
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         (root / "akm.toml").write_text("".join(pieces) + noise, encoding="utf-8", errors="surrogatepass")
@@ -93,17 +113,23 @@ def test_any_akm_toml_loads_or_is_a_positioned_config_error(pieces: list[str], n
             assert str(error).startswith(f"{root / 'akm.toml'}:")
 
 
-SCHEMAS = st.sampled_from(
-    [{"type": "string"}, {"type": "integer"}, {"type": "number"}, {"type": "boolean"}, {"enum": ["a", "b"]},
-     {"type": "array", "items": {"type": "string"}}, {"anyOf": [{"type": "integer"}, {"type": "null"}]}, {}]
-)  # fmt: skip
+SCHEMAS: st.SearchStrategy[dict[str, Any]] = st.sampled_from(
+    [
+        {"type": "string"},
+        {"type": "integer"},
+        {"type": "number"},
+        {"type": "boolean"},
+        {"enum": ["a", "b"]},
+        {"type": "array", "items": {"type": "string"}},
+        {"anyOf": [{"type": "integer"}, {"type": "null"}]},
+        {},
+    ]
+)
 
 
 @settings(max_examples=examples(300), deadline=None)
 @given(SCHEMAS, st.text(max_size=20))
-def test_any_param_value_parses_or_is_a_params_error(schema: dict, raw: str) -> None:  # type: ignore[type-arg]
-    from akm_run.params import ParamsError, collect
-
+def test_any_param_value_parses_or_is_a_params_error(schema: dict[str, Any], raw: str) -> None:
     try:
         params = collect({"p": {"schema": schema}}, [f"p={raw}"], None)
     except ParamsError:
@@ -126,14 +152,14 @@ def test_any_suppression_comment_is_handled(comment: str) -> None:
 
 
 @settings(max_examples=examples(150), deadline=None)
-@given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5),
-                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
-                    max_leaves=12))  # fmt: skip
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+        max_leaves=12,
+    )
+)
 def test_any_cache_entry_is_used_or_ignored_never_trusted_blindly(entry: object) -> None:
-    import json
-
-    from akmc.cache import Cache
-
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         (root / "w.akm").write_text("x")

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from akm_run import signing
+from akm_run import signing, trust
 from akm_run.signing import SignatureRefused, Signer
-from helpers import Keys, source
+from helpers import Keys, Runtime, source
 from profiles import examples
 
 ARMOR = b"-----BEGIN SSH SIGNATURE-----\n%s\n-----END SSH SIGNATURE-----\n"
@@ -73,9 +73,6 @@ def test_admit_keeps_the_bytes_it_checked_when_the_file_changes_meanwhile(
     tmp_path: Path, keys: Keys, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Time of check is time of use: the plan is read once, and those bytes are checked and kept."""
-    from akm_run import trust
-    from helpers import Runtime
-
     (tmp_path / "ws").mkdir()
     src = source("""
         workflow "t" {
@@ -89,9 +86,9 @@ def test_admit_keeps_the_bytes_it_checked_when_the_file_changes_meanwhile(
     original = plan.read_bytes()
     checked = signing.verify
 
-    def swapped_meanwhile(data: bytes, *rest: object) -> Signer:
+    def swapped_meanwhile(data: bytes, signature: bytes, allowed_signers: bytes, *rest: str) -> Signer:
         plan.write_bytes(original.replace(b'"true"', b'"touch evil"'))
-        return checked(data, *rest)  # type: ignore[arg-type]
+        return checked(data, signature, allowed_signers, *rest)
 
     monkeypatch.setattr(signing, "verify", swapped_meanwhile)
     admitted = trust.admit(plan, signers=keys.allowed("ci"))
@@ -123,8 +120,9 @@ def test_an_ssh_keygen_without_the_verb_is_named(tmp_path: Path, monkeypatch: py
     )
     old.chmod(0o755)
     monkeypatch.setenv("PATH", str(old.parent))
-    signature = ARMOR % base64.b64encode(b"SSHSIG\x00\x00\x00\x01" + b"".join(
-        len(f).to_bytes(4, "big") + f for f in (b"key", b"akm-plan", b"", b"sha512", b"sig")
-    ))  # fmt: skip
+    signature = ARMOR % base64.b64encode(
+        b"SSHSIG\x00\x00\x00\x01"
+        + b"".join(len(f).to_bytes(4, "big") + f for f in (b"key", b"akm-plan", b"", b"sha512", b"sig"))
+    )
     with pytest.raises(signing.SigningUnavailable, match=r"has no `-Y find-principals`.*openssh-client"):
         signing.verify(b"plan", signature, b"")

@@ -4,6 +4,7 @@ and no import cycle between first-party modules (module-level imports, read with
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -99,7 +100,11 @@ def import_cycles(package: str, *, deferred: bool = False) -> list[list[str]]:
     return cycles
 
 
-CHECKS = {"function length": long_functions, "module length": long_modules, "import cycles": import_cycles}
+CHECKS: dict[str, Callable[[str], Sequence[object]]] = {
+    "function length": long_functions,
+    "module length": long_modules,
+    "import cycles": import_cycles,
+}
 
 
 @pytest.mark.parametrize("check", sorted(CHECKS))

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
+import akm_run.database_url
 from akm_run.database_url import EXTRA, DatabaseError, SharedStore, redacted, select
 
 
@@ -40,8 +41,6 @@ def test_a_printed_database_hides_its_password() -> None:
 
 
 def test_the_extra_is_named_when_it_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
-    import akm_run.database_url
-
     monkeypatch.setattr(akm_run.database_url, "missing_modules", lambda: ["dbos"])
     with pytest.raises(DatabaseError, match=r"needs the `postgres` extra \(dbos not installed\)") as refused:
         select("postgresql://h/db", {})

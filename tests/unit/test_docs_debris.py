@@ -44,8 +44,8 @@ def blocks(text: str) -> Iterator[Block]:
             i += 1
             continue
         start = i
-        if FENCE.match(line):
-            marker = FENCE.match(line).group(1)  # type: ignore[union-attr]
+        if fence := FENCE.match(line):
+            marker = fence.group(1)
             i += 1
             while i < len(lines) and not lines[i].lstrip().startswith(marker):
                 i += 1
@@ -112,7 +112,8 @@ def debris(page: Path) -> list[str]:
 
 
 def _headings(parsed: list[Block]) -> list[str]:
-    found, seen = [], {}
+    found: list[str] = []
+    seen: dict[tuple[str, ...], int] = {}  # a heading's path → the line it first appears on
     path: list[str] = []
     for index, block in enumerate(parsed):
         if block.kind != "heading":

@@ -9,6 +9,7 @@ import random
 import subprocess
 import sys
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from lark import Lark, Token, Transformer_NonRecursive
 from lark.exceptions import UnexpectedInput
+from lark.grammar import Symbol
 
 from akm_run import planformat
 from akmc import ast, syntax
@@ -31,13 +33,19 @@ TEXTS = [p.read_bytes().decode("utf-8", errors="replace") for p in SOURCES]  # o
 GRAMMAR = data_path("grammar", "akm.lark").read_text(encoding="utf-8")
 _LEXED_COMMENTS: list[Token] = []
 # Lark's parser exactly as the front end used it before the parse loop: the reference.
-LARK = Lark(GRAMMAR, parser="lalr", lexer="contextual", propagate_positions=True, maybe_placeholders=True,
-            lexer_callbacks={"COMMENT": _LEXED_COMMENTS.append})  # fmt: skip
+LARK = Lark(
+    GRAMMAR,
+    parser="lalr",
+    lexer="contextual",
+    propagate_positions=True,
+    maybe_placeholders=True,
+    lexer_callbacks={"COMMENT": _LEXED_COMMENTS.append},
+)
 
 Outcome = tuple[str, ast.Workflow | None, list[Diagnostic], list[tuple[str, ast.Span]]]
 
 
-class _Walk(Transformer_NonRecursive):  # type: ignore[type-arg]
+class _Walk(Transformer_NonRecursive[Token, Any]):
     """Calls the front end's rule methods over Lark's parse tree, bottom-up."""
 
     def __init__(self, builder: Any) -> None:
@@ -53,7 +61,11 @@ class _Walk(Transformer_NonRecursive):  # type: ignore[type-arg]
 
 
 def _span(token: Token) -> ast.Span:
-    return ast.Span(token.line, token.column, token.end_line, token.end_column, token.start_pos, token.end_pos)  # type: ignore[arg-type]
+    line, column, end_line, end_column = token.line, token.column, token.end_line, token.end_column
+    start, end = token.start_pos, token.end_pos
+    assert line is not None and column is not None and end_line is not None and end_column is not None
+    assert start is not None and end is not None  # the lexer gives every token its place
+    return ast.Span(line, column, end_line, end_column, start, end)
 
 
 def reference(text: str) -> Outcome:
@@ -104,9 +116,9 @@ SAMPLES = {  # texts for the pattern terminals, edge cases included; keywords ar
 SEPARATORS = [" ", " ", "\n", "", "\t", "  # note\n", "\n\n  ", "\r\n", "#\n"]
 
 
-def _shapes() -> tuple[dict[str, list[list[Any]]], dict[str, str], dict[str, int]]:
+def _shapes() -> tuple[dict[str, list[Sequence[Symbol]]], dict[str, str], dict[str, int]]:
     lark = tables.lark_parser()
-    rules: dict[str, list[list[Any]]] = {}
+    rules: dict[str, list[Sequence[Symbol]]] = {}
     for rule in lark.rules:
         rules.setdefault(rule.origin.name, []).append(rule.expansion)
     literal = {t.name: t.pattern.value for t in lark.terminals if t.pattern.type == "str"}
@@ -114,9 +126,9 @@ def _shapes() -> tuple[dict[str, list[list[Any]]], dict[str, str], dict[str, int
     for _ in range(len(rules)):
         for name, expansions in rules.items():
             for expansion in expansions:
-                below = [height.get(s.name) for s in expansion if not s.is_term]
-                if None not in below:
-                    height[name] = min(height.get(name, 10**6), 1 + max([0, *below]))  # type: ignore[type-var]
+                below = [s.name for s in expansion if not s.is_term]
+                if all(b in height for b in below):
+                    height[name] = min(height.get(name, 10**6), 1 + max([0, *(height[b] for b in below)]))
     return rules, literal, height
 
 
@@ -127,7 +139,7 @@ def generate(rng: random.Random, budget: int = 12) -> str:
     """A random sentence of the grammar (expanded with a depth budget), tokens joined by random
     whitespace and comments: mostly valid sources, and invalid ones where a separator is empty."""
     out: list[str] = []
-    stack: list[tuple[Any, int]] = [(tables.lark_parser().rules[0].origin, 0)]
+    stack: list[tuple[Symbol, int]] = [(tables.lark_parser().rules[0].origin, 0)]
     while stack:
         symbol, depth = stack.pop()
         if symbol.is_term:
@@ -150,8 +162,40 @@ def test_generated_sources_parse_as_lark_parses_them(rng: random.Random, budget:
     agree(generate(rng, budget))
 
 
-PIECES = ["{", "}", "[", "]", "(", ")", '"', '"""', "=", "->", ":", ",", ".", "|", "?", "_", "#", "\n", " ",
-          "step", "map", "route", "gate", "env", "uses", "output", "item", "1_", "5m", "-", "9" * 20, "é"]  # fmt: skip
+PIECES = [
+    "{",
+    "}",
+    "[",
+    "]",
+    "(",
+    ")",
+    '"',
+    '"""',
+    "=",
+    "->",
+    ":",
+    ",",
+    ".",
+    "|",
+    "?",
+    "_",
+    "#",
+    "\n",
+    " ",
+    "step",
+    "map",
+    "route",
+    "gate",
+    "env",
+    "uses",
+    "output",
+    "item",
+    "1_",
+    "5m",
+    "-",
+    "9" * 20,
+    "é",
+]
 
 
 @settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -39,9 +39,11 @@ def test_the_plan_carries_the_frozen_files_and_lists_them_in_its_read_set() -> N
     model, typed = _checked(SOURCE)
     loaded = Loaded({("script", "scripts/build.sh"): SCRIPT, ("file", "prompts/ask.md"): PROMPT})
     plan = lower(model, typed, loaded, ref="w")
+    build, ask = plan["steps"][0], plan["steps"][1]
+    assert build["kind"] == "unit" and ask["kind"] == "unit"
     script = {"kind": "script", "path": "scripts/build.sh", "sha256": SCRIPT.sha256, "text": SCRIPT.text}
-    assert plan["steps"][0]["target"] == script
-    assert plan["steps"][1]["target"] == {"kind": "agent", "instructions": "Ask.\n", "path": "prompts/ask.md"}
+    assert build["target"] == script
+    assert ask["target"] == {"kind": "agent", "instructions": "Ask.\n", "path": "prompts/ask.md"}
     assert plan["sourceReadSet"] == [
         {"path": "prompts/ask.md", "sha256": PROMPT.sha256},
         {"path": "scripts/build.sh", "sha256": SCRIPT.sha256},
@@ -52,7 +54,9 @@ def test_the_plan_carries_the_frozen_files_and_lists_them_in_its_read_set() -> N
 def test_a_file_the_load_could_not_freeze_leaves_an_empty_target_and_no_read_entry() -> None:
     model, typed = _checked(SOURCE)
     plan = lower(model, typed, Loaded({("file", "prompts/ask.md"): PROMPT}), ref="w")
-    assert plan["steps"][0]["target"] == {"kind": "script", "path": "scripts/build.sh", "sha256": "", "text": ""}
+    build = plan["steps"][0]
+    assert build["kind"] == "unit"
+    assert build["target"] == {"kind": "script", "path": "scripts/build.sh", "sha256": "", "text": ""}
     assert [e["path"] for e in plan["sourceReadSet"]] == ["prompts/ask.md", "w.akm"]
     # the same frozen bytes under another name are another file: a script is never read as a prompt
     swapped = Loaded({("file", "scripts/build.sh"): SCRIPT, ("script", "prompts/ask.md"): PROMPT})

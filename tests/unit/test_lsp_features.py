@@ -53,11 +53,13 @@ def test_a_did_you_mean_replaces_the_closest_word_of_the_span() -> None:
 
 def test_a_stale_suppression_loses_what_silences_nothing() -> None:
     text = 'workflow "w" {\n  step a {\n    shell "make" # akmc: ignore[E203, W700]\n  }\n}\n'
-    stale = Diagnostic("W704", "`# akmc: ignore[E203]` silences nothing on line 3", "wf.akm",
-                       _at(text, "# akmc", "W704").span)  # fmt: skip
+    stale = Diagnostic(
+        "W704", "`# akmc: ignore[E203]` silences nothing on line 3", "wf.akm", _at(text, "# akmc", "W704").span
+    )
     (edit,) = _edits(text, stale)["Remove"]
     assert edit.new_text == "# akmc: ignore[W700]"
-    everything = Diagnostic("W704", "`# akmc: ignore[E203, W700]` silences nothing on line 3", "wf.akm",
-                            _at(text, "# akmc", "W704").span)  # fmt: skip
+    everything = Diagnostic(
+        "W704", "`# akmc: ignore[E203, W700]` silences nothing on line 3", "wf.akm", _at(text, "# akmc", "W704").span
+    )
     (removed,) = _edits(text, everything)["Remove"]
     assert removed.new_text == "" and removed.range == lsp.Range(lsp.Position(2, 16), lsp.Position(2, 43))

@@ -16,9 +16,10 @@ from akmc.types import same
 from profiles import examples
 
 NUMBERS = st.one_of(
-    st.integers(-MAX_INT, MAX_INT), st.floats(allow_nan=False, allow_infinity=False),
+    st.integers(-MAX_INT, MAX_INT),
+    st.floats(allow_nan=False, allow_infinity=False),
     st.sampled_from([0.0, -0.0, 1.0, -1.0, 2.0**53, -(2.0**53), float(MAX_INT), 1e300]),
-)  # fmt: skip
+)
 VALUES = st.recursive(
     st.one_of(st.none(), st.booleans(), st.text(max_size=3), NUMBERS),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=2), inner, max_size=4),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -12,11 +13,35 @@ from akm_run.patterns import unsafe
 from akm_run.plan import PlanError, verify_plan
 from profiles import examples
 
-CATASTROPHIC = ["^(a+)+$", "(a*)*b", "(\\w+\\s?)*$", "(x+x+)+y", "(a|aa)*c", "(?:a|b|ab)*c", "(a{1,3})+$",
-                "(a+){10}$", "^.*.*=.*$", "\\d+\\d*x", "(a)\\1", "(a)?(?(1)a|b)"]  # fmt: skip
-SAFE = ["^[a-z]+$", "^[0-9]+\\.[0-9]+\\.[0-9]+$", "(\\d{1,3}\\.){3}\\d{1,3}", "^[a-z]+(-[a-z]+)*$",
-        "^(foo|bar)+$", "(\\.[a-z]+)*", "^(https?://)?[a-z.]+$", "(?>a+)+b", "a++b", "^[A-Za-z_][A-Za-z0-9_]*$",
-        "^\\S+@\\S+$", "", "^(a|b)*$"]  # fmt: skip
+CATASTROPHIC = [
+    "^(a+)+$",
+    "(a*)*b",
+    "(\\w+\\s?)*$",
+    "(x+x+)+y",
+    "(a|aa)*c",
+    "(?:a|b|ab)*c",
+    "(a{1,3})+$",
+    "(a+){10}$",
+    "^.*.*=.*$",
+    "\\d+\\d*x",
+    "(a)\\1",
+    "(a)?(?(1)a|b)",
+]
+SAFE = [
+    "^[a-z]+$",
+    "^[0-9]+\\.[0-9]+\\.[0-9]+$",
+    "(\\d{1,3}\\.){3}\\d{1,3}",
+    "^[a-z]+(-[a-z]+)*$",
+    "^(foo|bar)+$",
+    "(\\.[a-z]+)*",
+    "^(https?://)?[a-z.]+$",
+    "(?>a+)+b",
+    "a++b",
+    "^[A-Za-z_][A-Za-z0-9_]*$",
+    "^\\S+@\\S+$",
+    "",
+    "^(a|b)*$",
+]
 
 
 @pytest.mark.parametrize("pattern", CATASTROPHIC)
@@ -41,11 +66,15 @@ def test_any_compiling_pattern_gets_an_answer(pattern: str) -> None:
 
 
 def test_plan_verification_refuses_an_unsafe_pattern() -> None:
-    plan = {
-        "irVersion": 1, "ref": "w", "title": "w", "sourceReadSet": [{"path": "w.akm"}],
-        "limits": {"concurrency": 4}, "steps": [],
+    plan: dict[str, Any] = {
+        "irVersion": 1,
+        "ref": "w",
+        "title": "w",
+        "sourceReadSet": [{"path": "w.akm"}],
+        "limits": {"concurrency": 4},
+        "steps": [],
         "params": {"p": {"schema": {"type": "string", "pattern": "^(a+)+$"}}},
-    }  # fmt: skip
+    }
     with pytest.raises(PlanError, match="backtrack"):
         verify_plan(plan)
     plan["params"]["p"]["schema"]["pattern"] = "^a+$"

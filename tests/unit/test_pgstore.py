@@ -154,9 +154,13 @@ def test_progress_events_are_a_runs_and_its_child_runs_at_any_depth_after_a_seq(
     store.complete_attempt("c2", "u", "a", 1, None, None)
     events = store.progress_events("top", 0)
     assert [(e.run_id, e.kind, e.step_id) for e in events] == [
-        ("top", "run.published", None), ("top", "step.started", "a"), ("c1", "run.published", None),
-        ("c2", "run.published", None), ("c2", "unit.dispatched", "a"), ("c2", "unit.completed", "a"),
-    ]  # fmt: skip
+        ("top", "run.published", None),
+        ("top", "step.started", "a"),
+        ("c1", "run.published", None),
+        ("c2", "run.published", None),
+        ("c2", "unit.dispatched", "a"),
+        ("c2", "unit.completed", "a"),
+    ]
     assert events[-1].unit_id == "u" and events[-1].data == {"attempt": 1}
     assert [e.seq for e in events] == sorted(e.seq for e in events) and events[0].at > 0
     assert store.progress_events("top", events[3].seq) == events[4:]

@@ -37,7 +37,7 @@ def test_hash_ignores_formatting() -> None:
 
 
 Mutation = Callable[[dict[str, Any]], None]
-MUTATIONS: dict[str, tuple[Mutation, str]] = {
+MUTATIONS: dict[str, tuple[Mutation, str | None]] = {  # None: a leaf changed, which only the hash catches
     "unknown key": (lambda p: p["steps"][0].update(foo=1), 'plan.steps[0].foo: unknown key "foo"'),
     "missing key": (lambda p: p.pop("title"), 'plan: missing key "title"'),
     "empty optional": (lambda p: p["steps"][0].update(inputs=[]), "plan.steps[0].inputs: must be absent"),

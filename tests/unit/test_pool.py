@@ -11,8 +11,10 @@ from akm_run.pool import SCHEMA, Liveness, dbos_config
 def age(url: str, executor: str, seconds: int) -> None:
     """Move an executor's last beat into the past, as if it had stopped beating then."""
     with psycopg.connect(url, autocommit=True) as connection:
-        connection.execute(f"UPDATE {SCHEMA}.executors SET beat = now() - make_interval(secs => %s) "
-                           "WHERE executor_id = %s", (seconds, executor))  # fmt: skip
+        connection.execute(
+            f"UPDATE {SCHEMA}.executors SET beat = now() - make_interval(secs => %s) WHERE executor_id = %s",
+            (seconds, executor),
+        )
 
 
 def test_only_other_executors_silent_longer_than_the_takeover_time_are_silent(database_url: str) -> None:

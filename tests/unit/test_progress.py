@@ -68,8 +68,13 @@ class Recorded(Progress):
         self.calls.append(("units", self.in_flight))
 
 
-PLAN = {"irVersion": 1, "ref": "workflows/w", "title": "w", "limits": {},
-        "steps": [{"stepId": "a", "index": 0}, {"stepId": "b", "index": 1}]}  # fmt: skip
+PLAN = {
+    "irVersion": 1,
+    "ref": "workflows/w",
+    "title": "w",
+    "limits": {},
+    "steps": [{"stepId": "a", "index": 0}, {"stepId": "b", "index": 1}],
+}
 
 
 def test_a_follower_that_comes_later_draws_where_the_run_is_and_a_step_started_again_once(database_url: str) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import SupportsIndex
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -60,9 +61,9 @@ def test_json_shape(snapshot: SnapshotAssertion) -> None:
 class _CountingSource(str):
     splits = 0
 
-    def split(self, *args, **kwargs):  # type: ignore[no-untyped-def, override]
+    def split(self, sep: str | None = None, maxsplit: SupportsIndex = -1) -> list[str]:
         type(self).splits += 1
-        return super().split(*args, **kwargs)
+        return super().split(sep, maxsplit)
 
 
 def test_text_render_splits_each_source_once() -> None:

@@ -135,7 +135,8 @@ def test_a_failed_transaction_leaves_nothing(store: Store) -> None:
     with pytest.raises(RuntimeError), store.transaction():
         store.complete_step("r1", "a", 1)
         raise RuntimeError("boom")
-    assert store.step("r1", "a").status == "pending"  # type: ignore[union-attr]
+    a_step = store.step("r1", "a")
+    assert a_step is not None and a_step.status == "pending"
     assert [e[0] for e in store.events("r1")] == ["run.published"]
 
 
@@ -151,7 +152,8 @@ def test_attempts_journal_and_units_settle(store: Store) -> None:
     store.publish_run("r1", PLAN, "sha256:x", {})
     assert store.begin_attempt("r1", "a:solo", "a", None, "sha256:h", "d-1", new_unit=True) == 1
     store.fail_attempt("r1", "a:solo", "a", 1, AttemptFailure("exit", None, final=False))
-    assert store.unit("r1", "a:solo").status == "running"  # type: ignore[union-attr]
+    unit_row = store.unit("r1", "a:solo")
+    assert unit_row is not None and unit_row.status == "running"
     assert store.begin_attempt("r1", "a:solo", "a", None, "sha256:h", "d-2", new_unit=False) == 2
     assert [u for u, _, _ in store.interrupted_attempts("r1")] == ["a:solo"]
     store.complete_attempt("r1", "a:solo", "a", 2, {"ok": True}, None)
@@ -168,7 +170,8 @@ def test_an_attempt_that_printed_null_keeps_no_attempt_output_as_before(store: S
     store.publish_run("r1", PLAN, "sha256:x", {})
     store.begin_attempt("r1", "a:solo", "a", None, "sha256:h", "d-1", new_unit=True)
     store.complete_attempt("r1", "a:solo", "a", 1, None, None)
-    assert store.unit("r1", "a:solo").output_json == "null"  # type: ignore[union-attr]
+    unit_row = store.unit("r1", "a:solo")
+    assert unit_row is not None and unit_row.output_json == "null"
     assert [a.output_json for a in store.attempts("r1", "a:solo")] == [None]
 
 
@@ -231,8 +234,13 @@ def test_redaction_masks_secret_values_everywhere() -> None:
 
 # -- named transitions: each changes what it names and records the event it names ------------------------
 
-PLAN2 = {"irVersion": 1, "ref": "workflows/w", "title": "w", "limits": {},
-         "steps": [{"stepId": "a", "index": 0}, {"stepId": "b", "index": 1}]}  # fmt: skip
+PLAN2 = {
+    "irVersion": 1,
+    "ref": "workflows/w",
+    "title": "w",
+    "limits": {},
+    "steps": [{"stepId": "a", "index": 0}, {"stepId": "b", "index": 1}],
+}
 
 
 def _kinds(store: Store, run_id: str) -> list[str]:
@@ -243,8 +251,10 @@ def test_abandoning_releases_running_steps_then_fails_the_run(store: Store) -> N
     store.publish_run("r1", PLAN2, "sha256:x", {})
     store.start_step("r1", "a", 0)
     store.abandon_run("r1", {"stepId": None, "reason": "abandoned", "message": "m"})
-    assert store.step("r1", "a").status == "pending"  # type: ignore[union-attr]
-    assert store.run("r1").failure["reason"] == "abandoned"  # type: ignore[union-attr,index]
+    a_step = store.step("r1", "a")
+    assert a_step is not None and a_step.status == "pending"
+    run_row = store.run("r1")
+    assert run_row is not None and run_row.failure is not None and run_row.failure["reason"] == "abandoned"
     assert _kinds(store, "r1") == ["step.started", "run.failed", "run.abandoned"]
 
 
@@ -265,7 +275,11 @@ def test_reopening_a_blocked_step_clears_it_silently_and_the_run_records_the_reo
     store.reopen_run("r1")
     step, run = store.step("r1", "a"), store.run("r1")
     assert step is not None and (step.status, step.notes, step.failure_reason, step.gate_iteration) == (
-        "pending", None, None, 2)  # fmt: skip
+        "pending",
+        None,
+        None,
+        2,
+    )
     assert run is not None and (run.status, run.notes) == ("active", None)
     assert _kinds(store, "r1") == ["step.blocked", "run.blocked", "run.reopened"]
 
@@ -277,10 +291,17 @@ def test_decisions_complete_or_fail_the_approval_and_name_who_decided(store: Sto
     a, b = store.step("r1", "a"), store.step("r1", "b")
     assert a is not None and (a.status, a.output) == ("completed", {"approved": True, "by": "al"})
     assert b is not None and (b.status, b.failure_reason, b.failure_message) == (
-        "failed", "approval_rejected", "rejected by bo")  # fmt: skip
+        "failed",
+        "approval_rejected",
+        "rejected by bo",
+    )
     events = store.events("r1")[1:]
     assert [(k, d.get("by")) for k, _, _, d in events] == [
-        ("step.completed", None), ("step.approved", "al"), ("step.failed", None), ("step.rejected", "bo")]  # fmt: skip
+        ("step.completed", None),
+        ("step.approved", "al"),
+        ("step.failed", None),
+        ("step.rejected", "bo"),
+    ]
 
 
 def test_an_aborted_or_interrupted_attempt_leaves_its_unit_to_run_again(store: Store) -> None:
@@ -291,8 +312,11 @@ def test_an_aborted_or_interrupted_attempt_leaves_its_unit_to_run_again(store: S
     store.interrupt_attempt("r1", "a:solo", "a", 2)
     attempts = store.attempts("r1", "a:solo")
     assert [(a.status, a.reason, a.stderr_tail) for a in attempts] == [
-        ("aborted", "aborted", "tail"), ("interrupted", None, None)]  # fmt: skip
-    assert store.unit("r1", "a:solo").status == "running"  # type: ignore[union-attr]
+        ("aborted", "aborted", "tail"),
+        ("interrupted", None, None),
+    ]
+    unit_row = store.unit("r1", "a:solo")
+    assert unit_row is not None and unit_row.status == "running"
 
 
 def test_a_running_attempt_is_claimed_once_and_an_ended_one_never(store: Store) -> None:

@@ -9,15 +9,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from akm_run.strictjson import MAX_INT, MAX_VALUE_DEPTH, NotStrict, depth, dumps, loads
+from akm_run.planformat import MAX_INT
+from akm_run.strictjson import MAX_VALUE_DEPTH, NotStrict, depth, dumps, loads
 from profiles import examples
 
 VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers(-MAX_INT, MAX_INT) | st.floats(allow_nan=False, allow_infinity=False)
+    st.none()
+    | st.booleans()
+    | st.integers(-MAX_INT, MAX_INT)
+    | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
     max_leaves=20,
-)  # fmt: skip
+)
 
 
 def _depth(value: Any) -> int:

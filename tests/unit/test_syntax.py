@@ -31,8 +31,15 @@ def step_items(src_items: str) -> list[ast.StepItem]:
 def test_the_language_reference_example_parses() -> None:
     workflow = parse_ok((LANGUAGE_EXAMPLE / "workflows" / "release.akm").read_text())
     assert [s.id.text for s in workflow.steps] == [
-        "collect", "review", "verdict", "triage", "rework", "checklist", "signoff", "publish",
-    ]  # fmt: skip
+        "collect",
+        "review",
+        "verdict",
+        "triage",
+        "rework",
+        "checklist",
+        "signoff",
+        "publish",
+    ]
     assert [s.kind for s in workflow.sections] == ["description", "params", "outputs", "limits", "defaults"]
 
 
@@ -47,16 +54,17 @@ def test_spans_are_one_based_with_exclusive_end() -> None:
 @pytest.mark.parametrize(
     ("item", "kind", "attribute", "value"),
     [
-        ('shell "make"', "shell", "text", ast.Text("string", "make", None)),  # type: ignore[arg-type]
-        ('agent file("p.md")', "agent", "text", ast.Text("file", "p.md", None)),  # type: ignore[arg-type]
-        ('approval "ok?"', "approval", "text", ast.Text("string", "ok?", None)),  # type: ignore[arg-type]
+        ('shell "make"', "shell", "text", ("string", "make")),
+        ('agent file("p.md")', "agent", "text", ("file", "p.md")),
+        ('approval "ok?"', "approval", "text", ("string", "ok?")),
     ],
 )
-def test_text_targets(item: str, kind: str, attribute: str, value: ast.Text) -> None:
+def test_text_targets(item: str, kind: str, attribute: str, value: tuple[str, str]) -> None:
+    """`value`: the text's kind and value."""
     (target,) = step_items(item)
     assert isinstance(target, ast.Target) and target.kind == kind
     text = getattr(target, attribute)
-    assert (text.kind, text.value) == (value.kind, value.value)
+    assert (text.kind, text.value) == value
 
 
 def test_script_and_uses_targets() -> None:
@@ -87,8 +95,10 @@ def test_map_route_gate_env_inputs_output() -> None:
     assert [c.target.text for c in route.cases] == ["b", "c", "d", "e"]
     assert isinstance(gate, ast.Gate) and isinstance(gate.items[0], ast.GateCheck)
     assert isinstance(env, ast.Env) and [(e.name.text, e.kind, e.value) for e in env.entries] == [
-        ("A", "literal", "1"), ("B", "secret", "B"), ("C", "passthrough", None),
-    ]  # fmt: skip
+        ("A", "literal", "1"),
+        ("B", "secret", "B"),
+        ("C", "passthrough", None),
+    ]
     assert isinstance(inputs, ast.Inputs) and [r.text for r in inputs.refs] == ["params.p", "steps.a.output"]
     assert isinstance(output, ast.OutputType) and isinstance(output.type, ast.UnionType)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import binascii
 import glob
+import importlib.util
 import json
 import os
 import pwd
@@ -23,6 +24,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import closing, contextmanager
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from syrupy.extensions.amber import AmberSnapshotExtension
@@ -46,6 +48,16 @@ LANGUAGE_EXAMPLE = REPO / "golden" / "language-example"
 DATA = REPO / "tests" / "data"
 
 Files = Mapping[str, str | bytes]  # a workspace's files by relative path: text, or bytes as they are
+
+
+def repository_module(name: str) -> ModuleType:
+    """A module at the repository's root (`tasks`, `docs_hooks`), which is not on the tests' import
+    path, loaded from its file."""
+    spec = importlib.util.spec_from_file_location(name, REPO / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def source(text: str) -> str:

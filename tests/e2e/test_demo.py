@@ -13,18 +13,13 @@ from types import ModuleType
 
 import pytest
 
-from helpers import REPO
+from helpers import REPO, repository_module
 
 MODULES = {"akmc": "akmc", "akm-run": "akm_run"}
 
 
 def _tasks() -> ModuleType:
-    sys.path.insert(0, str(REPO))
-    try:
-        import tasks  # here: tasks.py is at the repository root, which is not on the tests' import path
-    finally:
-        sys.path.remove(str(REPO))
-    return tasks
+    return repository_module("tasks")
 
 
 def _demo_commands() -> tuple[tuple[str, ...], ...]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 from pathlib import Path
 from types import ModuleType
@@ -10,15 +9,11 @@ from typing import Any
 
 import pytest
 
-from helpers import REPO
+from helpers import REPO, repository_module
 
 
 def _tasks() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("tasks", REPO / "tasks.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return repository_module("tasks")
 
 
 @pytest.fixture

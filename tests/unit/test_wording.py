@@ -3,7 +3,6 @@ the runtime, every error ends with a documented exit code, and docs/runtime-mess
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 import re
 import string
@@ -15,7 +14,7 @@ from hypothesis import strategies as st
 
 from akm_run import exitcodes, wording
 from akm_run.wording import REGISTRY, Error, Failure, Template, Words
-from helpers import REPO
+from helpers import REPO, repository_module
 
 RUNTIME = REPO / "runtime" / "akm_run"
 NAMES = [t.name for t in REGISTRY]
@@ -26,11 +25,7 @@ def _fields(template: Template[object]) -> set[str]:
 
 
 def _docs_hooks() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("docs_hooks", REPO / "docs_hooks.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return repository_module("docs_hooks")
 
 
 def test_names_are_unique_and_each_is_the_module_attribute() -> None:

@@ -30,7 +30,7 @@ from akmc.diagnostics import CATALOG, Diagnostic, Related
 from akmc.render.text import shown_lines
 from akmc.sources import SourceFile
 from akmc.spans import Span
-from akmc.workspace import display_path, read_regular, relative_to
+from akmc.workspace import display_path, read_regular, relative_to, uses_refs
 
 DIRECTORY = ".akmc-cache"
 FORMAT = 1
@@ -244,8 +244,6 @@ class UsesIndex:
     def refs_at(self, path: str, stat: Callable[[], os.stat_result] | None = None) -> list[str]:
         """The `uses` refs of the workflow at `path` (absolute): from the index while the file's
         size and modification time are those it recorded, else read again and recorded."""
-        from akmc.workspace import uses_refs
-
         try:
             found_stat = stat() if stat is not None else os.stat(path)
         except OSError:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from akm_run.plan import MAX_DEPTH, MAX_EMBEDDED_BYTES, MAX_PLAN_BYTES, REF
+from akm_run.plan import MAX_DEPTH, MAX_EMBEDDED_BYTES, MAX_PLAN_BYTES, REF, canonical_bytes
 from akmc import ast, messages
 from akmc import types as t
 from akmc.diagnostics import Diagnostic, Related, Report, did_you_mean
@@ -149,8 +149,6 @@ def plan_size(report: Report, plan: dict[str, Any], size: int, span: ast.Span) -
     """E404 when one plan's canonical bytes exceed the plan size limit."""
     if size <= MAX_PLAN_BYTES:
         return
-    from akm_run.plan import canonical_bytes
-
     largest = max(plan["steps"], key=lambda s: len(canonical_bytes(s)), default=None)
     if largest is None:
         report.add(messages.plan_too_large(size=size, limit=MAX_PLAN_BYTES), span)

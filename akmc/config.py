@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from akmc.diagnostics import CATALOG, did_you_mean
 
@@ -65,7 +66,7 @@ def load(root: Path) -> CheckConfig:
         raise ConfigError(path, 1, 1, f"cannot read it: {error}") from None
     if not text.strip():
         return CheckConfig()  # the common marker file: no need to load a TOML parser
-    import tomllib
+    import tomllib  # late: about 3 ms (datetime with it), which the common empty akm.toml never needs
 
     try:
         document = tomllib.loads(text)
@@ -108,7 +109,6 @@ def _problem(key: str, value: Any) -> str | None:
 
 def _url_problem(value: Any) -> str | None:
     """Why `docs_url` is not a page address with one `{code}` placeholder, or None."""
-    from urllib.parse import urlsplit
 
     if not isinstance(value, str):
         return f'must be {_KEYS["docs_url"]}, such as "https://docs.example.com/akm/diagnostics/{{code}}.html"'

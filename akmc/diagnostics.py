@@ -120,7 +120,7 @@ def position(span: Span) -> str:
 
 def did_you_mean(word: str, candidates: list[str] | set[str]) -> str | None:
     """A help line suggesting the closest candidate, or None when nothing is close."""
-    import difflib
+    import difflib  # late: about 1 ms (heapq with it) that a check without a misspelled name never needs
 
     close = difflib.get_close_matches(word, sorted(candidates), n=1, cutoff=0.6)
     return f"did you mean `{close[0]}`?" if close else None

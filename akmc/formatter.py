@@ -30,7 +30,9 @@ from functools import lru_cache
 from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedInput
 
+from akmc import syntax
 from akmc.diagnostics import Diagnostic, Report
+from akmc.frontend.tables import grammar_parser
 from akmc.syntax import MAX_NESTING
 
 INDENT = "  "
@@ -72,8 +74,6 @@ class Formatted:
 @lru_cache(maxsize=1)
 def _cst_parser() -> Lark:
     """The grammar with every token kept: the printer needs the brackets and keywords too."""
-    from akmc.frontend.tables import grammar_parser
-
     return grammar_parser(keep_all_tokens=True, maybe_placeholders=False)
 
 
@@ -90,8 +90,6 @@ def format_source(text: str, file: str = "<stdin>") -> Formatted:
     except UnexpectedInput:
         raise SyntaxProblem(_syntax_error(text, file)) from None
     if _depth(tree) > MAX_NESTING:  # the tree nests at least as deep as the values and types in it
-        from akmc import syntax
-
         if syntax.parse(text, Report(file)) is None:  # E100: nested past the checker's limit
             raise SyntaxProblem(_syntax_error(text, file))
     return _Printer(text, tree).run()
@@ -99,8 +97,6 @@ def format_source(text: str, file: str = "<stdin>") -> Formatted:
 
 def _syntax_error(text: str, file: str) -> Diagnostic:
     """The diagnostic `akmc check` gives a source that does not parse."""
-    from akmc import syntax
-
     report = Report(file)
     syntax.parse(text, report)
     if report.diagnostics:

@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from akmc.diff import WorkflowDiff
+from akm_run.plan import plan_hash, read_file
+from akmc.diff import WorkflowDiff, diff
 from akmc.workspace import SKIP_DIRS, SUFFIX, display_path, plan_files
 
 Plans = dict[str, dict[str, Any] | None]  # root-relative source path → its plan (None: it has errors)
@@ -20,8 +21,6 @@ Plans = dict[str, dict[str, Any] | None]  # root-relative source path → its pl
 def unaccounted(base: Path, compiled: Plans) -> dict[str, dict[str, Any]]:
     """Every plan file below `base` (symlinked directories not followed: what they hold is not the
     workspace's) that verifies but is not what its source compiles to, by root-relative path → its plan."""
-    from akm_run.plan import plan_hash, read_file
-
     found = {}
     for path in plan_files(base, SKIP_DIRS, follow=False):
         if not path.name.endswith(".plan.json") or not path.is_file():
@@ -42,9 +41,6 @@ def unaccounted(base: Path, compiled: Plans) -> dict[str, dict[str, Any]]:
 
 def changes(old_base: Path, new_base: Path, new: Plans) -> list[WorkflowDiff]:
     """The unaccounted plan files of the new side that the old side did not hold as they are."""
-    from akm_run.plan import plan_hash, read_file
-    from akmc.diff import diff
-
     items = []
     for relative, plan in sorted(unaccounted(new_base, new).items()):
         before, _ = read_file(old_base / relative) if (old_base / relative).is_file() else (None, "")

@@ -394,6 +394,4 @@ def route_targets(model: Model, report: Report) -> None:
 
 
 def _case_text(case: ast.RouteCase) -> str:
-    import json
-
     return "_" if case.match is None else json.dumps(case.match.value)

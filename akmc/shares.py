@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 from typing import Any
+
+from akmc.sources import ref_file
+from akmc.workspace import uses_refs
 
 
 def cut(root: Path, files: list[Path], count: int) -> list[list[Path]]:
@@ -13,9 +17,6 @@ def cut(root: Path, files: list[Path], count: int) -> list[list[Path]]:
     twice): trees are taken in the order of their first file, and a share is closed once it holds
     its part of the files. The output can then be written as shares finish, in order; a tree's files
     that sort later wait, as results, for their turn."""
-    from akmc.sources import ref_file
-    from akmc.workspace import uses_refs
-
     index = {os.path.abspath(p): i for i, p in enumerate(files)}
     parent = list(range(len(files)))
 
@@ -47,6 +48,8 @@ class Pool:
     instead of waiting for the shares they are checking."""
 
     def __init__(self, workers: int) -> None:
+        # late: multiprocessing and concurrent.futures cost about 20 ms (50 modules), which a check
+        # of one file, done in its own process, never needs
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
@@ -68,6 +71,4 @@ class Pool:
 
 def _quiet_worker() -> None:
     """A worker leaves SIGINT to the main process, which stops it: no traceback from each worker."""
-    import signal
-
     signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -50,7 +50,7 @@ def parse_source(text: str, report: Report) -> Parsed:
         workflow: ast.Workflow = lalr.parse(text, tables(), builder.callbacks(), builder.lines.span, comments)
     except (lalr.Reject, _TooDeep) as problem:
         del report.diagnostics[:]
-        from akmc.frontend.errors import explain  # imports Lark: only a file with a syntax error needs it
+        from akmc.frontend.errors import explain  # late: Lark, about 50 ms: only a syntax error needs it
 
         if not explain(text, report):  # not a syntax error: the nesting guard stopped the parse
             where = problem.span if isinstance(problem, _TooDeep) else end_of_file(text)

@@ -4,6 +4,7 @@ Values are validated against a type in `akmc.validation`."""
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any, Union
 
@@ -382,8 +383,6 @@ def describe(t: Type) -> str:
         inner = ", ".join(f"{f.name}{'' if f.required else '?'}: {describe(f.type)}" for f in t.fields)
         return "{ " + inner + " }" if inner else "{}"
     if isinstance(t, Lit):
-        import json
-
         return json.dumps(t.value)
     return " | ".join(describe(m) for m in t.members)
 

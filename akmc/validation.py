@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -23,8 +24,6 @@ _JSON_TYPES = {"string": (str,), "int": (int,), "number": (int, float), "bool": 
 
 
 def _shown(value: Any) -> str:
-    import json
-
     return json.dumps(value, ensure_ascii=False)
 
 

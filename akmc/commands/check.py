@@ -6,6 +6,7 @@ import argparse
 import gc
 import os
 import sys
+from collections import deque
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -14,9 +15,23 @@ from akmc import exitcodes, shares
 from akmc.cache import Cache, Cached, UsesIndex
 from akmc.config import CheckConfig, ConfigError, code_problem, load
 from akmc.render.stream import Output
-from akmc.workspace import SourceError, composer_candidates, discover, display_path, find_root, parents
+from akmc.render.text import shown_lines
+from akmc.sources import ref_file
+from akmc.workspace import (
+    SourceError,
+    composer_candidates,
+    discover,
+    display_path,
+    find_root,
+    parents,
+    real_path,
+    relative_to,
+    uses_refs,
+)
 
-if TYPE_CHECKING:  # the compiler loads only when something must be compiled: a warm check never does
+# COMPILER_IMPORT: the parser and the compiler's stages (akmc.syntax, akmc.compiler: about 70 ms of
+# start-up) are imported only when something must be compiled: a check answered from the cache never is.
+if TYPE_CHECKING:
     from akmc.compiler import FileResult, Session
 
 FORMATS = ("text", "json", "github", "sarif")
@@ -216,7 +231,7 @@ class _Checker:
 
     @cached_property
     def session(self) -> Session:
-        from akmc.compiler import Session
+        from akmc.compiler import Session  # COMPILER_IMPORT
 
         return Session(self.root, suppressions=self.suppressions)
 
@@ -266,9 +281,6 @@ class _Checker:
         """How diagnostics name `files` and every file their text says they compose, transitively:
         the results a session checking `files` may produce. The text's refs come from the `uses`
         index where the cache keeps one (no unchanged file is read)."""
-        from akmc.sources import ref_file
-        from akmc.workspace import uses_refs
-
         root = self.root.resolve()
         found: set[str] = set()
         visited: set[str] = set()
@@ -343,7 +355,7 @@ class _Checker:
         than one job), so memory holds one share's syntax trees and plans at a time per process.
         Results are taken share by share in sorted order; a share is given only the files no
         earlier share has produced yet (a child it compiled for its parent)."""
-        from akmc import syntax
+        from akmc import syntax  # COMPILER_IMPORT
 
         syntax.prepare()  # built once here, inherited by every forked worker
         if self.jobs <= 1:
@@ -364,7 +376,8 @@ class _Checker:
         return ok
 
     def _in_workers(self, pending: list[tuple[int, list[Path]]], out: Output) -> bool:
-        from collections import deque
+        # late: concurrent.futures costs about 20 ms (50 modules), which a check without worker
+        # processes (one file, or --jobs 1) never needs
         from concurrent.futures import Future
         from concurrent.futures.process import BrokenProcessPool
 
@@ -412,7 +425,7 @@ def _key(path: Path) -> str:
 
 def _work(job: tuple[Path, bool, list[Path]]) -> tuple[bool, list[Cached]]:
     """A worker process: check a share of the files in a session of its own."""
-    from akmc.compiler import Session
+    from akmc.compiler import Session  # COMPILER_IMPORT
 
     root, suppressions, files = job
     session = Session(root, suppressions=suppressions)
@@ -422,15 +435,11 @@ def _work(job: tuple[Path, bool, list[Path]]) -> tuple[bool, list[Cached]]:
 
 def _record(result: FileResult) -> Cached:
     """What the cache keeps of a fresh result; `uses` names the children it composes inside the root."""
-    from akmc.workspace import real_path, relative_to
-
     uses = [
         r
         for child, _ in result.edges.values()
         if child is not None and (r := relative_to(real_path(child), result.root))
     ]
-    from akmc.render.text import shown_lines
-
     diagnostics = list(result.report.diagnostics)
     lines = shown_lines(result.text, diagnostics) if result.text is not None else {}
     return Cached(result.source, lines, diagnostics, uses=tuple(uses), deps=result.deps)

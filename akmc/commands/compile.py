@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from akm_run.atomic import write_atomically
+from akm_run.plan import render_file
 from akmc import exitcodes
 from akmc.compiler import Session
 from akmc.driver import compile_one, compile_source, report_diagnostics
@@ -15,8 +17,6 @@ from akmc.workspace import discover, display_path, find_root, plan_files, read_r
 
 
 def run(source: Path, *, output: Path | None, out_dir: Path | None, check: bool, root: Path | None) -> int:
-    from akm_run.plan import render_file
-
     if source.is_dir():
         if out_dir is None:
             print("akmc: error: compiling a directory needs --out-dir", file=sys.stderr)
@@ -46,8 +46,6 @@ def _default_out(source: Path, out_dir: Path | None, ref: str | None) -> Path:
 
 
 def _directory(directory: Path, out_dir: Path, check: bool, root: Path | None) -> int:
-    from akm_run.plan import render_file
-
     session = Session(root or find_root(directory))
     sources = discover([directory])
     wanted = {}
@@ -70,8 +68,6 @@ def _directory(directory: Path, out_dir: Path, check: bool, root: Path | None) -
 
 def _refresh(source: Path, output: Path | None, out_dir: Path | None, root: Path | None) -> str:
     """The command that rewrites the plans `--check` compared: this one, without `--check`."""
-    import shlex
-
     argv = ["akmc", "compile", str(source)]
     argv += ["-o", str(output)] if output is not None else []
     argv += ["--out-dir", str(out_dir)] if out_dir is not None else []

@@ -11,8 +11,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from akm_run.plan import plan_hash
 from akmc import exitcodes
-from akmc.diff import PlanDiff, WorkflowDiff
+from akmc.diff import PlanDiff, WorkflowDiff, diff
+from akmc.driver import compile_source, load_plan, report_diagnostics
+from akmc.planfiles import changes
+from akmc.render import diff as renderer
+from akmc.revision import RevisionError, materialise
+from akmc.workspace import SourceError, discover, display_path, find_root
 
 
 def run(paths: list[Path], *, revision: str | None, output_format: str, root: Path | None) -> int:
@@ -22,8 +28,6 @@ def run(paths: list[Path], *, revision: str | None, output_format: str, root: Pa
     if len(paths) != 2:
         print("akmc: error: diff takes OLD and NEW (plan files or sources), or --rev REV [PATH…]", file=sys.stderr)
         return exitcodes.USAGE
-    from akmc.diff import diff
-
     sides = [_load(path, root) for path in paths]
     if sides[0][0] is None or sides[1][0] is None:
         return max(code for _, code in sides)
@@ -34,16 +38,12 @@ def run(paths: list[Path], *, revision: str | None, output_format: str, root: Pa
 
 
 def _load(path: Path, root: Path | None) -> tuple[dict[str, Any] | None, int]:
-    from akmc.driver import load_plan
-
     plan, code = load_plan(path, root)
     # a source with errors is an error, not a difference
     return plan, exitcodes.USAGE if code == exitcodes.FINDINGS else code
 
 
 def _write(items: list[WorkflowDiff], single: PlanDiff | None, revision: str, output_format: str, how: str) -> None:
-    from akmc.render import diff as renderer
-
     if output_format == "json":
         document = (
             single.to_json()
@@ -64,12 +64,6 @@ def _write(items: list[WorkflowDiff], single: PlanDiff | None, revision: str, ou
 
 
 def _revision(revision: str, paths: list[Path], output_format: str, root: Path | None) -> int:
-    from akm_run.plan import plan_hash
-    from akmc.diff import diff
-    from akmc.planfiles import changes
-    from akmc.revision import RevisionError, materialise
-    from akmc.workspace import find_root
-
     workspace = find_root(Path.cwd(), root)
     wanted = []
     for path in paths:
@@ -120,9 +114,8 @@ def _revision(revision: str, paths: list[Path], output_format: str, root: Path |
 def _side(base: Path, label: str, wanted: list[str]) -> dict[str, dict[str, Any] | None]:
     """Every wanted workflow under `base` by root-relative path → its plan, or None when it has errors
     (reported on stderr). Files of the old revision are named `REV:path`."""
+    # late: the compiler's stages cost about 70 ms, which a diff of two plan files never needs
     from akmc.compiler import Session
-    from akmc.driver import compile_source, report_diagnostics
-    from akmc.workspace import SourceError, discover, display_path
 
     session = Session(base, display=_named(base, label) if label else display_path)
     found: dict[str, dict[str, Any] | None] = {}

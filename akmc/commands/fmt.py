@@ -8,8 +8,10 @@ import stat
 import sys
 from pathlib import Path
 
+from akm_run.atomic import write_atomically
 from akmc import exitcodes
 from akmc.formatter import SyntaxProblem, format_source
+from akmc.render.text import render_one
 from akmc.sources import MAX_SOURCE_BYTES, SourceError, decode_source
 from akmc.workspace import discover, display_path, read_bytes
 
@@ -98,8 +100,6 @@ def _read(path: Path, name: str) -> str:
 
 
 def _refuse(problem: SyntaxProblem, text: str) -> None:
-    from akmc.render.text import render_one
-
     print(render_one(problem.diagnostic, text), file=sys.stderr)
     print(f"akmc: error: {problem.diagnostic.file} not formatted: it has a syntax error", file=sys.stderr)
 
@@ -111,8 +111,6 @@ def _diff(old: str, new: str, name: str) -> list[str]:
 def _write(path: Path, text: str) -> None:
     """Replace the file atomically, keeping its permissions; a symlink keeps pointing at the file it
     names, which is the one rewritten."""
-    from akm_run.atomic import write_atomically
-
     target = Path(os.path.realpath(path))
     mode = stat.S_IMODE(os.stat(target).st_mode)
     write_atomically(target, text, mode=mode)

@@ -6,12 +6,11 @@ import sys
 from pathlib import Path
 
 from akmc import exitcodes
+from akmc.driver import load_plan
+from akmc.render import graph
 
 
 def run(source: Path, *, output_format: str, depth: int, root: Path | None) -> int:
-    from akmc.driver import load_plan
-    from akmc.render import graph
-
     plan, code = load_plan(source, root)
     if plan is None:
         return code

@@ -9,7 +9,7 @@ from akmc import exitcodes
 
 def run() -> int:
     try:
-        from akmc.lsp.server import main
+        from akmc.lsp.server import main  # late, in `try`: pygls comes with the `lsp` extra, maybe absent
     except ImportError as error:
         print(
             f"akmc: error: `akmc lsp` needs the language server extra ({error.name or error} is missing); "

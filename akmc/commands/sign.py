@@ -6,6 +6,9 @@ import sys
 from pathlib import Path
 
 from akm_run.atomic import write_atomically
+from akm_run.plan import PlanError, plan_hash, read_bytes, verify_file
+from akm_run.signing import SigningUnavailable, sign
+from akm_run.trust import signature_path
 from akmc import exitcodes
 
 
@@ -13,10 +16,6 @@ def run(plans: list[Path], key: Path, signature: Path | None) -> int:
     """Sign each plan that verifies, writing PLAN.sig beside it (or `signature`, for one plan).
     A plan that does not verify is refused (exit 4) and left unsigned; a key or ssh-keygen problem
     stops everything (exit 2)."""
-    from akm_run.plan import PlanError, plan_hash, read_bytes, verify_file
-    from akm_run.signing import SigningUnavailable, sign
-    from akm_run.trust import signature_path
-
     if signature is not None and len(plans) != 1:
         print("akmc: --signature names the signature of one plan; sign several plans without it", file=sys.stderr)
         return exitcodes.USAGE

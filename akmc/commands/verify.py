@@ -5,13 +5,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from akm_run.plan import PlanError, plan_hash
 from akmc import exitcodes
 from akmc.driver import load_plan
 
 
 def run(path: Path, signers: Path | None = None, signature: Path | None = None) -> int:
     """Verify a plan file as `akm-run verify` does; with `signers`, its signature too."""
-    from akm_run.plan import PlanError
+    # late: signing and trust (with shutil, tempfile, base64: about 8 ms) are not for `akmc hash`
     from akm_run.signing import SignatureRefused, SigningUnavailable
     from akm_run.trust import admit
 
@@ -32,8 +33,6 @@ def run(path: Path, signers: Path | None = None, signature: Path | None = None) 
 
 def hash_of(path: Path, root: Path | None) -> int:
     """Print the plan hash of a source (compiled) or of a plan file (verified)."""
-    from akm_run.plan import plan_hash
-
     plan, code = load_plan(path, root)
     if plan is None:
         return code

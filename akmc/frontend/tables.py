@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from akmc.resources import data_path
 
+# LARK_IMPORT: Lark (about 50 ms of start-up) is imported only to derive the tables again or to build
+# its own parser (the formatter, a syntax error's explanation): a check of sources that parse never loads it.
 if TYPE_CHECKING:
     from lark import Lark
 
@@ -69,7 +71,7 @@ class Tables(NamedTuple):
 def grammar_parser(**options: Any) -> Lark:
     """Lark's LALR parser with the contextual lexer for the grammar file, with `options` (its
     analysis is cached on disk by Lark)."""
-    from lark import Lark
+    from lark import Lark  # LARK_IMPORT
 
     text = data_path("grammar", "akm.lark").read_text(encoding="utf-8")
     return Lark(
@@ -109,7 +111,7 @@ def grammar_hash() -> str:
 
 def derive() -> dict[str, Any]:
     """The tables from Lark's analysis of the grammar, as JSON data."""
-    from lark.parsers.lalr_analysis import Shift
+    from lark.parsers.lalr_analysis import Shift  # LARK_IMPORT
 
     lark = lark_parser()
     frontend: Any = lark.parser
@@ -162,7 +164,7 @@ def _canonical_order(actions: list[dict[str, int]], start: int) -> list[int]:
 
 
 def _scanner(lexer: Any) -> tuple[str, dict[str, dict[str, str]]]:
-    from lark.lexer import PatternStr, UnlessCallback
+    from lark.lexer import PatternStr, UnlessCallback  # LARK_IMPORT
 
     scanner = lexer.scanner  # built lazily by Lark
     if len(scanner._mres) != 1:  # Python's `re` limits groups; this grammar stays far below

@@ -183,7 +183,7 @@ def count_steps(plan: dict[str, Any]) -> tuple[int, int]:
 
 
 def render_markdown(plan: dict[str, Any], digest: str) -> str:
-    from akmc.render import markdown
+    from akmc.render import markdown  # late: with html and unicodedata about 9 ms, which only the markdown format needs
 
     steps, children = count_steps(plan)
     summary = f"**{markdown.escape(plan['ref'])}** {markdown.escape(value(plan['title']))}: "

@@ -10,6 +10,7 @@ from urllib.parse import quote
 
 from akmc import __version__
 from akmc.diagnostics import CATALOG, ERROR, Diagnostic
+from akmc.resources import explanation
 from akmc.spans import Span
 
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -17,8 +18,6 @@ _MEANING = re.compile(r"## What it means\n\n(.*?)\n\n##", re.S)
 
 
 def _rules(docs_url: str | None) -> list[dict[str, Any]]:
-    from akmc.resources import explanation
-
     rules = []
     for code in sorted(CATALOG):
         entry = CATALOG[code]

@@ -240,7 +240,7 @@ def pooled_run(args: argparse.Namespace, shared: SharedStore, store: Store, run_
     """`run` on the shared store: submit the run's next drive to the worker pool and follow it to its
     end (or, with --detach, print the run id); the same documents and exit codes as a local drive."""
     from akm_run import drives, submitting  # DBOS and psycopg (PG_IMPORT)
-    from akm_run.pgstore import PostgresStore
+    from akm_run.pgstore import PostgresStore  # psycopg (PG_IMPORT)
 
     assert isinstance(store, PostgresStore)
     hints = hints_for(args)

@@ -10,9 +10,11 @@ import contextlib
 import functools
 import json
 import os
+import select
 import shutil
 import signal
 import socket
+import subprocess
 import tempfile
 import threading
 import time
@@ -23,6 +25,7 @@ from typing import Any
 
 from akm_run import outcomes
 from akm_run.core import End
+from akm_run.locks import pid_alive
 from akm_run.outcomes import STDERR_TAIL_BYTES
 
 KILL_GRACE_SECONDS = 1.0  # SIGTERM, then SIGKILL after this long (docs/runtime.md)
@@ -94,8 +97,6 @@ def scratch_directory(state_dir: Path, run_id: str) -> Path:
     """A private (0700) directory for the unit files of one drive: `<state-dir>/scratch/<run>.<pid>`.
     Directories that drivers of this run left behind when they died (same host) are removed first:
     their context files may hold params a unit was given."""
-    from akm_run.locks import pid_alive
-
     base = state_dir.absolute() / "scratch"  # a unit's cwd is the workdir: its paths must not be relative
     base.mkdir(mode=0o700, parents=True, exist_ok=True)
     for stale in base.glob(f"{run_id}.*"):
@@ -190,8 +191,6 @@ def _run(
     on_spawn: Callable[[int], None],
     secrets: list[str],
 ) -> End:
-    import subprocess
-
     adopt_orphans()
     with stdin_path.open("rb") as stdin:
         try:
@@ -279,8 +278,6 @@ class _Streams:
 
     def collect(self, seconds: float) -> bool:
         """Read what arrives within `seconds`; True once the process has exited (output drained)."""
-        import select
-
         watch = list(self.open) + ([self.exit_fd] if self.exit_fd is not None else [])
         if self.exit_fd is None:
             seconds = min(seconds, 0.005)  # no exit notification: poll
@@ -299,8 +296,6 @@ class _Streams:
 
     def drain(self) -> None:
         """Read what is already written, without waiting for an end of file."""
-        import select
-
         while self.open:
             ready, _, _ = select.select(list(self.open), [], [], 0)
             if not ready:
@@ -340,7 +335,7 @@ def adopt_orphans() -> None:
     process that outlives its shell becomes this process's child, so a stopped group is reaped
     here at once instead of lingering as zombies until an init process gets to them."""
     try:
-        import ctypes
+        import ctypes  # late: about 2 ms, which only a process that drives units needs (not `list`, `status`)
 
         ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
     except (OSError, AttributeError):

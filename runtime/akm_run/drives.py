@@ -147,6 +147,7 @@ class _Host:
         """Listen on the units queues other workers declared (a map of a width new to this worker)."""
         queues = self.client.list_queues()
         self.worker.overridden(queues)
+        self.worker.follow(queues)
         for queue in queues:
             width = queue.name.removeprefix(pool.UNITS_QUEUES)
             if queue.name not in self.declared and width.isdigit() and int(width) > 0:
@@ -167,7 +168,7 @@ def client(url: str, pool_size: int = 5) -> DBOSClient:
     command reports an unusable database itself, once."""
     if _HOST is None:
         logging.getLogger("dbos").setLevel(logging.ERROR)
-    return DBOSClient(system_database_url=url, application_name=pool.APP_NAME, system_database_pool_size=pool_size)
+    return pool.Client(url, pool_size)
 
 
 def serve(

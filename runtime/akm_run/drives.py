@@ -147,6 +147,7 @@ class _Host:
         """Listen on the units queues other workers declared (a map of a width new to this worker)."""
         queues = self.client.list_queues()
         self.worker.overridden(queues)
+        self.worker.follow(queues)
         for queue in queues:
             width = queue.name.removeprefix(pool.UNITS_QUEUES)
             if queue.name not in self.declared and width.isdigit() and int(width) > 0:
@@ -167,7 +168,7 @@ def client(url: str, pool_size: int = 5) -> DBOSClient:
     command reports an unusable database itself, once."""
     if _HOST is None:
         logging.getLogger("dbos").setLevel(logging.ERROR)
-    return DBOSClient(system_database_url=url, application_name=pool.APP_NAME, system_database_pool_size=pool_size)
+    return pool.Client(url, pool_size)
 
 
 def serve(
@@ -329,15 +330,16 @@ class PoolDispatcher:
         handle: WorkflowHandle[End] = client.enqueue(
             options, UnitJob(dataclasses.replace(request, scratch=None), self.workdir, self.agent_cmd)
         )
-        if handle.get_status().status in ENDED_BADLY:
+        if (status := handle.get_status()).status in ENDED_BADLY:
             # Re-attached to an attempt whose workflow ended without a result before a drive could
             # record it. Resuming it would only replay the error DBOS keeps for its step: the
             # attempt was interrupted, and the unit runs again as a new attempt (a new workflow).
             return End("interrupted")
         started = time.monotonic()
-        while (status := handle.get_status()).status in LIVE:
+        while status.status in LIVE:
             if self.abort.wait(result_poll_s(time.monotonic() - started)):
                 return stop_attempt(client, self.host.store, request, workflow_id, status.status)
+            status = handle.get_status()
         if status.status in ENDED_BADLY:
             raise UnitWorkflowEnded(request, status.status, status.error)
         ended: End = handle.get_result()

@@ -16,8 +16,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import psycopg
-from dbos import DBOS, DBOSConfig
+import sqlalchemy
+from dbos import DBOS, DBOSClient, DBOSConfig
 from dbos import _sys_db as dbos_sys_db
+from dbos._dbos import _get_or_create_dbos_registry
 
 from akm_run.pool_schemas import create_executors, usable
 
@@ -31,6 +33,9 @@ TAKEOVER_AFTER_S = 30.0  # default: a worker silent this long is taken over
 BEAT_MAX_S = 60.0  # a worker beats at least this often, whatever its takeover time: see `serving`
 SERVING_WITHIN_S = 300.0  # a worker that beat this recently serves the database
 QUEUE_POLL_S = 1.0  # DBOS's default: how often a worker looks for work on each queue
+# How often a worker polls DBOS's internal queue (DBOS: every second). akm-run puts nothing there:
+# it holds only workflows started without a queue (a takeover puts a workflow back on its own).
+INTERNAL_QUEUE_POLL_S = 10.0
 SCHEMA = "akm_run"
 RUNS_QUEUE = "akm-runs"  # the drives of runs
 UNITS_QUEUES = "akm-units-c"  # + a width: the attempts of steps running that many units at once
@@ -75,9 +80,47 @@ def dbos_config(database_url: str, executor_id: str, **overrides: Any) -> DBOSCo
         "application_version": APP_VERSION,
         "executor_id": executor_id,
         "log_level": "WARNING",
+        # No liveness round trip (`;`) before every transaction: a quarter of an idle worker's statements.
+        # A connection the server dropped fails its next statement instead, which DBOS retries on a
+        # new connection (`_dbos_should_retry`) or, in a queue thread, at the next poll.
+        "db_engine_kwargs": {"pool_pre_ping": False},
     }
     config.update(overrides)  # type: ignore[typeddict-item]
     return config
+
+
+class Client(DBOSClient):
+    """DBOS's client with the engine DBOS would make for it (its pool, timeouts and session
+    settings), but without the liveness round trip before every transaction (see `dbos_config`)."""
+
+    IDLE_IN_TRANSACTION_MS = 60_000  # DBOS's default for its own connections
+
+    def __init__(self, database_url: str, pool_size: int) -> None:
+        self.engine = sqlalchemy.create_engine(
+            sqlalchemy.make_url(database_url).set(drivername="postgresql+psycopg"),
+            pool_size=pool_size,
+            max_overflow=0,
+            pool_timeout=30,
+            pool_pre_ping=False,
+            connect_args={"application_name": "dbos_transact_client", "connect_timeout": 10},
+        )
+        sqlalchemy.event.listen(self.engine, "connect", self._connected)
+        try:
+            super().__init__(system_database_engine=self.engine, application_name=APP_NAME)
+        except BaseException:
+            self.engine.dispose()
+            raise
+
+    def _connected(self, connection: Any, _record: Any) -> None:
+        """As DBOS does for its own: a session idle inside a transaction ends, releasing its locks
+        (committed: the pool rolls back a connection it takes back, which would undo a bare SET)."""
+        with connection.cursor() as cursor:
+            cursor.execute(f"SET idle_in_transaction_session_timeout = {self.IDLE_IN_TRANSACTION_MS}")
+        connection.commit()
+
+    def destroy(self) -> None:
+        super().destroy()
+        self.engine.dispose()  # DBOS leaves an engine it was given to its owner
 
 
 class Liveness:
@@ -134,6 +177,11 @@ def units_queue(map_concurrency: int) -> str:
     return f"{UNITS_QUEUES}{map_concurrency}"
 
 
+def _ours(name: str) -> bool:
+    """Whether a queue is one of the pool's (the runs queue or a units queue)."""
+    return name == RUNS_QUEUE or name.startswith(UNITS_QUEUES)
+
+
 class Worker:
     """One worker process's part in the pool: DBOS launched under its executor id, the runs queue
     declared, heartbeats and takeover on a thread of their own, and a stop that lets the work in
@@ -148,6 +196,7 @@ class Worker:
         takeover_after_s: float = TAKEOVER_AFTER_S,
         queue_poll_s: float = QUEUE_POLL_S,
         on_takeover: Callable[[str], None] | None = None,
+        database_queues: Sequence[str] = (),
         **dbos_overrides: Any,
     ) -> None:
         self.url = database_url
@@ -157,6 +206,7 @@ class Worker:
         self.queue_poll_s = queue_poll_s
         self.on_takeover = on_takeover
         self.dbos_overrides = dbos_overrides
+        self.database_queues = database_queues  # queues of other code in the process, polled by DBOS's rule
         self._stop = threading.Event()
         self._beating: threading.Thread | None = None
         self.warnings: list[str] = []  # what the worker should say (once each), taken by its owner
@@ -164,6 +214,8 @@ class Worker:
 
     def start(self) -> None:
         DBOS(config=dbos_config(self.url, self.executor_id, **self.dbos_overrides))
+        DBOS.listen_queues(self.database_queues)  # the pool's own queues are polled from memory: `_poll`
+        _get_or_create_dbos_registry().get_internal_queue()._polling_interval_sec = INTERNAL_QUEUE_POLL_S
         DBOS.launch()
         self._declare(RUNS_QUEUE)
         liveness = Liveness(self.url, self.executor_id, self.takeover_after_s)
@@ -216,26 +268,60 @@ class Worker:
         """Declare a queue with this worker's settings, saying so (`warnings`) when they replace
         other values a worker had stored: DBOS keeps one value per queue, for every worker."""
         before = DBOS.retrieve_queue(name)
-        DBOS.register_queue(name, partition_concurrency=partition_concurrency, worker_concurrency=worker_concurrency,
-                            polling_interval_sec=self.queue_poll_s, on_conflict="always_update")  # fmt: skip
+        self._poll(
+            name,
+            partition_concurrency=partition_concurrency,
+            worker_concurrency=worker_concurrency,
+            polling_interval_sec=self.queue_poll_s,
+        )
+        stored = DBOS.register_queue(
+            name,
+            partition_concurrency=partition_concurrency,
+            worker_concurrency=worker_concurrency,
+            polling_interval_sec=self.queue_poll_s,
+            on_conflict="always_update",
+        )
+        self.follow([stored])
         if before is not None:
             for option, theirs, ours in self._settings(before):
                 if theirs != ours:
-                    self._warn(f"{option} {ours} replaces {theirs}, another worker's, for every worker in the pool: "
-                               f"DBOS keeps one value per queue; give every worker the same {option}")  # fmt: skip
+                    self._warn(
+                        f"{option} {ours} replaces {theirs}, another worker's, for every worker in the pool: "
+                        f"DBOS keeps one value per queue; give every worker the same {option}"
+                    )
+
+    @staticmethod
+    def _poll(name: str, **settings: Any) -> Any:
+        """The queue this worker polls for `name`: one of DBOS's in-memory queues (as its internal
+        queue is), created with these settings the first time. DBOS would poll a queue declared in the
+        database by reading its row again before every poll, one more transaction per queue per
+        poll; the pool's queues keep their settings in the database all the same (one value for the
+        whole pool, docs/scale-out.md), which `follow` copies here once a second."""
+        registry = _get_or_create_dbos_registry()
+        return registry._register_internal_queue(name, **settings)
+
+    def follow(self, queues: Sequence[Any]) -> None:
+        """Poll the pool's queues with their settings as stored now (listed or just declared): what a
+        worker started since declared holds for this one too, as DBOS's database queues do."""
+        registry = _get_or_create_dbos_registry()
+        for queue in queues:
+            if (polled := registry.internal_queue_map.get(queue.name)) is not None and _ours(queue.name):
+                polled._refresh_fields(queue)
 
     def overridden(self, queues: Sequence[Any]) -> None:
         """Say (`warnings`, once per value) where the pool's queues, as listed now, no longer hold this
         worker's settings: a worker started since declared them with its own, which every worker
         (this one too) now uses."""
         for queue in queues:
-            if queue.name != RUNS_QUEUE and not queue.name.startswith(UNITS_QUEUES):
+            if not _ours(queue.name):
                 continue
             for option, theirs, ours in self._settings(queue):
                 if theirs != ours:
-                    self._warn(f"the pool now uses {option} {theirs}, not this worker's {ours}, for every worker: "
-                               f"another worker declared its own (DBOS keeps one value per queue); give every "
-                               f"worker the same {option}")  # fmt: skip
+                    self._warn(
+                        f"the pool now uses {option} {theirs}, not this worker's {ours}, for every worker: "
+                        f"another worker declared its own (DBOS keeps one value per queue); give every "
+                        f"worker the same {option}"
+                    )
 
     def _settings(self, queue: Any) -> list[tuple[str, str, str]]:
         """(option, the queue's stored value, this worker's) for the options a queue stores. DBOS's

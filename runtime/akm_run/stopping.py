@@ -63,8 +63,9 @@ class Attempts:
     def for_worker(cls, client: DBOSClient) -> Attempts:
         """A worker's attempts, guarded, with a thread that watches for their cancellation."""
         attempts = cls(Guard())
-        threading.Thread(target=attempts.watch, args=(client, attempts.watching), name="akm-cancelled",
-                         daemon=True).start()  # fmt: skip
+        threading.Thread(
+            target=attempts.watch, args=(client, attempts.watching), name="akm-cancelled", daemon=True
+        ).start()
         return attempts
 
     def execute(self, store: PostgresStore, settings: Settings, request: Request) -> End:
@@ -80,8 +81,12 @@ class Attempts:
     def close(self, executor_id: str) -> None:
         """The worker's grace period is over: stop what still runs, and say so."""
         if stopped := self.stop_units():
-            print(f"akm-run worker {executor_id}: stopped {stopped} unit(s) still running after the grace period; "
-                  f"they run again on a takeover or on this worker's next start", file=sys.stderr, flush=True)  # fmt: skip
+            print(
+                f"akm-run worker {executor_id}: stopped {stopped} unit(s) still running after the grace period; "
+                f"they run again on a takeover or on this worker's next start",
+                file=sys.stderr,
+                flush=True,
+            )
         self.watching.set()
 
     def run(self, workflow_id: str) -> Running:
@@ -116,8 +121,9 @@ class Attempts:
             if not ids:
                 continue
             try:
-                cancelled = client.list_workflows(workflow_ids=ids, status="CANCELLED", load_input=False,
-                                                  load_output=False)  # fmt: skip
+                cancelled = client.list_workflows(
+                    workflow_ids=ids, status="CANCELLED", load_input=False, load_output=False
+                )
             except Exception:  # noqa: BLE001 - a database that is away for a while: look again
                 continue
             with self.lock:
@@ -145,8 +151,14 @@ class Attempts:
         row = store.run(request.run_id)
         if row is not None and (row.failure or {}).get("reason") == "abandoned":
             ended.message = (ended.message or "").replace("the drive was aborted", "the run was abandoned", 1)
-        store.abort_attempt(request.run_id, request.place.journal, request.place.step_id, request.attempt,
-                            ended.message, ended.stderr_tail)  # fmt: skip
+        store.abort_attempt(
+            request.run_id,
+            request.place.journal,
+            request.place.step_id,
+            request.attempt,
+            ended.message,
+            ended.stderr_tail,
+        )
         return dataclasses.replace(ended, recorded=True)
 
 

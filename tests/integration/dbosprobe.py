@@ -224,6 +224,7 @@ def worker(executor_id: str, url: str, directory: str, takeover_after_s: float) 
         queue_poll_s=0.1,
         on_takeover=lambda executor: note(directory, f"took-over {executor} {executor_id}"),
         notification_listener_polling_interval_sec=0.1,
+        database_queues=(RUNS, UNITS),
     )
     pool.start()
     # The probe's own queues, polled often: the experiments wait on them.

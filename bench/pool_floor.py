@@ -19,7 +19,6 @@ import argparse
 import collections
 import json
 import os
-import re
 import resource
 import signal
 import statistics
@@ -34,6 +33,7 @@ HERE = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(HERE / "tests"))
 sys.path.insert(0, str(HERE / "bench"))
 
+from scaleout import counted as scaleout_counted  # noqa: E402
 from scaleout import cpu_seconds, group, plan  # noqa: E402
 
 from helpers import PostgresServer, Runtime  # noqa: E402
@@ -124,29 +124,13 @@ def measured(server: PostgresServer, worker_pid: int, act: Callable[[], None]) -
 
 
 def counted(server: PostgresServer, act: Callable[[], None]) -> collections.Counter[str]:
-    """The statements the server logs while `act` runs (log_statement = all), by text."""
-    import psycopg
+    """The statements the server logs while `act` runs and the worker settles (scaleout.counted)."""
 
-    with psycopg.connect(server.url(), autocommit=True) as db:
-        db.execute("ALTER SYSTEM SET log_statement = 'all'")
-        db.execute("SELECT pg_reload_conf()")
-        time.sleep(1)
-        start = server.log.stat().st_size
+    def acted() -> None:
         act()
         time.sleep(0.5)
-        end = server.log.stat().st_size
-        db.execute("ALTER SYSTEM RESET log_statement")
-        db.execute("SELECT pg_reload_conf()")
-    with server.log.open("rb") as log:
-        log.seek(start)
-        text = log.read(end - start).decode(errors="replace")
-    lines = re.split(r"\n(?=\d{4}-\d\d-\d\d )", text)
-    found = collections.Counter(
-        re.sub(r"'[^']*'|\b\d+\b", "?", " ".join(match.group(1).split()))[:90]
-        for line in lines
-        if (match := re.search(r"LOG:  (?:statement|execute [^:]*): (.*)", line, re.S))
-    )
-    return found
+
+    return scaleout_counted(server, acted, width=90)
 
 
 def run(argv: list[str], cwd: Path, env: dict[str, str]) -> None:

@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psycopg
@@ -212,15 +213,15 @@ def idle(server: PostgresServer, args: argparse.Namespace) -> None:
             print("\n".join(problems), file=sys.stderr)
 
 
-def statements(server: PostgresServer, seconds: float) -> None:
-    """The statements the server runs for `seconds` (the idle worker's, alone on this private
-    server), from its log with log_statement on, most frequent first, per second."""
+def counted(server: PostgresServer, act: Callable[[], object], width: int) -> collections.Counter[str]:
+    """The statements the server logs while `act` runs (log_statement = all), by their text cut to
+    `width` with literals as `?`."""
     with psycopg.connect(server.url(), autocommit=True) as db:
         db.execute("ALTER SYSTEM SET log_statement = 'all'")
         db.execute("SELECT pg_reload_conf()")
         time.sleep(1)
         start = server.log.stat().st_size
-        time.sleep(seconds)
+        act()
         end = server.log.stat().st_size
         db.execute("ALTER SYSTEM RESET log_statement")
         db.execute("SELECT pg_reload_conf()")
@@ -230,11 +231,17 @@ def statements(server: PostgresServer, seconds: float) -> None:
     # "statement: SQL" (simple protocol) or "execute NAME: SQL" (a prepared statement); the log's
     # continuation lines (a statement over several lines) are joined to theirs.
     lines = re.split(r"\n(?=\d{4}-\d\d-\d\d )", text)
-    found = collections.Counter(
-        re.sub(r"'[^']*'|\b\d+\b", "?", " ".join(match.group(1).split()))[:100]
+    return collections.Counter(
+        re.sub(r"'[^']*'|\b\d+\b", "?", " ".join(match.group(1).split()))[:width]
         for line in lines
         if (match := re.search(r"LOG:  (?:statement|execute [^:]*): (.*)", line, re.S))
     )
+
+
+def statements(server: PostgresServer, seconds: float) -> None:
+    """The statements the server runs for `seconds` (the idle worker's, alone on this private
+    server), from its log with log_statement on, most frequent first, per second."""
+    found = counted(server, lambda: time.sleep(seconds), width=100)
     print(f"  statements    {sum(found.values()) / seconds:6.1f} /s (log_statement, {seconds:.0f} s), most frequent:")
     for statement, count in found.most_common(8):
         print(f"    {count / seconds:6.1f} /s  {statement}")

@@ -133,20 +133,8 @@ def test_runs_remember_workdir_and_agent_and_every_hint_pastes_as_printed(runtim
     env = runtime.env()
     del env["AKM_STATE_DIR"]
     agent = 'printf \'"%s"\' "$(pwd)"'
-    started = _akm(
-        "run",
-        plan,
-        "--state-dir",
-        "custom",
-        "--workdir",
-        "work",
-        "--agent-cmd",
-        agent,
-        "--format",
-        "json",
-        cwd=runtime.root,
-        env=env,
-    )
+    start = ("run", plan, "--state-dir", "custom", "--workdir", "work", "--agent-cmd", agent, "--format", "json")
+    started = _akm(*start, cwd=runtime.root, env=env)
     assert started.returncode == 3, started.stderr
     document = json.loads(started.stdout)
     approve, then = _printed_commands(document["blocked"]["notes"])[::2][:2]
@@ -162,20 +150,7 @@ def test_runs_remember_workdir_and_agent_and_every_hint_pastes_as_printed(runtim
     assert second_step is not None and second_step.output == str((runtime.root / "work").resolve())
     # an override on the command line wins over what the run remembers
     (runtime.root / "other").mkdir()
-    again = _akm(
-        "run",
-        plan,
-        "--state-dir",
-        "custom",
-        "--workdir",
-        "work",
-        "--agent-cmd",
-        agent,
-        "--format",
-        "json",
-        cwd=runtime.root,
-        env=env,
-    )
+    again = _akm(*start, cwd=runtime.root, env=env)
     run_id = json.loads(again.stdout)["runId"]
     assert _akm("approve", run_id, "wait", "--state-dir", "custom", cwd=runtime.root, env=env).returncode == 0
     assert _akm("run", run_id, "--state-dir", "custom", "--workdir", "other", cwd=runtime.root, env=env).returncode == 0

@@ -34,9 +34,8 @@ def run(source: Path, *, output: Path | None, out_dir: Path | None, check: bool,
         return _compare({target: rendered}, _refresh(source, output, out_dir, root))
     if output is None and out_dir is None:
         sys.stdout.write(rendered)
-    else:
-        _write(output or _default_out(source, out_dir, result.ref), rendered)
-    return exitcodes.OK
+        return exitcodes.OK
+    return _write({output or _default_out(source, out_dir, result.ref): rendered})
 
 
 def _default_out(source: Path, out_dir: Path | None, ref: str | None) -> Path:
@@ -58,8 +57,8 @@ def _directory(directory: Path, out_dir: Path, check: bool, root: Path | None) -
         return exitcodes.FINDINGS
     if check:
         return _compare(wanted, _refresh(directory, None, out_dir, root), _orphans(out_dir, wanted))
-    for target, rendered in wanted.items():
-        _write(target, rendered)
+    if (code := _write(wanted)) != exitcodes.OK:
+        return code
     print(
         f"wrote {len(wanted)} plan file{'s' if len(wanted) != 1 else ''} under {display_path(out_dir)}", file=sys.stderr
     )
@@ -114,6 +113,14 @@ def _compare(wanted: dict[Path, str], refresh: str, orphans: Sequence[Path] = ()
     return exitcodes.FINDINGS if stale or orphans else exitcodes.OK
 
 
-def _write(target: Path, rendered: str) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    write_atomically(target, rendered)
+def _write(plans: dict[Path, str]) -> int:
+    """Write each plan file (its directories made as needed); a path that cannot be written (a file
+    where a directory must be, no permission) is a usage error that names it."""
+    for target, rendered in plans.items():
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            write_atomically(target, rendered)
+        except OSError as error:
+            print(f"akmc: error: cannot write {display_path(target)}: {error.strerror or error}", file=sys.stderr)
+            return exitcodes.USAGE
+    return exitcodes.OK

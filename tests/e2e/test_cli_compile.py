@@ -6,6 +6,8 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 from akm_run.plan import plan_hash
 from helpers import REPO, run_cli
 
@@ -151,3 +153,21 @@ def test_output_and_out_dir_together_are_a_usage_error(tmp_path: Path) -> None:
     result = run_cli("compile", "workflows/minimal.akm", "-o", "x.json", "--out-dir", "plans", cwd=tmp_path / "ws")
     assert result.returncode == 2 and result.stderr == "akmc: error: give -o or --out-dir, not both\n"
     assert not (tmp_path / "ws" / "x.json").exists()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["workflows/minimal.akm", "--out-dir", "blocker"],
+        ["workflows/minimal.akm", "-o", "blocker/x.json"],
+        ["workflows", "--out-dir", "blocker"],
+    ],
+)
+def test_a_plan_path_that_cannot_be_written_is_a_usage_error_naming_it(tmp_path: Path, argv: list[str]) -> None:
+    """A file where the plan's directory must be: one `akmc: error:` line naming the path, exit 2,
+    never an internal error."""
+    shutil.copytree(CORPUS, tmp_path / "ws")
+    (tmp_path / "ws" / "blocker").write_text("")
+    result = run_cli("compile", *argv, cwd=tmp_path / "ws")
+    assert result.returncode == 2
+    assert result.stderr.startswith("akmc: error: cannot write blocker/") and "internal error" not in result.stderr

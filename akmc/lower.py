@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, cast
 
+from akm_run import features
 from akm_run import planformat as pf
 from akmc import ast, compose
 from akmc import types as t
@@ -130,6 +131,9 @@ def lower(
         plan["outputs"] = outputs
     plan["steps"] = [_step(sm, typed, lowering, children or {}) for sm in model.steps]
     plan["sourceReadSet"] = lowering.read_set()
+    used = features.used(plan)
+    if used:
+        plan["features"] = used
     return plan
 
 

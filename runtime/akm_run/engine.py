@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from akm_run import children, core, decisions, numbers, progress, units
+from akm_run import children, core, decisions, features, numbers, progress, units
 from akm_run import planformat as pf
 from akm_run.attempts import Attempts, StepStart
 from akm_run.core import Aborted, DriveResult, End
@@ -110,6 +110,7 @@ def stored_plan(run: RunRow) -> pf.Plan:
     """The run's plan, re-verified: a tampered row is refused (PlanError)."""
     plan = loads_strict(run.plan_json.encode())
     verify_plan(plan)
+    features.require_supported(plan)
     if plan_hash(plan) != run.plan_hash:
         raise PlanError("plan", f"stored plan hash {plan_hash(plan)} does not match the run's {run.plan_hash}")
     verified: pf.Plan = json.loads(run.plan_json)

@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from akm_run import strictjson, wording
+from akm_run import features, strictjson, wording
 from akm_run.digest import canonical_bytes, tagged_sha256
 from akm_run.planformat import (
     FORMAT,
@@ -286,6 +286,7 @@ def _decode_plan() -> Check:
 
 
 def _semantics(plan: dict[str, Any], path: str) -> None:
+    features.check_declared(plan, path)
     params = plan.get("params", {})
     for name, param in params.items():
         if "default" in param:

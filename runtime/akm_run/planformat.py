@@ -36,6 +36,9 @@ RetryReason = Literal["exit", "timeout", "spawn_error", "output_invalid"]
 RETRY_REASONS: tuple[RetryReason, ...] = ("exit", "timeout", "spawn_error", "output_invalid")
 OnError = Literal["fail", "continue"]
 ON_ERROR: tuple[OnError, ...] = ("fail", "continue")
+# The third-edition constructs a plan may use (`plan.features`, derived by akm_run.features).
+Feature = Literal["exclusive", "keepGoing", "notify", "parallel", "stall", "tokens", "worktree"]
+FEATURES: tuple[Feature, ...] = ("exclusive", "keepGoing", "notify", "parallel", "stall", "tokens", "worktree")
 
 # -- patterns (matched in full) -------------------------------------------------------------------------
 
@@ -278,6 +281,8 @@ class Plan(TypedDict):
     description: NotRequired[str]
     params: NotRequired[Annotated[dict[Name, Param], Entries(MAX_PARAMS)]]
     outputs: NotRequired[Annotated[dict[Name, Output], Entries(MAX_OUTPUTS)]]
+    # Sorted and unique; the decoder derives the same list from the plan (akm_run.features).
+    features: NotRequired[Annotated[list[Feature], Items(1, len(FEATURES))]]
 
 
 class PlanFile(TypedDict):

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from akm_run import signing, wording
+from akm_run import features, signing, wording
 from akm_run.plan import MAX_DEPTH, PlanError, loads_strict, plan_hash, read_bytes, verify_file
 from akm_run.signing import MAX_SIGNATURE_BYTES, MAX_SIGNERS_BYTES, SignatureRefused, Signer, SigningUnavailable
 
@@ -90,6 +90,7 @@ def admit(
     SigningUnavailable; nothing is written."""
     data = read_bytes(path)
     plan = verify_file(data, expect_hash)
+    features.require_supported(plan)
     if signers is None:
         return Admitted(plan, None)
     signers_bytes = _signers(signers)

@@ -72,6 +72,13 @@ MUTATIONS: dict[str, tuple[Mutation, str | None]] = {  # None: a leaf changed, w
     # an unhashable tag used to raise TypeError out of the decoder (found by test_plan_format)
     "list as a kind": (lambda p: p["steps"][0].update(kind=[]), "plan.steps[0].kind: expected one of"),
     "object as onError": (lambda p: p["steps"][0].update(onError={}), "plan.steps[0].onError: expected one of"),
+    # `features` must be exactly what the plan uses (akm_run.features): this plan uses none
+    "undue feature": (
+        lambda p: p.update(features=["parallel"]),
+        'plan.features: declares features ["parallel"], but the plan uses []',
+    ),
+    "empty features": (lambda p: p.update(features=[]), "plan.features: must be absent rather than empty"),
+    "unknown feature": (lambda p: p.update(features=["teleport"]), "plan.features[0]: expected one of"),
 }
 
 

@@ -1,0 +1,58 @@
+"""`plan.features`: the third-edition constructs a plan uses, derived from the plan itself.
+
+A plan that uses a construct says so (docs/plan-format.md, "Features"): the compiler writes the
+derived list, the decoder refuses a plan whose declared list differs from it, and a runtime refuses
+a plan that needs a feature it does not honour. Nothing is half-honoured. Each construct adds its
+detector here and, once the runtime runs it, its name to SUPPORTED.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from akm_run import wording
+from akm_run.planformat import Feature, PlanError
+
+# A plan-level key or a step's key that means the plan uses the feature.
+PLAN_DETECTORS: Mapping[Feature, Callable[[Mapping[str, Any]], bool]] = {}
+STEP_DETECTORS: Mapping[Feature, Callable[[Mapping[str, Any]], bool]] = {}
+
+# The features this runtime honours.
+SUPPORTED: frozenset[Feature] = frozenset()
+
+
+def plans(plan: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
+    """The plan and every plan it embeds."""
+    yield plan
+    for step in plan["steps"]:
+        target = step.get("target")
+        if target is not None and target["kind"] == "child-workflow":
+            yield from plans(target["plan"])
+
+
+def used(plan: Mapping[str, Any]) -> list[Feature]:
+    """The sorted names of the constructs the plan or any embedded child uses."""
+    found: set[Feature] = set()
+    for each in plans(plan):
+        found.update(name for name, uses in PLAN_DETECTORS.items() if uses(each))
+        for step in each["steps"]:
+            found.update(name for name, uses in STEP_DETECTORS.items() if uses(step))
+    return sorted(found)
+
+
+def check_declared(plan: Mapping[str, Any], path: str) -> None:
+    """The plan's `features` is exactly the derived list (absent when empty); raises PlanError."""
+    declared = plan.get("features", [])
+    derived = used(plan)
+    if declared != derived:
+        mismatch = wording.features_mismatch(declared=json.dumps(declared), used=json.dumps(derived))
+        raise PlanError(f"{path}.features", mismatch)
+
+
+def require_supported(plan: Mapping[str, Any]) -> None:
+    """Refuse a plan that needs a feature this runtime does not honour (PlanError, exit 4)."""
+    for feature in plan.get("features", []):
+        if feature not in SUPPORTED:
+            raise PlanError("plan.features", wording.feature_unsupported(feature=json.dumps(feature)))

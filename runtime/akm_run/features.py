@@ -24,11 +24,12 @@ SUPPORTED: frozenset[Feature] = frozenset()
 
 
 def plans(plan: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
-    """The plan and every plan it embeds."""
+    """The plan and every plan it embeds. (A plan the compiler builds for a workflow with errors,
+    which is never written, may hold a child target without its plan.)"""
     yield plan
     for step in plan["steps"]:
         target = step.get("target")
-        if target is not None and target["kind"] == "child-workflow":
+        if target is not None and target["kind"] == "child-workflow" and "plan" in target:
             yield from plans(target["plan"])
 
 

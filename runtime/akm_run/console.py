@@ -11,13 +11,25 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from akm_run.stateroot import STATE_DIR_NAME, default_state_dir
 from akm_run.wording import Failure
 
 
 def state_dir(args: argparse.Namespace) -> Path:
+    """The state directory: --state-dir, else $AKM_STATE_DIR, else the one found from the current
+    directory (akm_run.stateroot)."""
     if args.state_dir is not None:
         return Path(args.state_dir)
-    return Path(os.environ.get("AKM_STATE_DIR") or ".akm-run")
+    return default_state_dir()
+
+
+def found_elsewhere(args: argparse.Namespace) -> Path | None:
+    """The state directory, absolute, when neither the command line nor $AKM_STATE_DIR named it and
+    it was found above the current directory (None otherwise): `status` and `list` say where."""
+    if args.state_dir is not None or os.environ.get("AKM_STATE_DIR"):
+        return None
+    directory = default_state_dir()
+    return None if directory == Path.cwd().absolute() / STATE_DIR_NAME else directory
 
 
 CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")

@@ -66,9 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     logs.add_argument("--unit", type=int, metavar="N", help="only map item N (0 for a step's single unit)")
     logs.add_argument("--attempt", type=int, metavar="N", help="only attempt N of each unit")
     logs.add_argument("--format", choices=("text", "json"), default="text")
-    events_options(
-        command("events", "Show a run's events in commit order (default: the latest run); --follow waits for more.")
-    )
+    events_options(command("events", "Show a run's events in commit order; --follow waits for more."))
     resume = command("resume", "Reopen a blocked or failed run: its blocked and failed steps become pending.")
     resume.add_argument("run_id", metavar="RUN")
     approve = command("approve", "Approve (or --reject) a blocked approval step.")

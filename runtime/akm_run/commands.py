@@ -13,7 +13,7 @@ from typing import Any
 
 from akm_run import children, exitcodes, operations, progress, report, serving, wording
 from akm_run import planformat as pf
-from akm_run.console import as_given, emit, fail, found_elsewhere, on_signals, state_dir, utf8
+from akm_run.console import as_given, emit, fail, on_signals, say_where, state_dir, utf8
 from akm_run.core import SIGNALLED, DriveResult
 from akm_run.database_url import ENV, SharedStore, redacted, select, shown, unusable
 from akm_run.drive_errors import drive_failure
@@ -295,7 +295,7 @@ def status(args: argparse.Namespace) -> int:
     if isinstance(found, int):
         return found
     store, row = found
-    _say_where(args)
+    say_where(args)
     document = report.status_document(store, row, hints_for(args))
     emit(document, report.status_text(document), args.format)
     return exitcodes.COMPLETED
@@ -304,16 +304,10 @@ def status(args: argparse.Namespace) -> int:
 def list_runs(args: argparse.Namespace) -> int:
     store = _open(args, reading=True)
     runs = [] if store is None else store.runs(children=args.children, status=args.status)
-    _say_where(args)
+    say_where(args)
     document = report.list_document(runs)
     emit(document, report.list_text(document), args.format)
     return exitcodes.COMPLETED
-
-
-def _say_where(args: argparse.Namespace) -> None:
-    """On stderr, the state directory found above the current directory (nothing was named)."""
-    if _shared(args) is None and (directory := found_elsewhere(args)) is not None:
-        print(wording.state_found(directory=directory), file=sys.stderr)
 
 
 def logs(args: argparse.Namespace) -> int:
@@ -333,25 +327,11 @@ def events(args: argparse.Namespace) -> int:
     """`akm-run events`: the run's timeline (akm_run.events); with --follow, `run`'s exit code."""
     from akm_run import events as timeline  # the verb's own module, for this verb only
 
-    if args.since < 0:
-        return fail(wording.since_negative(since=args.since))
-    try:
-        wanted = timeline.kind_filter(args.kind)
-    except timeline.BadGlob as error:
-        return fail(wording.bad_kind_glob(error=error))
+    request = timeline.asked(args.children, args.since, args.kind, args.follow, args.format)
+    if isinstance(request, Failure):
+        return fail(request)
     found = _reading(args)
-    if isinstance(found, int):
-        return found
-    store, row = found
-    polling = timeline.Polling()
-    if (shared := _shared(args)) is not None:
-        from akm_run import submitting  # DBOS (PG_IMPORT)
-
-        polling = timeline.Polling(idle_s=1.0, lock_s=2.0, pending=submitting.drive_pending(shared.url))
-    stop = threading.Event()
-    on_signals(lambda signum, frame: stop.set())
-    request = timeline.Request(args.children, args.since, wanted, args.follow, args.format)
-    return timeline.timeline(store, row, request, polling, stop)
+    return found if isinstance(found, int) else timeline.watch(*found, request, _shared(args))
 
 
 # -- resume, approve, abandon --------------------------------------------------------------------------

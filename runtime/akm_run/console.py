@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from akm_run import wording
+from akm_run.database_url import select
 from akm_run.stateroot import STATE_DIR_NAME, default_state_dir
 from akm_run.wording import Failure
 
@@ -23,13 +25,13 @@ def state_dir(args: argparse.Namespace) -> Path:
     return default_state_dir()
 
 
-def found_elsewhere(args: argparse.Namespace) -> Path | None:
-    """The state directory, absolute, when neither the command line nor $AKM_STATE_DIR named it and
-    it was found above the current directory (None otherwise): `status` and `list` say where."""
-    if args.state_dir is not None or os.environ.get("AKM_STATE_DIR"):
-        return None
-    directory = default_state_dir()
-    return None if directory == Path.cwd().absolute() / STATE_DIR_NAME else directory
+def say_where(args: argparse.Namespace) -> None:
+    """For `status` and `list`: `state: DIR` on stderr when no store was named (no --state-dir,
+    $AKM_STATE_DIR or database) and the state directory found is not the current directory's own."""
+    if args.state_dir is not None or os.environ.get("AKM_STATE_DIR") or select(args.database) is not None:
+        return
+    if (directory := default_state_dir()) != Path.cwd().absolute() / STATE_DIR_NAME:
+        print(wording.state_found(directory=directory), file=sys.stderr)
 
 
 CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")

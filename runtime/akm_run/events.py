@@ -13,12 +13,14 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from akm_run import exitcodes
-from akm_run.console import C1, emit, escaped
+from akm_run import exitcodes, wording
+from akm_run.console import C1, emit, escaped, on_signals
+from akm_run.database_url import SharedStore
 from akm_run.migrations import EVENT_KINDS
 from akm_run.progress import where
 from akm_run.rows import Event, RunRow
 from akm_run.store import Store
+from akm_run.wording import Failure
 
 SETTLED = {"run.completed": exitcodes.COMPLETED, "run.failed": exitcodes.FAILED, "run.blocked": exitcodes.BLOCKED}
 STATUS_EXIT = {"completed": exitcodes.COMPLETED, "failed": exitcodes.FAILED, "blocked": exitcodes.BLOCKED}
@@ -248,6 +250,29 @@ class Request:
     wanted: Callable[[str], bool]
     follow: bool
     fmt: str
+
+
+def asked(children: bool, since: int, kinds: Sequence[str], following: bool, fmt: str) -> Request | Failure:
+    """The request the command line makes, or why it cannot be answered (before any store is read)."""
+    if since < 0:
+        return wording.since_negative(since=since)
+    try:
+        wanted = kind_filter(kinds)
+    except BadGlob as error:
+        return wording.bad_kind_glob(error=error)
+    return Request(children, since, wanted, following, fmt)
+
+
+def watch(store: Store, row: RunRow, request: Request, shared: SharedStore | None) -> int:
+    """`timeline`, polling as the store wants, until a signal stops a follower."""
+    polling = Polling()
+    if shared is not None:
+        from akm_run import submitting  # DBOS: for the shared store only (commands.PG_IMPORT)
+
+        polling = Polling(idle_s=1.0, lock_s=2.0, pending=submitting.drive_pending(shared.url))
+    stop = threading.Event()
+    on_signals(lambda signum, frame: stop.set())
+    return timeline(store, row, request, polling, stop)
 
 
 def timeline(store: Store, row: RunRow, request: Request, polling: Polling, stop: threading.Event) -> int:

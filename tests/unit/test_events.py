@@ -1,0 +1,149 @@
+"""akm_run.events: the docs' event catalog is the runtime's, kind for kind and key for key; kind
+globs; how an event is written as JSON and as text."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from akm_run.events import BadGlob, Lanes, document, kind_filter, stamp, text_line
+from akm_run.migrations import EVENT_KINDS
+from akm_run.rows import AttemptFailure, Event
+from akm_run.signing import Signer
+from akm_run.sqlitestore import SQLiteStore
+from akm_run.trust import Signature
+from helpers import REPO
+
+PLAN = {"irVersion": 1, "ref": "workflows/w", "title": "w", "limits": {}}
+PLAN["steps"] = [{"stepId": "a", "index": 0}, {"stepId": "b", "index": 1}]
+
+
+def catalog() -> dict[str, set[str]]:
+    """docs/runtime.md's event kinds table: each kind's `data` keys (optional ones without their `?`)."""
+    text = (REPO / "docs" / "runtime.md").read_text(encoding="utf-8")
+    table = text.split("### The event kinds", 1)[1].split("\n#", 1)[0]
+    rows = re.findall(r"^\| `([a-z.]+)` \| [^|]* \| (.*) \|$", table, re.M)
+    assert len(rows) == len({kind for kind, _ in rows}), "a kind listed twice"
+    # The keys are the cell's backticked names, not those inside a value's braces: `{stepId, reason}`.
+    return {kind: set(re.findall(r"`([A-Za-z]+)\??(?:: null)?`", cell)) for kind, cell in rows}
+
+
+def test_the_docs_catalog_lists_exactly_the_event_kinds_in_their_order() -> None:
+    text = (REPO / "docs" / "runtime.md").read_text(encoding="utf-8")
+    table = text.split("### The event kinds", 1)[1].split("\n#", 1)[0]
+    assert re.findall(r"^\| `([a-z.]+)` \|", table, re.M) == list(EVENT_KINDS)
+
+
+def written(tmp_path: Path) -> dict[str, set[str]]:
+    """The `data` keys each kind has when every journal transition runs once (on a real SQLite store)."""
+    store = SQLiteStore(tmp_path / "state")
+    signature = Signature(b"{}", b"sig", Signer("ada", "SHA256:x"), "ada ssh-ed25519 AAAA")
+    store.publish_run("r1", PLAN, "sha256:x", {}, signature=signature)
+    store.publish_run("c1", PLAN, "sha256:x", {}, parent_run_id="r1", parent_unit_id="a:solo", invocation_key="k")
+    store.start_step("r1", "a", 0)
+    attempt = store.begin_attempt("r1", "a:solo", "a", None, "sha256:h", "d-1", new_unit=True)
+    store.fail_attempt("r1", "a:solo", "a", attempt, AttemptFailure("exit", "m", 1, final=False))
+    store.begin_attempt("r1", "a:solo", "a", None, "sha256:h", "d-1", new_unit=False)
+    store.abort_attempt("r1", "a:solo", "a", 2, "aborted", None)
+    store.begin_attempt("r1", "a:solo", "a", None, "sha256:h", "d-1", new_unit=False)
+    store.interrupt_attempt("r1", "a:solo", "a", 3)
+    store.begin_attempt("r1", "a:solo", "a", None, "sha256:h", "d-1", new_unit=False)
+    store.complete_attempt("r1", "a:solo", "a", 4, 1, None)
+    store.fail_unit("r1", "b:solo", "b", None, "input_unresolved", "m")
+    store.complete_step("r1", "a", 1)
+    store.fail_step("r1", "b", "units_failed", "m")
+    store.skip_step("c1", "a", "route")
+    store.reject_gate("c1", "b", 0, "too short")
+    store.block_step("c1", "b", "why", "gate_rejected")
+    store.block_run("c1", "why")
+    store.reopen_run("c1")
+    store.block_run("c1", "why")
+    store.unblock_run("c1")
+    store.decide_step("c1", "a", {"approved": True}, "al", approved=True)
+    store.reject_step("c1", "b", {"approved": False}, "rejected by bo", "bo")
+    store.fail_run("c1", {"stepId": "b", "reason": "approval_rejected", "message": "m"}, clear_notes=True)
+    store.complete_run("r1", {})
+    store.abandon_run("c1", {"stepId": None, "reason": "abandoned", "message": "m"})
+    keys: dict[str, set[str]] = {}
+    for run_id in ("r1", "c1"):
+        for kind, _, _, data in store.events(run_id):
+            keys.setdefault(kind, set()).update(data)
+    store.close()
+    return keys
+
+
+def test_every_transition_writes_only_the_data_keys_the_catalog_lists(tmp_path: Path) -> None:
+    keys, documented = written(tmp_path), catalog()
+    assert set(keys) == set(EVENT_KINDS)  # every kind was written above
+    assert {kind: found - documented[kind] for kind, found in keys.items() if found - documented[kind]} == {}
+
+
+@given(st.text(max_size=20))
+def test_any_kind_glob_is_refused_as_a_glob_or_selects_kinds(glob: str) -> None:
+    try:
+        wanted = kind_filter([glob])
+    except BadGlob as error:
+        assert repr(glob) in str(error)
+        return
+    assert any(wanted(kind) for kind in EVENT_KINDS)
+
+
+@pytest.mark.parametrize(
+    ("globs", "kinds"),
+    [
+        (["step.*"], [k for k in EVENT_KINDS if k.startswith("step.")]),
+        (["run.[bc]*", "gate.rejected"], ["run.completed", "run.blocked", "gate.rejected"]),
+        ([], list(EVENT_KINDS)),
+    ],
+)
+def test_globs_select_kinds(globs: list[str], kinds: list[str]) -> None:
+    wanted = kind_filter(globs)
+    assert [k for k in EVENT_KINDS if wanted(k)] == kinds
+
+
+def _event(**fields: Any) -> Event:
+    base: dict[str, Any] = {"seq": 7, "run_id": "c", "kind": "unit.failed", "step_id": "s", "unit_id": "s:solo"}
+    base |= {"data": {"attempt": 2, "reason": "exit", "final": True}, "at": 1_795_000_000.25}
+    return Event(**(base | fields))
+
+
+class NoStore:
+    """A store that knows two runs: `c`, a child of `p`."""
+
+    def run(self, run_id: str) -> Any:
+        from akm_run.rows import RunRow
+
+        parent = "p" if run_id == "c" else None
+        return RunRow(run_id, f"workflows/{run_id}", run_id, "", "{}", "{}", "active", 0, parent, None, None,
+                      None, None, None, 0, 0.0, 0.0, None, None)  # fmt: skip
+
+
+def test_an_event_as_json_carries_its_lane_and_its_attempt() -> None:
+    lanes = Lanes(NoStore())  # type: ignore[arg-type]
+    assert document(_event(), lanes) == {
+        "seq": 7,
+        "at": "2026-11-18T11:06:40.250Z",
+        "runId": "c",
+        "path": ["p", "c"],
+        "kind": "unit.failed",
+        "stepId": "s",
+        "unitId": "s:solo",
+        "attempt": 2,
+        "data": {"attempt": 2, "reason": "exit", "final": True},
+    }
+    assert "stepId" not in document(_event(step_id=None, unit_id=None, data={}), lanes)
+
+
+def test_an_event_as_text_names_a_child_run_and_escapes_what_it_quotes() -> None:
+    lanes = Lanes(NoStore())  # type: ignore[arg-type]
+    line = text_line(_event(data={"reason": "exit\x1b[2J"}), lanes, "p", 1_795_000_000.0)
+    assert line == "11:06:40.250  +0.250s  workflows/c (c): unit.failed  s s:solo (exit\\x1b[2J)"
+    assert text_line(_event(run_id="p"), lanes, "p", None).startswith(
+        "11:06:40.250  ?  unit.failed  s s:solo attempt 2"
+    )
+    assert stamp(0.999) == "1970-01-01T00:00:00.999Z"

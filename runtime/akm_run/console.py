@@ -30,8 +30,9 @@ def say_where(args: argparse.Namespace) -> None:
     $AKM_STATE_DIR or database) and the state directory found is not the current directory's own."""
     if args.state_dir is not None or os.environ.get("AKM_STATE_DIR") or select(args.database) is not None:
         return
-    if (directory := default_state_dir()) != Path.cwd().absolute() / STATE_DIR_NAME:
-        print(wording.state_found(directory=directory), file=sys.stderr)
+    directory = default_state_dir()  # absolute, but where no current directory was left to walk up from
+    if directory.is_absolute() and directory != Path.cwd() / STATE_DIR_NAME:
+        print(escaped(wording.state_found(directory=directory)), file=sys.stderr)
 
 
 CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")

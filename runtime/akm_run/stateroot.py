@@ -14,13 +14,21 @@ DATABASE = "state.db"
 ROOT_MARKERS = ("akm.toml", ".git")
 
 
+def _holds(directory: Path, name: str, *, file: bool = False) -> bool:
+    """Whether `directory/name` exists (is a file, with `file`); an unreadable one does not."""
+    try:
+        return (directory / name).is_file() if file else (directory / name).exists()
+    except OSError:
+        return False
+
+
 def project_root(start: Path) -> Path | None:
     """The nearest ancestor of `start` (itself included) holding `akm.toml`, else the nearest holding
     `.git`; None when no ancestor holds either."""
     ancestors = [start, *start.parents]
     for marker in ROOT_MARKERS:
         for directory in ancestors:
-            if (directory / marker).exists():
+            if _holds(directory, marker):
                 return directory
     return None
 
@@ -33,7 +41,7 @@ def located(cwd: Path) -> Path:
     ancestors = [cwd, *cwd.parents]
     within = ancestors[: ancestors.index(root) + 1] if root is not None else [cwd]
     for directory in within:
-        if (directory / STATE_DIR_NAME / DATABASE).is_file():
+        if _holds(directory / STATE_DIR_NAME, DATABASE, file=True):
             return directory / STATE_DIR_NAME
     return (root if root is not None else cwd) / STATE_DIR_NAME
 
@@ -43,7 +51,11 @@ def default_state_dir() -> Path:
     from the current directory."""
     if variable := os.environ.get("AKM_STATE_DIR"):
         return Path(variable)
-    return located(Path.cwd().absolute())
+    try:
+        cwd = Path.cwd()
+    except OSError:  # the current directory was removed: nothing to walk up from
+        return Path(STATE_DIR_NAME)
+    return located(cwd)
 
 
 def make_state_dir(directory: Path) -> None:

@@ -4,6 +4,7 @@ globs; how an event is written as JSON and as text."""
 from __future__ import annotations
 
 import re
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from akm_run.events import BadGlob, Lanes, document, kind_filter, stamp, text_line
+from akm_run.events import BadGlob, Lanes, Polling, document, follow, kind_filter, stamp, text_line
 from akm_run.migrations import EVENT_KINDS
 from akm_run.rows import AttemptFailure, Event
 from akm_run.signing import Signer
@@ -147,3 +148,52 @@ def test_an_event_as_text_names_a_child_run_and_escapes_what_it_quotes() -> None
         "11:06:40.250  ?  unit.failed  s s:solo attempt 2"
     )
     assert stamp(0.999) == "1970-01-01T00:00:00.999Z"
+
+
+class Journal:
+    """A store a follower reads (unit test of akm_run.events.follow): `script` yields, per poll, the
+    events that committed since and whether a driver holds the run; the run's status is `status`."""
+
+    def __init__(self, history: list[str], script: list[tuple[list[str], bool]], status: str = "active") -> None:
+        self.events = [_event(seq=i + 1, run_id="r", kind=k, data={}) for i, k in enumerate(history)]
+        self.script, self.status, self.polls = script, status, 0
+
+    def timeline(self, run_id: str, after: int, *, children: bool, limit: int) -> list[Event]:
+        return [e for e in self.events if e.seq > after][:limit]
+
+    def run(self, run_id: str) -> Any:
+        row = NoStore().run("r")
+        row.status = self.status
+        return row
+
+    def driven(self, run_id: str) -> bool:
+        kinds, held = self.script[min(self.polls, len(self.script) - 1)]
+        self.polls += 1
+        for kind in kinds:
+            self.events.append(_event(seq=len(self.events) + 1, run_id="r", kind=kind, data={}))
+            if kind in ("run.completed", "run.failed", "run.blocked"):
+                self.status = kind.removeprefix("run.")
+        return held
+
+
+def followed(journal: Journal, pending: bool = False) -> tuple[int, list[str]]:
+    shown: list[str] = []
+    polling = Polling(interval_s=0.0, idle_s=0.0, pending=lambda run_id: pending and journal.polls < 5)
+    code = follow(journal, "r", False, lambda e: shown.append(e.kind), threading.Event(), 0, polling)  # type: ignore[arg-type]
+    return code, shown
+
+
+def test_a_follower_exits_as_the_run_settles_or_its_drive_ends() -> None:
+    assert followed(Journal(["run.published", "run.failed"], [([], False)], status="failed")) == (
+        1,
+        ["run.published", "run.failed"],
+    )
+    code, shown = followed(Journal(["run.published"], [([], True), (["step.started", "run.blocked"], True)]))
+    assert (code, shown) == (3, ["run.published", "step.started", "run.blocked"])
+    assert followed(Journal(["run.published"], [([], True), (["unit.aborted"], False)]))[0] == 130
+    assert followed(Journal(["run.published"], [([], True), ([], False), (["run.completed"], True)]), True)[0] == 0
+
+
+def test_a_preflight_failure_ends_a_follow_with_5_but_not_one_from_an_earlier_drive() -> None:
+    journal = Journal(["run.published", "preflight.failed"], [([], False), (["preflight.failed"], False)])
+    assert followed(journal) == (5, ["run.published", "preflight.failed", "preflight.failed"])

@@ -179,3 +179,22 @@ def test_bad_requests_say_what_is_wrong_without_a_traceback(runtime: Runtime, tm
     for args, said in cases.items():
         result = runtime.akm(*args, "--follow")
         assert result.returncode == 2 and said in result.stderr and "Traceback" not in result.stderr, result
+
+
+def test_a_follower_waits_for_an_undriven_run_and_a_signal_stops_it_alone(runtime: Runtime) -> None:
+    driver = runtime.start("run", runtime.compile("wf.akm", TWO_WAITS))
+    eventually(lambda: (runtime.root / "first-started").exists(), "the first step")
+    run_id = run_id_of(runtime)
+    driver.send_signal(signal.SIGINT)
+    assert driver.wait(timeout=60) == 130  # the run is active, and nothing drives it now
+    follower = Lines(runtime.start("events", run_id, "--follow", "--format", "jsonl"))
+    eventually(lambda: any(e["kind"] == "unit.aborted" for e in follower.events()), "the history")
+    assert follower.process.poll() is None  # it waits for a drive
+    before = runtime.store().run(run_id)
+    follower.process.send_signal(signal.SIGINT)
+    code, stderr = follower.end()
+    assert code == 130 and stderr == ""
+    after = runtime.store().run(run_id)
+    assert (
+        before is not None and after is not None and (after.status, after.updated_at) == ("active", before.updated_at)
+    )

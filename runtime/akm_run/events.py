@@ -206,19 +206,21 @@ def follow(
         return settled
     interval, checked = polling.interval_s, time.monotonic()
     while not stop.wait(interval):
-        moved = seen.after
+        before = seen.after
         for event in pages(store, run_id, seen.after, children):
             show(event)
             seen.read(event)
         if seen.exit is not None:
             return seen.exit
-        if moved != seen.after or time.monotonic() - checked >= polling.lock_s:
+        moved = seen.after != before
+        if moved or time.monotonic() - checked >= polling.lock_s:
             checked = time.monotonic()
             if store.driven(run_id):
                 seen.active = True
             elif seen.active and not polling.pending(run_id):
-                return _drain(store, seen, children, show, history=False) or exitcodes.INTERRUPTED
-        interval = polling.interval_s if moved != seen.after else min(interval * 2, polling.idle_s)
+                ended = _drain(store, seen, children, show, history=False)
+                return exitcodes.INTERRUPTED if ended is None else ended
+        interval = polling.interval_s if moved else min(interval * 2, polling.idle_s)
     return exitcodes.INTERRUPTED
 
 

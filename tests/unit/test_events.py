@@ -191,6 +191,8 @@ def test_a_follower_exits_as_the_run_settles_or_its_drive_ends() -> None:
     code, shown = followed(Journal(["run.published"], [([], True), (["step.started", "run.blocked"], True)]))
     assert (code, shown) == (3, ["run.published", "step.started", "run.blocked"])
     assert followed(Journal(["run.published"], [([], True), (["unit.aborted"], False)]))[0] == 130
+    # The drive's last events and its lock's release fall between two polls: its end is read.
+    assert followed(Journal(["run.published"], [([], True), (["run.completed"], False)]))[0] == 0
     assert followed(Journal(["run.published"], [([], True), ([], False), (["run.completed"], True)]), True)[0] == 0
 
 

@@ -26,6 +26,7 @@ EXAMPLES = {
     "verify": "akm-run verify plans/workflows/release.plan.json --allowed-signers /etc/akm/allowed_signers",
     "worker": "akm-run worker --database postgresql://akm@db.internal/akm --concurrency 8",
     "completion": "akm-run completion bash > /etc/bash_completion.d/akm-run",
+    "events": "akm-run events 20261130T101500-3fa9c2d1 --children --kind 'step.*' --follow",
 }
 
 
@@ -36,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     def command(name: str, summary: str) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=summary, description=summary, epilog=f"Example: {EXAMPLES[name]}")
-        sub.add_argument("--state-dir", type=Path, help="state directory (default: $AKM_STATE_DIR, else ./.akm-run)")
+        sub.add_argument("--state-dir", type=Path, help=STATE_DIR_HELP)
         sub.add_argument("--database", metavar="URL", help=DATABASE_HELP)
         return sub
 
@@ -65,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     logs.add_argument("--unit", type=int, metavar="N", help="only map item N (0 for a step's single unit)")
     logs.add_argument("--attempt", type=int, metavar="N", help="only attempt N of each unit")
     logs.add_argument("--format", choices=("text", "json"), default="text")
+    events_options(command("events", "Show a run's events in commit order; --follow waits for more."))
     resume = command("resume", "Reopen a blocked or failed run: its blocked and failed steps become pending.")
     resume.add_argument("run_id", metavar="RUN")
     approve = command("approve", "Approve (or --reject) a blocked approval step.")
@@ -90,6 +92,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def events_options(events: argparse.ArgumentParser) -> None:
+    """`akm-run events`'s own arguments (docs/runtime.md, "Events")."""
+    events.add_argument("run_id", metavar="RUN", nargs="?", help="a run id (default: the latest top-level run)")
+    events.add_argument("--children", action="store_true", help="its child runs' events too, interleaved")
+    events.add_argument("--since", type=int, default=0, metavar="SEQ", help="only events after this seq")
+    kinds = "only events of kinds matching this glob (step.*, unit.failed); repeat for more"
+    events.add_argument("--kind", action="append", default=[], metavar="GLOB", help=kinds)
+    follow = "print events as they commit until the run settles or its drive ends; exit as `run` would"
+    events.add_argument("--follow", action="store_true", help=follow)
+    events.add_argument("--format", choices=("text", "json", "jsonl"), default="text")
+
+
 def worker_options(worker: argparse.ArgumentParser) -> None:
     """`akm-run worker`'s own options (docs/scale-out.md)."""
     concurrency = "units in flight per worker: one value for the whole pool (default 4)"
@@ -104,6 +118,10 @@ def worker_options(worker: argparse.ArgumentParser) -> None:
     worker.add_argument("--grace", default="30s", metavar="DUR", help=grace)
 
 
+STATE_DIR_HELP = (
+    "state directory (default: $AKM_STATE_DIR, else the nearest .akm-run/ holding runs up to the project root, "
+    "else .akm-run/ at the project root: the nearest akm.toml, else .git; else ./.akm-run)"
+)
 DATABASE_HELP = (
     "a shared PostgreSQL store, postgresql://… (default: $AKM_RUN_DATABASE, else the state directory); "
     "needs akm-run[postgres]"

@@ -13,7 +13,7 @@ from typing import Any
 
 from akm_run import children, exitcodes, operations, progress, report, serving, wording
 from akm_run import planformat as pf
-from akm_run.console import as_given, emit, fail, on_signals, state_dir, utf8
+from akm_run.console import as_given, emit, fail, on_signals, say_where, state_dir, utf8
 from akm_run.core import SIGNALLED, DriveResult
 from akm_run.database_url import ENV, SharedStore, redacted, select, shown, unusable
 from akm_run.drive_errors import drive_failure
@@ -295,6 +295,7 @@ def status(args: argparse.Namespace) -> int:
     if isinstance(found, int):
         return found
     store, row = found
+    say_where(args)
     document = report.status_document(store, row, hints_for(args))
     emit(document, report.status_text(document), args.format)
     return exitcodes.COMPLETED
@@ -303,6 +304,7 @@ def status(args: argparse.Namespace) -> int:
 def list_runs(args: argparse.Namespace) -> int:
     store = _open(args, reading=True)
     runs = [] if store is None else store.runs(children=args.children, status=args.status)
+    say_where(args)
     document = report.list_document(runs)
     emit(document, report.list_text(document), args.format)
     return exitcodes.COMPLETED
@@ -319,6 +321,17 @@ def logs(args: argparse.Namespace) -> int:
     document = report.logs_document(store, row, args.step, args.unit, args.attempt)
     emit(document, report.logs_text(document), args.format)
     return exitcodes.COMPLETED
+
+
+def events(args: argparse.Namespace) -> int:
+    """`akm-run events`: the run's timeline (akm_run.events); with --follow, `run`'s exit code."""
+    from akm_run import events as timeline  # the verb's own module, for this verb only
+
+    request = timeline.asked(args.children, args.since, args.kind, args.follow, args.format)
+    if isinstance(request, Failure):
+        return fail(request)
+    found = _reading(args)
+    return found if isinstance(found, int) else timeline.watch(*found, request, _shared(args))
 
 
 # -- resume, approve, abandon --------------------------------------------------------------------------
@@ -477,5 +490,6 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "approve": approve,
     "abandon": abandon,
     "verify": verify,
+    "events": events,
     "worker": serving.worker,
 }

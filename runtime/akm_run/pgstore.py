@@ -22,6 +22,7 @@ import psycopg
 from akm_run.database import Rows
 from akm_run.locks import LockHeld
 from akm_run.migrations import POSTGRES_MIGRATIONS
+from akm_run.queries import EVENT_COLUMNS, TREE
 from akm_run.rows import Event
 from akm_run.store import Store
 
@@ -62,6 +63,11 @@ class PostgresStore(Store):
 
     IntegrityError = (psycopg.errors.IntegrityError,)
     MIGRATIONS = POSTGRES_MIGRATIONS
+    # `akm-run events --children`: the tree read through an array, as PROGRESS_EVENTS reads it.
+    TREE_EVENTS = (
+        TREE + f"SELECT {EVENT_COLUMNS} FROM events WHERE run_id = ANY(ARRAY(SELECT id FROM tree)) AND seq > ? "
+        "ORDER BY seq LIMIT ?"
+    )
 
     def __init__(self, url: str) -> None:
         super().__init__()

@@ -17,6 +17,7 @@ from typing import Any, Self
 from akm_run.database import Rows
 from akm_run.locks import RunLock
 from akm_run.migrations import SQLITE_MIGRATIONS
+from akm_run.stateroot import make_state_dir
 from akm_run.store import Store
 
 DB_NAME = "state.db"
@@ -45,7 +46,7 @@ class SQLiteStore(Store):
                     f"{len(self.MIGRATIONS)}, and the state directory cannot be written to upgrade it"
                 )
             return
-        state_dir.mkdir(parents=True, exist_ok=True)
+        make_state_dir(state_dir)
         self._db = sqlite3.connect(
             self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
         )

@@ -473,3 +473,19 @@ def abandoned_by_command() -> None: ...
 def rejected_by(*, by: str) -> None: ...
 @words("rejected by {by}: {note}")
 def rejected_by_with_note(*, by: str, note: str) -> None: ...
+
+
+# -- project-root state (akm_run.stateroot): said on stderr by `status` and `list` ---------------
+
+
+@words("state: {directory}")
+def state_found(*, directory: object) -> None: ...
+
+
+# -- the event timeline (akm_run.events): `akm-run events` ---------------------------------------
+
+
+@error(USAGE, "{error}")
+def bad_kind_glob(*, error: Exception) -> None: ...
+@error(USAGE, "--since must be a seq, 0 or more (got {since})")
+def since_negative(*, since: int) -> None: ...

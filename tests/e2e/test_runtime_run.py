@@ -222,7 +222,7 @@ def test_a_missing_secret_fails_the_unit_naming_the_variable(runtime: Runtime) -
         }
     """)
     plan = runtime.compile("wf.akm", src)
-    code, document = runtime.run_json(plan)
+    code, document = runtime.run_json(plan, "--no-preflight")  # preflight would refuse it before publishing
     assert code == 1
     assert document["failure"]["reason"] == "secret_missing" and "NOT_SET_ANYWHERE" in document["failure"]["message"]
 
@@ -304,7 +304,7 @@ def test_agent_gets_instructions_on_stdin(runtime: Runtime) -> None:
         }
     """)
     plan = runtime.compile("wf.akm", src)
-    code, document = runtime.run_json(plan)
+    code, document = runtime.run_json(plan, "--no-preflight")  # preflight would refuse it before publishing
     assert code == 1 and document["failure"]["reason"] == "agent_unavailable"
     code, document = runtime.run_json(plan, "--agent-cmd", "cat")
     think_step = runtime.store().step(document["runId"], "think")

@@ -135,7 +135,7 @@ def _walk(
                 yield Need("agent", "", here, path, condition)
             elif target["kind"] == "script" and (found := interpreter(target["text"])) is not None:
                 yield Need("interpreter", found.text(), here, path, condition, found)
-            elif target["kind"] == "child-workflow":
+            elif target["kind"] == "child-workflow" and "plan" in target:  # a diff's child stands alone
                 yield from _walk(target["plan"], here, f"{path}/{target['ref']}:", condition, lambda step_id: True)
 
 

@@ -233,3 +233,31 @@ def test_no_preflight_publishes_with_a_warning_and_says_so_in_the_journal(runtim
     assert document["failure"]["reason"] == "secret_missing" and (runtime.root / "touched").exists()
     [[data]] = runtime.sql("SELECT data_json FROM events WHERE kind = 'run.published'")
     assert json.loads(data)["preflight"] == "skipped"
+
+
+def test_a_worker_preflights_its_own_host_and_dispatches_nothing_when_it_fails(pooled: Runtime) -> None:
+    pooled.start_worker(name="bare")  # without the secret the submitting host has
+    plan = _plan(pooled, CHECKS["secret"][0])
+    equipped = pooled.env(AKM_TEST_PREFLIGHT_UNSET="s3cr3t-on-the-submitter")
+    result = pooled.akm("run", plan, env=equipped)
+    assert result.returncode == 5, result.stderr
+    assert "preflight failed on worker bare: nothing was dispatched" in result.stderr
+    assert "error [secret] s: secret `AKM_TEST_PREFLIGHT_UNSET` is not set" in result.stderr
+    assert "s3cr3t-on-the-submitter" not in result.stdout + result.stderr + pooled.dump()
+    [(run_id, status)] = pooled.sql("SELECT id, status FROM runs")
+    assert status == "active" and not (pooled.root / "touched").exists()
+    kinds = [kind for (kind,) in pooled.sql("SELECT kind FROM events WHERE run_id = ? ORDER BY seq", run_id)]
+    assert kinds == ["run.published", "preflight.failed"]
+    [[data]] = pooled.sql("SELECT data_json FROM events WHERE kind = 'preflight.failed'")
+    [finding] = json.loads(data)["findings"]
+    assert finding == {
+        "check": "secret",
+        "severity": "error",
+        "stepPath": "s",
+        "message": "secret `AKM_TEST_PREFLIGHT_UNSET` is not set",
+        "hint": "set AKM_TEST_PREFLIGHT_UNSET in the environment akm-run starts in (preflight never shows its value)",
+    }
+    pooled.stop_workers()
+    pooled.start_worker(env=equipped, name="equipped")
+    driven = pooled.akm("run", run_id, "--format", "json", env=equipped)
+    assert driven.returncode == 0 and json.loads(driven.stdout)["status"] == "completed", driven.stderr

@@ -770,7 +770,7 @@ def test_an_approval_in_a_map_approves_every_item(runtime: Runtime) -> None:
     assert after_step is not None and after_step.output["inputs"] == {"steps.ok.output[1].by": "kim"}
 
 
-def test_a_missing_workdir_is_a_usage_error(runtime: Runtime) -> None:
+def test_a_missing_workdir_is_refused_before_anything_is_published(runtime: Runtime) -> None:
     src = source("""
         workflow "t" {
           step a {
@@ -779,8 +779,10 @@ def test_a_missing_workdir_is_a_usage_error(runtime: Runtime) -> None:
         }
     """)
     plan = runtime.compile("wf.akm", src)
-    result = runtime.akm("run", plan, "--workdir", "nowhere")
-    assert result.returncode == 2 and "not a directory" in result.stderr and runtime.untouched()
+    result = runtime.akm("run", plan, "--workdir", "nowhere")  # the preflight's `workdir` check
+    assert result.returncode == 5 and "--workdir nowhere is not a directory" in result.stderr and runtime.untouched()
+    unchecked = runtime.akm("run", plan, "--workdir", "nowhere", "--no-preflight")  # a usage error then
+    assert unchecked.returncode == 2 and "not a directory" in unchecked.stderr and runtime.untouched()
 
 
 @pytest.mark.sqlite_only

@@ -261,3 +261,19 @@ def test_a_worker_preflights_its_own_host_and_dispatches_nothing_when_it_fails(p
     pooled.start_worker(env=equipped, name="equipped")
     driven = pooled.akm("run", run_id, "--format", "json", env=equipped)
     assert driven.returncode == 0 and json.loads(driven.stdout)["status"] == "completed", driven.stderr
+
+
+def test_approve_on_the_pool_preflights_before_it_changes_the_run(pooled: Runtime) -> None:
+    both = pooled.env(AKM_TEST_PREFLIGHT_A="a", AKM_TEST_PREFLIGHT_B="b")
+    pooled.start_worker(env=both)
+    code, document = pooled.run_json(pooled.compile("wf.akm", APPROVED), env=both)
+    assert code == 3, document
+    run_id = document["runId"]
+    before = pooled.dump()
+    refused = pooled.akm("approve", run_id, "signoff", "--by", "ada")  # this host lacks B
+    assert refused.returncode == 5 and f"preflight failed: run {run_id} was not changed" in refused.stderr
+    assert "error [secret] b: secret `AKM_TEST_PREFLIGHT_B` is not set" in refused.stderr
+    assert pooled.dump() == before
+    assert pooled.akm("approve", run_id, "signoff", "--by", "ada", env=both).returncode == 0
+    driven = pooled.akm("run", run_id, "--format", "json", env=both)
+    assert driven.returncode == 0 and json.loads(driven.stdout)["status"] == "completed", driven.stderr

@@ -20,9 +20,7 @@ from akm_run.stores import shared_store
 from akm_run.wording import Failure
 
 
-def host(
-    args: argparse.Namespace, row: RunRow | None = None, environ: Mapping[str, str] | None = None, *, pooled: bool
-) -> Host:
+def host(args: argparse.Namespace, row: RunRow | None = None, *, pooled: bool) -> Host:
     """The host a command checks: its workdir and agent command (the command line's, else the run's,
     else `.` and $AKM_AGENT_CMD) and, on SQLite, its state directory. On the pool a run's own
     workdir is the worker's to check (a worker without it runs units in its own workdir)."""
@@ -35,7 +33,7 @@ def host(
         workdir, named = Path(".").absolute(), wording.given_workdir(workdir=".")
     agent_cmd = getattr(args, "agent_cmd", None) or (row.agent_cmd if row is not None else None)
     directory = None if pooled else state_dir(args)
-    return Host(os.environ if environ is None else environ, workdir, named, agent_cmd, directory)
+    return Host(os.environ, workdir, named, agent_cmd, directory)
 
 
 def skipped(args: argparse.Namespace) -> bool:

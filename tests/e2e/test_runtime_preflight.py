@@ -277,3 +277,11 @@ def test_approve_on_the_pool_preflights_before_it_changes_the_run(pooled: Runtim
     assert pooled.akm("approve", run_id, "signoff", "--by", "ada", env=both).returncode == 0
     driven = pooled.akm("run", run_id, "--format", "json", env=both)
     assert driven.returncode == 0 and json.loads(driven.stdout)["status"] == "completed", driven.stderr
+
+
+def test_no_preflight_reaches_the_worker_too(pooled: Runtime) -> None:
+    pooled.start_worker(name="bare")
+    result = pooled.akm("run", _plan(pooled, CHECKS["secret"][0]), "--no-preflight", "--format", "json")
+    assert result.returncode == 1 and json.loads(result.stdout)["failure"]["reason"] == "secret_missing"
+    assert (pooled.root / "touched").exists()  # no check anywhere: the first step ran, the second failed
+    assert [kind for (kind,) in pooled.sql("SELECT kind FROM events WHERE kind LIKE 'preflight%'")] == []

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from akm_run.needs import summary as needs_of
 from akmc.render.characters import visible
 from akmc.render.summary import binding_text, duration, schema_text, value
 
@@ -147,8 +148,25 @@ def head_lines(plan: dict[str, Any], indent: str) -> list[str]:
     return lines
 
 
+def needs_lines(plan: dict[str, Any], indent: str) -> list[str]:
+    """What a host must provide to run the plan and its children, as `akm-run preflight` checks it."""
+    found = needs_of(plan)
+    if not found:
+        return [f"{indent}needs: nothing from the host"]
+    lines = [f"{indent}needs:"]
+    if "secret" in found:
+        lines.append(f"{indent}  secrets: {', '.join(found['secret'])}")
+    if "passthrough" in found:
+        lines.append(f"{indent}  passthrough: {', '.join(found['passthrough'])}")
+    if "agent" in found:
+        lines.append(f"{indent}  an agent command")
+    if "interpreter" in found:
+        lines.append(f"{indent}  interpreters: {', '.join(visible(i) for i in found['interpreter'])}")
+    return lines
+
+
 def _body(plan: dict[str, Any], indent: str, prefix: str) -> list[str]:
-    lines = [*head_lines(plan, indent), f"{indent}steps:"]
+    lines = [*head_lines(plan, indent), *(needs_lines(plan, indent) if not prefix else []), f"{indent}steps:"]
     for step in plan["steps"]:
         lines += step_lines(step, indent + "  ", f"{prefix}{step['index'] + 1}.")
     return lines
@@ -190,7 +208,7 @@ def render_markdown(plan: dict[str, Any], digest: str) -> str:
     summary += f"{steps} step{'s' * (steps != 1)} at every level"
     summary += f", {children} child workflow{'s' * (children != 1)}" if children else ""
     document = markdown.Document(summary + f", plan `{digest}`")
-    document.details("workflow", head_lines(plan, ""), open_=True)
+    document.details("workflow", [*head_lines(plan, ""), *needs_lines(plan, "")], open_=True)
     for step in plan["steps"]:
         document.details(step_header(step), [line[5:] for line in step_lines(step, "")[1:]])
     document.details("read set", read_set_lines(plan, ""))

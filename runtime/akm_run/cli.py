@@ -24,6 +24,7 @@ EXAMPLES = {
     "approve": "akm-run approve 20261130T101500-3fa9c2d1 signoff --by alice --note 'notes checked'",
     "abandon": "akm-run abandon 20261130T101500-3fa9c2d1",
     "verify": "akm-run verify plans/workflows/release.plan.json --allowed-signers /etc/akm/allowed_signers",
+    "preflight": "akm-run preflight plans/workflows/release.plan.json --param version=1.4.0",
     "worker": "akm-run worker --database postgresql://akm@db.internal/akm --concurrency 8",
     "completion": "akm-run completion bash > /etc/bash_completion.d/akm-run",
     "events": "akm-run events 20261130T101500-3fa9c2d1 --children --kind 'step.*' --follow",
@@ -84,6 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     worker_options(command("worker", "Serve a shared store's worker pool: drive runs and run their units."))
     for sub in (resume, approve):
         sub.add_argument("--allowed-signers", type=Path, metavar="FILE", help=SIGNERS_HELP)
+    preflight_options(command("preflight", PREFLIGHT_SUMMARY), skipped_by=(run, resume, approve))
     summary = "Print a shell completion script."
     completion = commands.add_parser(
         "completion", help=summary, description=summary, epilog=f"Example: {EXAMPLES['completion']}"
@@ -102,6 +104,21 @@ def events_options(events: argparse.ArgumentParser) -> None:
     follow = "print events as they commit until the run settles or its drive ends; exit as `run` would"
     events.add_argument("--follow", action="store_true", help=follow)
     events.add_argument("--format", choices=("text", "json", "jsonl"), default="text")
+
+
+def preflight_options(check: argparse.ArgumentParser, skipped_by: tuple[argparse.ArgumentParser, ...]) -> None:
+    """`akm-run preflight`'s options (`run`'s, for what they say about the host), and the
+    `--no-preflight` of the commands that preflight (docs/runtime.md, "Preflight")."""
+    for sub in skipped_by:
+        sub.add_argument("--no-preflight", action="store_true", help=NO_PREFLIGHT_HELP)
+    check.add_argument("target", metavar="PLAN|RUN_ID")
+    check.add_argument("--param", action="append", default=[], metavar="K=V", help="a param, parsed by its type")
+    check.add_argument("--params-file", type=Path, help="a JSON object of params (--param wins)")
+    check.add_argument("--expect-hash", help="refuse unless the plan hash is exactly this")
+    signed(check)
+    check.add_argument("--workdir", type=Path, help="the units' working directory (default: the run's, else .)")
+    check.add_argument("--agent-cmd", help="the agent command (default: the run's, else $AKM_AGENT_CMD)")
+    check.add_argument("--format", choices=("text", "json"), default="text")
 
 
 def worker_options(worker: argparse.ArgumentParser) -> None:
@@ -126,6 +143,8 @@ DATABASE_HELP = (
     "a shared PostgreSQL store, postgresql://… (default: $AKM_RUN_DATABASE, else the state directory); "
     "needs akm-run[postgres]"
 )
+PREFLIGHT_SUMMARY = "Check this host against what a plan, or a run's steps still to run, need."
+NO_PREFLIGHT_HELP = "do not check the host first (see `akm-run preflight`); a warning says so"
 DETACH_HELP = "with --database: submit the run to the worker pool and print its id instead of following it"
 SIGNERS_HELP = (
     "require a valid signature by a signer this file (git's allowed_signers format) allows "

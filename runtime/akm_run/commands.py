@@ -11,11 +11,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from akm_run import children, exitcodes, operations, progress, report, serving, wording
+from akm_run import children, exitcodes, operations, preflighting, progress, report, serving, wording
 from akm_run import planformat as pf
 from akm_run.console import as_given, emit, fail, on_signals, say_where, state_dir, utf8
 from akm_run.core import SIGNALLED, DriveResult
-from akm_run.database_url import ENV, SharedStore, redacted, select, shown, unusable
+from akm_run.database_url import SharedStore, redacted, unusable
 from akm_run.drive_errors import drive_failure
 from akm_run.durations import parse_option as parse_duration
 from akm_run.engine import Engine, Options, stored_plan
@@ -28,6 +28,12 @@ from akm_run.rows import RunRow, StepRow
 from akm_run.signing import SignatureRefused, SigningUnavailable
 from akm_run.sqlitestore import SQLiteStore, writable
 from akm_run.store import Store
+from akm_run.stores import existing as _existing
+from akm_run.stores import hints_for as hints_for
+from akm_run.stores import names_a_file as _names_a_file
+from akm_run.stores import open_store as _open
+from akm_run.stores import shared_store as _shared
+from akm_run.stores import where as _where
 from akm_run.trust import Admitted, admission, admit, allowed_signers, recheck
 from akm_run.wording import Failure
 
@@ -41,50 +47,6 @@ EXIT_OF = {
     "blocked": exitcodes.BLOCKED,
     "aborted": exitcodes.INTERRUPTED,
 }
-
-
-def _shared(args: argparse.Namespace) -> SharedStore | None:
-    """The shared PostgreSQL store the command names (cli.store_refusal has vetted it), else None."""
-    return select(getattr(args, "database", None))
-
-
-def _open(args: argparse.Namespace, *, reading: bool = False) -> Store | None:
-    """The command's store: the shared one, else the state directory's (None when it has no state
-    database yet); `reading` opens a read-only state directory too."""
-    if (shared := _shared(args)) is not None:
-        from akm_run.pgstore import PostgresStore  # psycopg: only for a shared store (PG_IMPORT)
-
-        return PostgresStore(shared.url)
-    directory = state_dir(args)
-    if not (directory / "state.db").exists():
-        return None
-    return SQLiteStore.for_reading(directory) if reading else SQLiteStore(directory)
-
-
-def _existing(args: argparse.Namespace, run_id: str, *, reading: bool = False) -> tuple[Store | None, RunRow | None]:
-    """The store and a run in it (None, None when there is no state database)."""
-    store = _open(args, reading=reading)
-    return (None, None) if store is None else (store, store.run(run_id))
-
-
-def _where(args: argparse.Namespace) -> str:
-    """The store, as messages name it."""
-    shared = _shared(args)
-    return (
-        wording.in_state_dir(directory=state_dir(args))
-        if shared is None
-        else wording.in_database(url=redacted(shared.url))
-    )
-
-
-def hints_for(args: argparse.Namespace) -> Hints:
-    """The printed commands name the store unless it is the one a bare command finds: a database
-    given with --database (never with its password), else a state directory other than the default."""
-    shared = _shared(args)
-    if shared is None:
-        return Hints.of(state_dir(args))
-    named = args.database is not None and args.database != os.environ.get(ENV)
-    return Hints(database=shown(shared.url) if named else None)
 
 
 def _unwritable(directory: Path) -> int | None:
@@ -106,7 +68,8 @@ def run(args: argparse.Namespace) -> int:
         return fail(wording.bad_duration(error=error))
     if args.max_concurrency < 1:
         return fail(wording.max_concurrency_below_one())
-    if args.workdir is not None and not args.workdir.is_dir():
+    checking = not preflighting.skipped(args)
+    if not checking and args.workdir is not None and not args.workdir.is_dir():
         return fail(wording.workdir_not_a_directory(workdir=args.workdir))
     path = Path(args.target)
     signers = allowed_signers(args.allowed_signers)
@@ -114,13 +77,15 @@ def run(args: argparse.Namespace) -> int:
         return fail(wording.signature_needs_signers())
     publishing = path.exists()
     if publishing:
-        published = _publish(args, path, signers)
+        published = _publish(args, path, signers, checking)
         if isinstance(published, int):
             return published
         store, run_id, workdir, agent_cmd = published
     else:
-        if shared is None and (directory / "state.db").exists() and (refused := _unwritable(directory)) is not None:
-            return refused
+        if shared is None and (directory / "state.db").exists():
+            refused = preflighting.state_refusal(args, args.target) if checking else _unwritable(directory)
+            if refused is not None:
+                return refused
         store_or_none, row = _existing(args, args.target)
         if store_or_none is None or row is None:
             if _names_a_file(args):
@@ -131,6 +96,12 @@ def run(args: argparse.Namespace) -> int:
         store, run_id = store_or_none, row.id
         if args.expect_hash and row.plan_hash != args.expect_hash:
             return fail(wording.run_hash_differs(run=run_id, plan_hash=row.plan_hash, expected=args.expect_hash))
+        if (
+            checking
+            and row.status == "active"
+            and (refused := preflighting.before_drive(args, store, row, args.format)) is not None
+        ):
+            return refused
         if shared is not None:  # checked here, and by the worker at the start of the drive
             return _recheck(store, row, signers) or pooled_run(args, shared, store, run_id, timeout_ms)
         workdir, agent_cmd = remembered(row, args.workdir, args.agent_cmd)
@@ -145,9 +116,11 @@ def run(args: argparse.Namespace) -> int:
     return drive(store, run_id, options, args.format)
 
 
-def _publish(args: argparse.Namespace, path: Path, signers: Path | None) -> tuple[Store, str, Path, str | None] | int:
+def _publish(
+    args: argparse.Namespace, path: Path, signers: Path | None, checking: bool
+) -> tuple[Store, str, Path, str | None] | int:
     """Publish a plan file as a new run: its store, run id, workdir and agent command, or the exit
-    code after saying why nothing was published."""
+    code after saying why nothing was published (a failed preflight, when `checking`, among them)."""
     admitted = _admit(path, args.expect_hash, signers, args.signature)
     if not isinstance(admitted, Admitted):  # refused before anything is written or started
         return admitted
@@ -156,6 +129,8 @@ def _publish(args: argparse.Namespace, path: Path, signers: Path | None) -> tupl
         params = collect(plan.get("params", {}), args.param, args.params_file)
     except ParamsError as error:
         return fail(wording.bad_params(error=error))
+    if checking and (refused := preflighting.before_publish(args, plan, args.format)) is not None:
+        return refused
     directory = state_dir(args)
     if _shared(args) is None and (refused := _unwritable(directory)) is not None:
         return refused
@@ -170,6 +145,7 @@ def _publish(args: argparse.Namespace, path: Path, signers: Path | None) -> tupl
         signature=admitted.signature,
         workdir=str(workdir),
         agent_cmd=agent_cmd,
+        preflight_skipped=not checking,
     )
     return store, run_id, workdir, agent_cmd
 
@@ -193,12 +169,6 @@ def _recheck(store: Store, row: RunRow, signers: Path | None) -> int | None:
     except SigningUnavailable as error:
         return fail(wording.cannot_check_run(run=row.id, error=error))
     return None
-
-
-def _names_a_file(args: argparse.Namespace) -> bool:
-    """Whether a target that is neither a file nor a run was meant as a plan file."""
-    target: str = args.target
-    return bool(args.param or args.params_file) or target.endswith(".json") or os.sep in target
 
 
 def remembered(row: RunRow, workdir: Path | None, agent_cmd: str | None) -> tuple[Path, str | None]:
@@ -245,7 +215,9 @@ def pooled_run(args: argparse.Namespace, shared: SharedStore, store: Store, run_
     assert isinstance(store, PostgresStore)
     hints = hints_for(args)
     workdir = str(args.workdir.absolute()) if args.workdir is not None else None
-    submitted = drives.DriveArgs(run_id, workdir, args.agent_cmd, args.max_concurrency, timeout_ms, hints)
+    submitted = drives.DriveArgs(
+        run_id, workdir, args.agent_cmd, args.max_concurrency, timeout_ms, hints, preflight=not args.no_preflight
+    )
     shows = progress.for_this_process()
     stop = threading.Event()
     on_signals(lambda signum, frame: stop.set())
@@ -369,9 +341,10 @@ def _locked(
             from akm_run import drives, submitting  # DBOS and psycopg (PG_IMPORT)
 
             try:
-                submitting.submit_once(
-                    shared.url, drives.DriveArgs(row.id, hints=hints_for(args)), changed=continued != row
+                submitted_drive = drives.DriveArgs(
+                    row.id, hints=hints_for(args), preflight=not getattr(args, "no_preflight", False)
                 )
+                submitting.submit_once(shared.url, submitted_drive, changed=continued != row)
                 submitted = True
             except submitting.NoPool as error:
                 print(f"akm-run: {error}", file=sys.stderr)
@@ -393,6 +366,8 @@ def resume(args: argparse.Namespace) -> int:
             else:
                 print(wording.nothing_to_reopen(run=row.id, status=row.status))
             return exitcodes.COMPLETED
+        if (refused := _pool_preflight(args, store, row)) is not None:
+            return refused
         reopened = operations.reopen(store, row)
         done.append((wording.reopened(run=row.id, steps=", ".join(reopened) or "no steps"), row.id))
         return exitcodes.COMPLETED
@@ -416,6 +391,8 @@ def approve(args: argparse.Namespace) -> int:
             return fail(waiting)
         if (refused := operations.approval_refusal(plan, row, current, decision)) is not None:
             return fail(refused)
+        if not args.reject and (checked := _pool_preflight(args, store, row)) is not None:
+            return checked  # a rejection is always possible: the worker checks a drive that follows it
         if operations.decide(store, plan, row, decision):
             print(wording.rejected_and_failed(step=args.step_id, run=row.id, command=hint("status", row.id)))
         else:
@@ -424,6 +401,14 @@ def approve(args: argparse.Namespace) -> int:
         return exitcodes.COMPLETED
 
     return _locked(args, decide, then=lambda submitted: _continued(decided, submitted, hint))
+
+
+def _pool_preflight(args: argparse.Namespace, store: Store, row: RunRow) -> int | None:
+    """`resume` and `approve` on the pool, which submit the run's next drive: exit 5, before the run
+    is changed, when the steps that can still run would fail their preflight."""
+    if _shared(args) is None or preflighting.skipped(args):
+        return None
+    return preflighting.before_drive(args, store, row)
 
 
 def _continued(done: list[tuple[str, str]], submitted: bool, hint: Hints) -> None:
@@ -481,6 +466,28 @@ def verify(args: argparse.Namespace) -> int:
     return exitcodes.COMPLETED
 
 
+def preflight(args: argparse.Namespace) -> int:
+    """`akm-run preflight PLAN|RUN_ID`: the checks `run` does before it publishes or drives."""
+    pooled, path = _shared(args) is not None, Path(args.target)
+    if path.exists():
+        signers = allowed_signers(args.allowed_signers)
+        admitted = _admit(path, args.expect_hash, signers, args.signature)
+        if not isinstance(admitted, Admitted):
+            return admitted
+        try:
+            collect(admitted.plan.get("params", {}), args.param, args.params_file)
+        except ParamsError as error:
+            return fail(wording.bad_params(error=error))
+        return preflighting.report(admitted.plan, preflighting.host(args, pooled=pooled), None, args.format)
+    store, row = _existing(args, args.target, reading=True)
+    if store is None or row is None:
+        if _names_a_file(args):
+            return fail(wording.no_plan_file(path=path))
+        return fail(wording.no_plan_file_or_run(target=args.target, where=_where(args)))
+    checked = preflighting.host(args, row, pooled=pooled)
+    return preflighting.report(stored_plan(row), checked, store.steps(row.id), args.format)
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "run": run,
     "status": status,
@@ -491,5 +498,6 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "abandon": abandon,
     "verify": verify,
     "events": events,
+    "preflight": preflight,
     "worker": serving.worker,
 }

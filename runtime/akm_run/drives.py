@@ -26,7 +26,7 @@ from pathlib import Path
 import psycopg
 from dbos import DBOS, DBOSClient, EnqueueOptions, WorkflowHandle
 
-from akm_run import exitcodes, pool, pool_schemas, units
+from akm_run import exitcodes, pool, pool_schemas, preflight, units, wording
 from akm_run.children import hold
 from akm_run.core import DriveResult, End
 from akm_run.dispatch import Request, Settings
@@ -69,6 +69,7 @@ class DriveArgs:
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY
     timeout_ms: int | None = None
     hints: Hints = field(default_factory=Hints)
+    preflight: bool = True  # the worker checks its host before the drive (False: --no-preflight)
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,6 +263,8 @@ def _drive_here(host: _Host, args: DriveArgs) -> Outcome:
         if row is None:
             return Outcome(code=exitcodes.USAGE, message=f"no run named {args.run_id!r}")
         workdir, agent_cmd = _settings(row, args)
+        if args.preflight and (refused := _preflight_here(host, store, row, workdir, agent_cmd)) is not None:
+            return refused
         options = Options(
             host.state,
             workdir,
@@ -293,6 +296,24 @@ def _drive_here(host: _Host, args: DriveArgs) -> Outcome:
             return Outcome(code=code, message=message)
     finally:
         store.close()
+
+
+def _preflight_here(
+    host: _Host, store: PostgresStore, row: RunRow, workdir: Path, agent_cmd: str | None
+) -> Outcome | None:
+    """The worker's own preflight, before the drive dispatches anything: on an error, the run stays
+    active, its journal gets `preflight.failed` with the findings, and `run` exits 5 with them."""
+    if row.status != "active":
+        return None
+    here = _workdir(str(workdir), host)
+    checked = preflight.Host(os.environ, here, wording.given_workdir(workdir=here), agent_cmd)
+    findings = preflight.check(stored_plan(row), checked, store.steps(row.id))
+    if not preflight.failed(findings):
+        return None
+    store.event(row.id, "preflight.failed", findings=[finding.document() for finding in findings])
+    text = "\n" + preflight.text(findings).rstrip("\n")
+    refused = wording.preflight_failed_on_worker(worker=host.worker.executor_id, run=row.id, findings=text)
+    return Outcome(code=refused.exit, message=refused.text)
 
 
 def _settings(row: RunRow, args: DriveArgs) -> tuple[Path, str | None]:

@@ -250,6 +250,7 @@ EVENT_KINDS = (
     "unit.aborted",  # an attempt ended by an abort (signal, run timeout)
     "unit.interrupted",  # a crash reclaim found the attempt still marked running
     "gate.rejected",
+    "preflight.failed",  # a worker's preflight found an error: the drive ended before any dispatch
 )
 
 

@@ -45,14 +45,25 @@ class Store(Queries):
         workdir: str | None = None,
         agent_cmd: str | None = None,
         signature: Signature | None = None,
+        preflight_skipped: bool = False,
     ) -> str:
         """Create a run and its step rows, remembering its workdir and agent command (and its
         signature, in the same transaction); with an invocation key, return the existing run instead
-        when one was already published under it (the UNIQUE index arbitrates racing publishers)."""
+        when one was already published under it (the UNIQUE index arbitrates racing publishers).
+        `preflight_skipped` is recorded in the `run.published` event (`--no-preflight`)."""
         started = (workdir, agent_cmd)
         try:
             return self._publish(
-                run_id, plan, plan_hash, params, parent_run_id, parent_unit_id, invocation_key, started, signature
+                run_id,
+                plan,
+                plan_hash,
+                params,
+                parent_run_id,
+                parent_unit_id,
+                invocation_key,
+                started,
+                signature,
+                preflight_skipped,
             )
         except self.IntegrityError:
             if invocation_key is None:
@@ -71,6 +82,7 @@ class Store(Queries):
         invocation_key: str | None,
         started: tuple[str | None, str | None],
         signature: Signature | None,
+        preflight_skipped: bool = False,
     ) -> str:
         now = time.time()
         described = (run_id, plan["ref"], plan["title"], plan_hash, dumps(plan), dumps(params))
@@ -90,7 +102,7 @@ class Store(Queries):
                     "INSERT INTO steps (run_id, step_id, idx, status, updated_at) VALUES (?, ?, ?, 'pending', ?)",
                     (run_id, step["stepId"], step["index"], now),
                 )
-            signed: dict[str, Any] = {}
+            signed: dict[str, Any] = {"preflight": "skipped"} if preflight_skipped else {}
             if signature is not None:
                 signer = signature.signer
                 self._execute(

@@ -10,82 +10,15 @@ uses it, and that docs/runtime-messages.md lists every error with its exit code.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Generic, NamedTuple, ParamSpec
 
-from akm_run.exitcodes import INTERNAL, LOCKED, REFUSED, USAGE
-
-P = ParamSpec("P")
-
-
-class Failure(NamedTuple):
-    """What ends a command: the message said on stderr and the exit code it ends with."""
-
-    text: str
-    exit: int
-
-
-class Template(Generic[P]):
-    """One wording: a `str.format` template; `exit` is the exit code of an error, None for words."""
-
-    __slots__ = ("exit", "fields", "text")
-
-    def __init__(self, text: str, exit: int | None, fields: Callable[P, None]) -> None:
-        self.text, self.exit, self.fields = text, exit, fields
-
-    def render(self, **fields: Any) -> str:
-        return self.text.format(**fields)
-
-    @property
-    def name(self) -> str:
-        return self.fields.__name__
-
-    def __repr__(self) -> str:
-        return f"<{self.name}>"
-
-
-class Words(Template[P]):
-    """A reason, or a line a command prints: its text."""
-
-    def __call__(self, *args: P.args, **fields: P.kwargs) -> str:
-        assert not args, "message fields are named"
-        return self.render(**fields)
-
-
-class Error(Template[P]):
-    """A message that ends a command with its exit code."""
-
-    def __call__(self, *args: P.args, **fields: P.kwargs) -> Failure:
-        assert not args, "message fields are named"
-        assert self.exit is not None
-        return Failure(self.render(**fields), self.exit)
-
-
-REGISTRY: list[Template[Any]] = []  # every template, in the order below
-
-
-def words(text: str) -> Callable[[Callable[P, None]], Words[P]]:
-    """Register the decorated signature (its keyword-only parameters are the fields) as words."""
-
-    def register(fields: Callable[P, None]) -> Words[P]:
-        template = Words(text, None, fields)
-        REGISTRY.append(template)
-        return template
-
-    return register
-
-
-def error(exit: int, text: str) -> Callable[[Callable[P, None]], Error[P]]:
-    """Register the decorated signature as an error that ends a command with `exit`."""
-
-    def register(fields: Callable[P, None]) -> Error[P]:
-        template = Error(text, exit, fields)
-        REGISTRY.append(template)
-        return template
-
-    return register
-
+from akm_run.exitcodes import INTERNAL, LOCKED, PREFLIGHT, REFUSED, USAGE
+from akm_run.templates import REGISTRY as REGISTRY
+from akm_run.templates import Error as Error
+from akm_run.templates import Failure as Failure
+from akm_run.templates import Template as Template
+from akm_run.templates import Words as Words
+from akm_run.templates import error, words
 
 # -- a plan file and its plan (akm_run.plan): the reason after "refused PATH: WHERE: " -------------
 
@@ -489,3 +422,70 @@ def state_found(*, directory: object) -> None: ...
 def bad_kind_glob(*, error: Exception) -> None: ...
 @error(USAGE, "--since must be a seq, 0 or more (got {since})")
 def since_negative(*, since: int) -> None: ...
+
+
+# -- preflight (akm_run.preflight): what a host lacks, by name, never by value -------------------
+
+
+@error(PREFLIGHT, "preflight failed: nothing was published")  # then every finding, two lines each
+def preflight_failed_unpublished() -> None: ...
+@error(PREFLIGHT, "preflight failed: run {run} was not changed")
+def preflight_failed_unchanged(*, run: str) -> None: ...
+@error(PREFLIGHT, "preflight failed on worker {worker}: nothing was dispatched, run {run} stays active:{findings}")
+def preflight_failed_on_worker(*, worker: str, run: str, findings: str) -> None: ...
+@error(PREFLIGHT, "preflight failed: {errors} error(s)")
+def preflight_failed(*, errors: int) -> None: ...
+@words("warning: --no-preflight: the host is not checked before the run starts")
+def preflight_skipped() -> None: ...
+@words("preflight: ok")
+def preflight_ok() -> None: ...
+@words("{message}; needed only if {condition}")
+def needed_only_if(*, message: str, condition: str) -> None: ...
+@words("secret `{name}` is not set")
+def secret_unset(*, name: str) -> None: ...
+@words("secret `{name}` is set but empty")
+def secret_empty(*, name: str) -> None: ...
+@words("set {name} in the environment akm-run starts in (preflight never shows its value)")
+def set_the_secret(*, name: str) -> None: ...
+@words("passthrough `{name}` is not set: the unit starts without it")
+def passthrough_unset(*, name: str) -> None: ...
+@words("set {name} in the environment akm-run starts in, if the unit needs it")
+def set_the_passthrough(*, name: str) -> None: ...
+@words("an agent step can run, but no agent command is configured")
+def no_agent_command() -> None: ...
+@words("the agent command names no program")
+def agent_command_empty() -> None: ...
+@words("pass --agent-cmd or set AKM_AGENT_CMD")
+def configure_an_agent() -> None: ...
+@words("the agent command's program `{program}` {why}")
+def agent_program_missing(*, program: str, why: str) -> None: ...
+@words("install `{program}`, or pass --agent-cmd with a program this host has")
+def install_the_agent(*, program: str) -> None: ...
+@words("is not on PATH")
+def not_on_path() -> None: ...
+@words("does not exist")
+def does_not_exist() -> None: ...
+@words("is not an executable file")
+def not_executable() -> None: ...
+@words("the script's interpreter `#!{line}` is not an absolute path")
+def interpreter_not_absolute(*, line: str) -> None: ...
+@words("the script's interpreter `{program}` {why}")
+def interpreter_missing(*, program: str, why: str) -> None: ...
+@words("the script's `#!{line}` names no program")
+def interpreter_names_nothing(*, line: str) -> None: ...
+@words("`{name}` (the script's `#!{line}`) is not on PATH")
+def interpreter_not_on_path(*, name: str, line: str) -> None: ...
+@words("install the interpreter on this host, or change the script's `#!` line and compile again")
+def fix_the_interpreter() -> None: ...
+@words("{workdir} is not a directory")
+def workdir_missing(*, workdir: str) -> None: ...
+@words("pass --workdir with an existing directory")
+def pass_a_workdir() -> None: ...
+@words("state directory {directory} cannot be written (read-only or not permitted)")
+def state_unwritable(*, directory: object) -> None: ...
+@words("pass --state-dir or set AKM_STATE_DIR to a writable directory")
+def pass_a_state_dir() -> None: ...
+@words("--workdir {workdir}")
+def given_workdir(*, workdir: object) -> None: ...
+@words("the run's workdir {workdir}")
+def remembered_workdir(*, workdir: object) -> None: ...

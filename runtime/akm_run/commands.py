@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from akm_run import children, exitcodes, operations, progress, report, serving, wording
+from akm_run import children, exitcodes, operations, progress, pruning, report, serving, wording
 from akm_run import planformat as pf
 from akm_run.console import as_given, emit, fail, on_signals, state_dir, utf8
 from akm_run.core import SIGNALLED, DriveResult
@@ -106,6 +106,8 @@ def run(args: argparse.Namespace) -> int:
         return fail(wording.bad_duration(error=error))
     if args.max_concurrency < 1:
         return fail(wording.max_concurrency_below_one())
+    if (refused := pruning.retention_refusal()) is not None:
+        return refused
     if args.workdir is not None and not args.workdir.is_dir():
         return fail(wording.workdir_not_a_directory(workdir=args.workdir))
     path = Path(args.target)
@@ -137,12 +139,16 @@ def run(args: argparse.Namespace) -> int:
         if not workdir.is_dir():
             return fail(wording.run_workdir_gone(workdir=workdir))
     if shared is not None:
-        return pooled_run(args, shared, store, run_id, timeout_ms)
+        code = pooled_run(args, shared, store, run_id, timeout_ms)
+        pruning.automatic(store, directory)
+        return code
     shows, hints = progress.for_this_process(), Hints.of(directory)
     options = Options(directory, workdir, agent_cmd, args.max_concurrency, timeout_ms, progress=shows, hints=hints)
     if not publishing:  # checked under the run's lock, on the row the drive then reads
         options.admit = admission(store, run_id, signers)
-    return drive(store, run_id, options, args.format)
+    code = drive(store, run_id, options, args.format)
+    pruning.automatic(store, directory)
+    return code
 
 
 def _publish(args: argparse.Namespace, path: Path, signers: Path | None) -> tuple[Store, str, Path, str | None] | int:
@@ -468,6 +474,17 @@ def verify(args: argparse.Namespace) -> int:
     return exitcodes.COMPLETED
 
 
+def prune(args: argparse.Namespace) -> int:
+    return pruning.prune(_open(args), state_dir(args), args)
+
+
+def delete(args: argparse.Namespace) -> int:
+    store, row = _existing(args, args.run_id)
+    if store is None or row is None:
+        return fail(wording.no_run(run=args.run_id, where=_where(args)))
+    return pruning.delete(store, state_dir(args), row.id, hints_for(args), args.format)
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "run": run,
     "status": status,
@@ -478,4 +495,6 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "abandon": abandon,
     "verify": verify,
     "worker": serving.worker,
+    "prune": prune,
+    "delete": delete,
 }

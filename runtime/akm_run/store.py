@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from akm_run.deletions import Deletions
 from akm_run.migrations import EVENT_KINDS
 from akm_run.queries import Queries
 from akm_run.rows import AttemptFailure, AttemptStatus, RunStatus, StepStatus
@@ -18,7 +19,7 @@ from akm_run.strictjson import dumps
 from akm_run.trust import Signature
 
 
-class Store(Queries):
+class Store(Queries, Deletions):
     """A run journal (akm_run.journal.Journal): its reads and its transitions, on a dialect's database."""
 
     def event(

@@ -19,6 +19,7 @@ from akm_run.database_url import ENV, SharedStore, redacted, select, shown, unus
 from akm_run.drive_errors import drive_failure
 from akm_run.durations import parse_option as parse_duration
 from akm_run.engine import Engine, Options, stored_plan
+from akm_run.exclusive import RunInTheWay, in_the_way
 from akm_run.hints import Hints
 from akm_run.identity import new_run_id
 from akm_run.locks import LockHeld
@@ -139,16 +140,12 @@ def run(args: argparse.Namespace) -> int:
         if not workdir.is_dir():
             return fail(wording.run_workdir_gone(workdir=workdir))
     if shared is not None:
-        code = pooled_run(args, shared, store, run_id, timeout_ms)
-        pruning.automatic(store, directory)
-        return code
+        return pruning.after(pooled_run(args, shared, store, run_id, timeout_ms), store, directory)
     shows, hints = progress.for_this_process(), Hints.of(directory)
     options = Options(directory, workdir, agent_cmd, args.max_concurrency, timeout_ms, progress=shows, hints=hints)
     if not publishing:  # checked under the run's lock, on the row the drive then reads
         options.admit = admission(store, run_id, signers)
-    code = drive(store, run_id, options, args.format)
-    pruning.automatic(store, directory)
-    return code
+    return pruning.after(drive(store, run_id, options, args.format), store, directory)
 
 
 def _publish(args: argparse.Namespace, path: Path, signers: Path | None) -> tuple[Store, str, Path, str | None] | int:
@@ -168,15 +165,18 @@ def _publish(args: argparse.Namespace, path: Path, signers: Path | None) -> tupl
     workdir = (args.workdir or Path(".")).absolute()
     agent_cmd = args.agent_cmd or os.environ.get("AKM_AGENT_CMD") or None
     store = _open(args) or SQLiteStore(directory)
-    run_id = store.publish_run(
-        new_run_id(),
-        plan,
-        plan_hash(plan),
-        params,
-        signature=admitted.signature,
-        workdir=str(workdir),
-        agent_cmd=agent_cmd,
-    )
+    try:
+        run_id = store.publish_run(
+            new_run_id(),
+            plan,
+            plan_hash(plan),
+            params,
+            signature=admitted.signature,
+            workdir=str(workdir),
+            agent_cmd=agent_cmd,
+        )
+    except RunInTheWay as way:
+        return fail(in_the_way(way, plan["ref"], hints_for(args)))
     return store, run_id, workdir, agent_cmd
 
 
@@ -474,10 +474,6 @@ def verify(args: argparse.Namespace) -> int:
     return exitcodes.COMPLETED
 
 
-def prune(args: argparse.Namespace) -> int:
-    return pruning.prune(_open(args), state_dir(args), args)
-
-
 def delete(args: argparse.Namespace) -> int:
     store, row = _existing(args, args.run_id)
     if store is None or row is None:
@@ -495,6 +491,6 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "abandon": abandon,
     "verify": verify,
     "worker": serving.worker,
-    "prune": prune,
+    "prune": lambda args: pruning.prune(_open(args), state_dir(args), args),
     "delete": delete,
 }

@@ -235,7 +235,7 @@ def serve(
 def _prune(url: str, state: Path, executor_id: str) -> None:
     """This worker's turn at $AKM_RUN_RETENTION, said when it deleted runs."""
     if (pruned := retention.pooled(url, state)) is not None and pruned.runs:
-        said = wording.retention_pruned(count=len(pruned.runs))
+        said = wording.retention_said(outcome=wording.pruned_count(count=len(pruned.runs), verb="deleted"))
         print(f"akm-run worker {executor_id}: {said}", file=sys.stderr, flush=True)
 
 

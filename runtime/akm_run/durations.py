@@ -38,10 +38,10 @@ DAY_MS = 24 * UNIT_MS["h"]
 DAYS = re.compile(r"([0-9]+)d(.*)")
 
 
-def parse_age(text: str) -> int:
+def parse_age(text: str, name: str) -> int:
     """Milliseconds of an age on the command line (`prune --older-than`, `$AKM_RUN_RETENTION`): days
     first (`30d`, `1d12h`), then what parse_option reads (`12h`, `90m`, a bare number of seconds).
-    Raises ValueError."""
+    Raises ValueError, naming the option or variable (`name`) in its message."""
     days = DAYS.fullmatch(text) if text.isascii() else None
     try:
         if days is None:
@@ -51,7 +51,7 @@ def parse_age(text: str) -> int:
             raise ValueError(text)
         return int(days.group(1)) * DAY_MS + (parse_option(rest) if rest else 0)
     except ValueError:
-        raise ValueError(wording.invalid_age(text=text)) from None
+        raise ValueError(wording.invalid_age(name=name, text=text)) from None
 
 
 def format_ms(ms: int) -> str:

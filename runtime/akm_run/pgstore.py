@@ -30,6 +30,9 @@ SCHEMA = "akm_run"
 # Advisory locks of runs: (LOCK_SPACE, hashtext(run id)), apart from anything else on the server.
 LOCK_SPACE = 0x616B6D  # "akm"
 
+# Publishers of one exclusive ref, one at a time: (EXCLUSIVE_SPACE, hashtext(ref)), for a transaction.
+EXCLUSIVE_SPACE = 0x616B6E  # "akn", beside the runs' LOCK_SPACE
+
 # One worker of the pool at a time prunes ($AKM_RUN_RETENTION): a single-key advisory lock, apart
 # from the runs' two-key ones.
 RETENTION_LOCK = 0x616B6D_7265_74  # "akm" "ret"
@@ -154,6 +157,11 @@ class PostgresStore(Store):
                 "SELECT pg_try_advisory_xact_lock(%s, hashtext(%s))", (LOCK_SPACE, run_id)
             ).fetchone()
         return bool(row and row[0])
+
+    def _serialise_publishers(self, ref: str) -> None:
+        """A transaction-level advisory lock on the ref: the next publisher's check waits for this
+        one's commit, and then sees its run (each statement reads what was committed before it)."""
+        self._execute("SELECT pg_advisory_xact_lock(?, hashtext(?))", (EXCLUSIVE_SPACE, ref))
 
     def vacuum(self) -> None:
         with self._lock:

@@ -18,16 +18,23 @@ from akm_run.locks import LockHeld
 from akm_run.store import Store
 
 
+def after(code: int, store: Store, state_dir: Path) -> int:
+    """`run`'s exit code, after $AKM_RUN_RETENTION pruned (`automatic`)."""
+    automatic(store, state_dir)
+    return code
+
+
 def automatic(store: Store, state_dir: Path) -> None:
     """`$AKM_RUN_RETENTION` after a drive: say on stderr what it deleted; a failure to prune never
     changes how the command ends (the next drive tries again)."""
     try:
         done = retention.automatic(store, state_dir)
     except Exception as error:  # noqa: BLE001 - the drive's own result stands
-        print(f"akm-run: {wording.retention_failed(error=error)}", file=sys.stderr)
+        print(f"akm-run: {wording.retention_said(outcome=error)}", file=sys.stderr)
         return
     if done is not None and done.runs:
-        print(f"akm-run: {wording.retention_pruned(count=len(done.runs))}", file=sys.stderr)
+        deleted = wording.pruned_count(count=len(done.runs), verb="deleted")
+        print(f"akm-run: {wording.retention_said(outcome=deleted)}", file=sys.stderr)
 
 
 def retention_refusal() -> int | None:
@@ -36,16 +43,16 @@ def retention_refusal() -> int | None:
     if not value:
         return None
     try:
-        parse_age(value)
+        parse_age(value, f"${retention.ENV}")
     except ValueError as error:
-        return fail(wording.bad_retention(error=error))
+        return fail(wording.bad_duration(error=error))
     return None
 
 
 def rule_of(args: argparse.Namespace, now: float) -> retention.Rule | int:
     """The rule `prune`'s options state, or the exit code after saying why they are unusable."""
     try:
-        age_ms = parse_age(args.older_than)
+        age_ms = parse_age(args.older_than, "--older-than")
     except ValueError as error:
         return fail(wording.bad_duration(error=error))
     given = args.status or ",".join(retention.STATUSES)

@@ -124,7 +124,7 @@ def automatic(store: Store, state_dir: Path, now: float | None = None) -> Select
     value = os.environ.get(ENV, "")
     if not value:
         return None
-    age_ms = parse_age(value)
+    age_ms = parse_age(value, f"${ENV}")
     rule = Rule(before=(time.time() if now is None else now) - age_ms / 1000, limit=AUTOMATIC_LIMIT)
     return delete(store, state_dir, select(store, rule))
 

@@ -91,6 +91,9 @@ class SQLiteStore(Store):
     def vacuum(self) -> None:
         self._execute("VACUUM")
 
+    def _serialise_publishers(self, ref: str) -> None:
+        """Nothing to do: a write transaction (`BEGIN IMMEDIATE`) already excludes every other writer."""
+
     def _execute(self, sql: str, args: tuple[Any, ...] = ()) -> Rows:
         with self._lock:
             return self._db.execute(sql, args)

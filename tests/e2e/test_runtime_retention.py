@@ -116,7 +116,7 @@ def test_prune_options(runtime: Runtime) -> None:
     missing = runtime.akm("prune")
     assert missing.returncode == 2 and "--older-than" in missing.stderr
     for bad, said in (
-        (("--older-than", "1month"), "invalid age '1month'"),
+        (("--older-than", "1month"), "--older-than: invalid age '1month'"),
         (("--older-than", "1d", "--status", "done"), "--status takes completed, failed, abandoned"),
         (("--older-than", "1d", "--keep-last", "-1"), "argument --keep-last: invalid count value: '-1'"),
     ):
@@ -189,6 +189,6 @@ def test_retention_prunes_after_each_drive(runtime: Runtime) -> None:
     env = runtime.env(AKM_RUN_RETENTION="30d")
     driven = runtime.akm("run", runtime.root / "plans" / "fails.plan.json", env=env)
     assert driven.returncode == 1, driven.stderr
-    assert "retention ($AKM_RUN_RETENTION): 3 settled run(s) deleted" in driven.stderr
+    assert "retention ($AKM_RUN_RETENTION): 3 run(s) deleted" in driven.stderr
     left = {row[0] for row in runtime.sql("SELECT id FROM runs WHERE parent_run_id IS NULL")}
     assert runs["blocked"] in left and runs["recent"] in left and runs["failed"] not in left and len(left) == 3

@@ -121,14 +121,14 @@ def test_a_run_goes_with_its_scratch_worktrees_and_lock_file_but_never_through_a
 
 
 def test_ages_take_days_first() -> None:
-    assert parse_age("30d") == 30 * 86_400_000
-    assert parse_age("1d12h") == 36 * 3_600_000
-    assert parse_age("90m") == 90 * 60_000
+    assert parse_age("30d", "--older-than") == 30 * 86_400_000
+    assert parse_age("1d12h", "--older-than") == 36 * 3_600_000
+    assert parse_age("90m", "--older-than") == 90 * 60_000
     for bad in ("1d30", "d", "30x", "12h1d", "٣d"):
         try:
-            parse_age(bad)
+            parse_age(bad, "--older-than")
         except ValueError as error:
-            assert "invalid age" in str(error)
+            assert str(error).startswith("--older-than: invalid age")
         else:
             raise AssertionError(bad)
 

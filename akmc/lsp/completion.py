@@ -23,7 +23,7 @@ KEYWORDS = {
     "step": [*TARGETS, "map", "route", "gate", "env", "inputs", "output", "timeout", "retry", "on_error"],
     "map": [*TARGETS, "concurrency", "timeout", "retry", "env"],
     "gate": ["check", "max_loops"],
-    "limits": ["concurrency", "max_units", "timeout"],
+    "limits": ["concurrency", "max_units", "timeout", "exclusive"],
     "defaults": ["timeout", "retry", "on_error", "env"],
 }
 VALUES = {

@@ -11,7 +11,7 @@ from typing import Any
 
 from akm_run.needs import summary as needs_of
 from akmc.render.characters import visible
-from akmc.render.summary import binding_text, duration, schema_text, value
+from akmc.render.summary import binding_text, duration, limits_text, schema_text, value
 
 INLINE_WIDTH = 100
 
@@ -39,15 +39,6 @@ def param_line(name: str, param: dict[str, Any]) -> str:
 def output_line(name: str, output: dict[str, Any]) -> str:
     typed = f": {schema_text(output['schema'])}" if "schema" in output else ""
     return f"{name}{typed} <- {output['from']}"
-
-
-def limits_text(limits: dict[str, Any]) -> str:
-    shown = [f"concurrency {limits['concurrency']}"]
-    if "maxUnits" in limits:
-        shown.append(f"max_units {limits['maxUnits']}")
-    if "timeoutMs" in limits:
-        shown.append(f"timeout {duration(limits['timeoutMs'])}")
-    return ", ".join(shown)
 
 
 def retry_text(retry: dict[str, Any]) -> str:

@@ -28,6 +28,8 @@ EXAMPLES = {
     "worker": "akm-run worker --database postgresql://akm@db.internal/akm --concurrency 8",
     "completion": "akm-run completion bash > /etc/bash_completion.d/akm-run",
     "events": "akm-run events 20261130T101500-3fa9c2d1 --children --kind 'step.*' --follow",
+    "prune": "akm-run prune --older-than 30d --keep-last 5 --dry-run",
+    "delete": "akm-run delete 20261130T101500-3fa9c2d1",
 }
 
 
@@ -82,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("plan", type=Path)
     verify.add_argument("--expect-hash", help="refuse unless the plan hash is exactly this")
     signed(verify)
+    retention_options(command("prune", PRUNE), command("delete", DELETE))
     worker_options(command("worker", "Serve a shared store's worker pool: drive runs and run their units."))
     for sub in (resume, approve):
         sub.add_argument("--allowed-signers", type=Path, metavar="FILE", help=SIGNERS_HELP)
@@ -119,6 +122,30 @@ def preflight_options(check: argparse.ArgumentParser, skipped_by: tuple[argparse
     check.add_argument("--workdir", type=Path, help="the units' working directory (default: the run's, else .)")
     check.add_argument("--agent-cmd", help="the agent command (default: the run's, else $AKM_AGENT_CMD)")
     check.add_argument("--format", choices=("text", "json"), default="text")
+
+
+PRUNE = "Delete settled top-level runs older than a cutoff, with all they left."
+DELETE = "Delete one settled top-level run, its child runs and all they left."
+
+
+def count(text: str) -> int:
+    """A whole number, 0 or more (argparse names this function in its error: "invalid count value")."""
+    if not (text.isascii() and text.isdigit()):
+        raise ValueError(text)
+    return int(text)
+
+
+def retention_options(prune: argparse.ArgumentParser, delete: argparse.ArgumentParser) -> None:
+    """`akm-run prune`'s and `delete`'s own options (docs/runtime.md, "Retention")."""
+    prune.add_argument("--older-than", required=True, metavar="AGE", help="last updated before this long ago: 30d, 12h")
+    prune.add_argument("--status", metavar="LIST", help="of these: completed,failed,abandoned (default: all three)")
+    prune.add_argument("--keep-last", type=count, default=0, metavar="N", help="keep the newest N runs of each ref")
+    prune.add_argument("--ref", help="only runs of this workflow ref")
+    prune.add_argument("--dry-run", action="store_true", help="list what would be deleted; delete nothing")
+    prune.add_argument("--vacuum", action="store_true", help="give the space back to the file system afterwards")
+    prune.add_argument("--format", choices=("text", "json"), default="text")
+    delete.add_argument("run_id", metavar="RUN")
+    delete.add_argument("--format", choices=("text", "json"), default="text")
 
 
 def worker_options(worker: argparse.ArgumentParser) -> None:
@@ -242,7 +269,13 @@ def _refuse(failure: Failure) -> int:
     return failure.exit
 
 
-READS = ("AKM_STATE_DIR", "AKM_RUN_DATABASE", "AKM_AGENT_CMD", "AKM_RUN_ALLOWED_SIGNERS")  # read by akm-run itself
+READS = (
+    "AKM_STATE_DIR",
+    "AKM_RUN_DATABASE",
+    "AKM_AGENT_CMD",
+    "AKM_RUN_ALLOWED_SIGNERS",
+    "AKM_RUN_RETENTION",
+)  # read by akm-run itself
 
 
 def not_text(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Failure | None:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from akm_run import children, exitcodes, operations, preflighting, progress, report, serving, wording
+from akm_run import children, exitcodes, operations, preflighting, progress, pruning, report, serving, wording
 from akm_run import planformat as pf
 from akm_run.console import as_given, emit, fail, on_signals, say_where, state_dir, utf8
 from akm_run.core import SIGNALLED, DriveResult
@@ -19,6 +19,7 @@ from akm_run.database_url import SharedStore, redacted, unusable
 from akm_run.drive_errors import drive_failure
 from akm_run.durations import parse_option as parse_duration
 from akm_run.engine import Engine, Options, stored_plan
+from akm_run.exclusive import RunInTheWay, in_the_way
 from akm_run.hints import Hints
 from akm_run.identity import new_run_id
 from akm_run.locks import LockHeld
@@ -68,6 +69,8 @@ def run(args: argparse.Namespace) -> int:
         return fail(wording.bad_duration(error=error))
     if args.max_concurrency < 1:
         return fail(wording.max_concurrency_below_one())
+    if (refused := pruning.retention_refusal()) is not None:
+        return refused
     checking = not preflighting.skipped(args)
     if not checking and args.workdir is not None and not args.workdir.is_dir():
         return fail(wording.workdir_not_a_directory(workdir=args.workdir))
@@ -108,12 +111,12 @@ def run(args: argparse.Namespace) -> int:
         if not workdir.is_dir():
             return fail(wording.run_workdir_gone(workdir=workdir))
     if shared is not None:
-        return pooled_run(args, shared, store, run_id, timeout_ms)
+        return pruning.after(pooled_run(args, shared, store, run_id, timeout_ms), store, directory)
     shows, hints = progress.for_this_process(), Hints.of(directory)
     options = Options(directory, workdir, agent_cmd, args.max_concurrency, timeout_ms, progress=shows, hints=hints)
     if not publishing:  # checked under the run's lock, on the row the drive then reads
         options.admit = admission(store, run_id, signers)
-    return drive(store, run_id, options, args.format)
+    return pruning.after(drive(store, run_id, options, args.format), store, directory)
 
 
 def _publish(
@@ -137,16 +140,19 @@ def _publish(
     workdir = (args.workdir or Path(".")).absolute()
     agent_cmd = args.agent_cmd or os.environ.get("AKM_AGENT_CMD") or None
     store = _open(args) or SQLiteStore(directory)
-    run_id = store.publish_run(
-        new_run_id(),
-        plan,
-        plan_hash(plan),
-        params,
-        signature=admitted.signature,
-        workdir=str(workdir),
-        agent_cmd=agent_cmd,
-        preflight_skipped=not checking,
-    )
+    try:
+        run_id = store.publish_run(
+            new_run_id(),
+            plan,
+            plan_hash(plan),
+            params,
+            signature=admitted.signature,
+            workdir=str(workdir),
+            agent_cmd=agent_cmd,
+            preflight_skipped=not checking,
+        )
+    except RunInTheWay as way:
+        return fail(in_the_way(way, plan["ref"], hints_for(args)))
     return store, run_id, workdir, agent_cmd
 
 
@@ -488,6 +494,13 @@ def preflight(args: argparse.Namespace) -> int:
     return preflighting.report(stored_plan(row), checked, store.steps(row.id), args.format)
 
 
+def delete(args: argparse.Namespace) -> int:
+    store, row = _existing(args, args.run_id)
+    if store is None or row is None:
+        return fail(wording.no_run(run=args.run_id, where=_where(args)))
+    return pruning.delete(store, state_dir(args), row.id, hints_for(args), args.format)
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "run": run,
     "status": status,
@@ -500,4 +513,6 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "events": events,
     "preflight": preflight,
     "worker": serving.worker,
+    "prune": lambda args: pruning.prune(_open(args), state_dir(args), args),
+    "delete": delete,
 }

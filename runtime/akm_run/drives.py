@@ -26,7 +26,7 @@ from pathlib import Path
 import psycopg
 from dbos import DBOS, DBOSClient, EnqueueOptions, WorkflowHandle
 
-from akm_run import exitcodes, pool, pool_schemas, preflight, units, wording
+from akm_run import exitcodes, pool, pool_schemas, preflight, retention, units, wording
 from akm_run.children import hold
 from akm_run.core import DriveResult, End
 from akm_run.dispatch import Request, Settings
@@ -211,10 +211,14 @@ def serve(
         file=sys.stderr,
         flush=True,
     )
+    prune_at = time.monotonic()  # $AKM_RUN_RETENTION: as the worker starts, then hourly
     while not stop.wait(max(poll_s, ADOPT_QUEUES_S)):
         try:
             _HOST.adopt_queues()
             warn()
+            if time.monotonic() >= prune_at:
+                prune_at = time.monotonic() + retention.POOL_EVERY_S
+                _prune(url, state, executor_id)
         except Exception as error:  # noqa: BLE001 - a database that is away for a while: try again
             print(f"akm-run worker {executor_id}: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
     print(
@@ -227,6 +231,13 @@ def serve(
     shutil.rmtree(state, ignore_errors=True)
     sys.stderr.flush()
     os._exit(exitcodes.COMPLETED)  # threads still inside a workflow would keep the interpreter alive
+
+
+def _prune(url: str, state: Path, executor_id: str) -> None:
+    """This worker's turn at $AKM_RUN_RETENTION, said when it deleted runs."""
+    if (pruned := retention.pooled(url, state)) is not None and pruned.runs:
+        said = wording.retention_said(outcome=wording.pruned_count(count=len(pruned.runs), verb="deleted"))
+        print(f"akm-run worker {executor_id}: {said}", file=sys.stderr, flush=True)
 
 
 # -- drives -----------------------------------------------------------------------------------------------

@@ -16,11 +16,13 @@ from akm_run import wording
 from akm_run.planformat import Feature, PlanError
 
 # A plan-level key or a step's key that means the plan uses the feature.
-PLAN_DETECTORS: Mapping[Feature, Callable[[Mapping[str, Any]], bool]] = {}
+PLAN_DETECTORS: Mapping[Feature, Callable[[Mapping[str, Any]], bool]] = {
+    "exclusive": lambda plan: "exclusive" in plan["limits"],
+}
 STEP_DETECTORS: Mapping[Feature, Callable[[Mapping[str, Any]], bool]] = {}
 
 # The features this runtime honours.
-SUPPORTED: frozenset[Feature] = frozenset()
+SUPPORTED: frozenset[Feature] = frozenset({"exclusive"})
 
 
 def plans(plan: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:

@@ -119,6 +119,14 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
         allowed_signers TEXT NOT NULL
     );
     """,
+    # Retention (`akm-run prune`, `delete`): an event may be deleted once its run row is gone, and
+    # only then; prune deletes a run's rows first and its events after, in one transaction.
+    """
+    DROP TRIGGER events_append_only_delete;
+    CREATE TRIGGER events_append_only_delete BEFORE DELETE ON events
+        WHEN EXISTS (SELECT 1 FROM runs WHERE id = OLD.run_id)
+        BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
+    """,
 )
 
 # PostgreSQL's words where SQLite's differ: DOUBLE PRECISION for REAL (PostgreSQL's REAL is 4 bytes,
@@ -227,6 +235,21 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
         fingerprint TEXT NOT NULL,
         allowed_signers TEXT NOT NULL
     );
+    """,
+    # The guard checks each row now (a statement-level trigger cannot see the rows), with the
+    # journal's schema fixed in the function so that a session on another search_path is refused too.
+    """
+    DROP TRIGGER events_append_only_delete ON events;
+    CREATE OR REPLACE FUNCTION events_append_only_delete() RETURNS trigger LANGUAGE plpgsql
+        SET search_path FROM CURRENT
+        AS $$ BEGIN
+            IF EXISTS (SELECT 1 FROM runs WHERE id = OLD.run_id) THEN
+                RAISE EXCEPTION 'events are append-only';
+            END IF;
+            RETURN OLD;
+        END $$;
+    CREATE TRIGGER events_append_only_delete BEFORE DELETE ON events
+        FOR EACH ROW EXECUTE FUNCTION events_append_only_delete();
     """,
 )
 

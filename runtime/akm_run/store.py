@@ -11,6 +11,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from akm_run.deletions import Deletions
+from akm_run.exclusive import Exclusion
 from akm_run.migrations import EVENT_KINDS
 from akm_run.queries import Queries
 from akm_run.rows import AttemptFailure, AttemptStatus, RunStatus, StepStatus
@@ -18,7 +20,7 @@ from akm_run.strictjson import dumps
 from akm_run.trust import Signature
 
 
-class Store(Queries):
+class Store(Queries, Deletions, Exclusion):
     """A run journal (akm_run.journal.Journal): its reads and its transitions, on a dialect's database."""
 
     def event(
@@ -49,7 +51,8 @@ class Store(Queries):
     ) -> str:
         """Create a run and its step rows, remembering its workdir and agent command (and its
         signature, in the same transaction); with an invocation key, return the existing run instead
-        when one was already published under it (the UNIQUE index arbitrates racing publishers).
+        when one was already published under it (the UNIQUE index arbitrates racing publishers). An
+        exclusive top-level plan raises exclusive.RunInTheWay while another run holds its key.
         `preflight_skipped` is recorded in the `run.published` event (`--no-preflight`)."""
         started = (workdir, agent_cmd)
         try:
@@ -91,6 +94,8 @@ class Store(Queries):
                 row = self._execute("SELECT id FROM runs WHERE invocation_key = ?", (invocation_key,)).fetchone()
                 if row is not None:
                     return str(row[0])
+            if parent_run_id is None:  # raises RunInTheWay: nothing is published
+                self.refuse_second_run(plan, params)
             self._execute(
                 "INSERT INTO runs (id, ref, title, plan_hash, plan_json, params_json, status, parent_run_id, "
                 "parent_unit_id, invocation_key, created_at, updated_at, workdir, agent_cmd) "

@@ -63,12 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("--children", action="store_true", help="include child runs")
     listing.add_argument("--status", choices=("active", "completed", "failed", "blocked"))
     listing.add_argument("--format", choices=("text", "json"), default="text")
-    logs = command("logs", "Show what a run's units did: every attempt, its output and stderr (secrets redacted).")
-    logs.add_argument("run_id", metavar="RUN", nargs="?", help="a run id (default: the latest top-level run)")
-    logs.add_argument("step", metavar="STEP", nargs="?", help="only this step's units")
-    logs.add_argument("--unit", type=int, metavar="N", help="only map item N (0 for a step's single unit)")
-    logs.add_argument("--attempt", type=int, metavar="N", help="only attempt N of each unit")
-    logs.add_argument("--format", choices=("text", "json"), default="text")
+    logs_options(
+        command("logs", "Show what a run's units did: every attempt, its output and stderr (secrets redacted).")
+    )
     events_options(command("events", "Show a run's events in commit order; --follow waits for more."))
     resume = command("resume", "Reopen a blocked or failed run: its blocked and failed steps become pending.")
     resume.add_argument("run_id", metavar="RUN")
@@ -95,6 +92,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     completion.add_argument("shell", choices=("bash", "zsh", "fish"))
     return parser
+
+
+def logs_options(logs: argparse.ArgumentParser) -> None:
+    """`akm-run logs`'s own arguments."""
+    logs.add_argument("run_id", metavar="RUN", nargs="?", help="a run id (default: the latest top-level run)")
+    logs.add_argument("step", metavar="STEP", nargs="?", help="only this step's units")
+    logs.add_argument("--unit", type=int, metavar="N", help="only map item N (0 for a step's single unit)")
+    logs.add_argument("--attempt", type=int, metavar="N", help="only attempt N of each unit")
+    logs.add_argument("--format", choices=("text", "json"), default="text")
 
 
 def events_options(events: argparse.ArgumentParser) -> None:
@@ -235,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     # start-up, which `--help` and a usage error spend nothing on.
     import sqlite3
 
-    from akm_run import commands
+    from akm_run import commands, verbs
 
     if args.command == "completion":
         sys.stdout.write(completion_script(args.shell))
@@ -245,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if (refused := store_refusal(args)) is not None:
             return _refuse(refused)
-        code: int = commands.COMMANDS[args.command](args)
+        code: int = {**commands.COMMANDS, **verbs.COMMANDS}[args.command](args)
     except BrokenPipeError:
         return exitcodes.FAILED
     except NewerSchema as error:

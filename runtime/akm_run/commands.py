@@ -472,35 +472,6 @@ def verify(args: argparse.Namespace) -> int:
     return exitcodes.COMPLETED
 
 
-def preflight(args: argparse.Namespace) -> int:
-    """`akm-run preflight PLAN|RUN_ID`: the checks `run` does before it publishes or drives."""
-    pooled, path = _shared(args) is not None, Path(args.target)
-    if path.exists():
-        signers = allowed_signers(args.allowed_signers)
-        admitted = _admit(path, args.expect_hash, signers, args.signature)
-        if not isinstance(admitted, Admitted):
-            return admitted
-        try:
-            collect(admitted.plan.get("params", {}), args.param, args.params_file)
-        except ParamsError as error:
-            return fail(wording.bad_params(error=error))
-        return preflighting.report(admitted.plan, preflighting.host(args, pooled=pooled), None, args.format)
-    store, row = _existing(args, args.target, reading=True)
-    if store is None or row is None:
-        if _names_a_file(args):
-            return fail(wording.no_plan_file(path=path))
-        return fail(wording.no_plan_file_or_run(target=args.target, where=_where(args)))
-    checked = preflighting.host(args, row, pooled=pooled)
-    return preflighting.report(stored_plan(row), checked, store.steps(row.id), args.format)
-
-
-def delete(args: argparse.Namespace) -> int:
-    store, row = _existing(args, args.run_id)
-    if store is None or row is None:
-        return fail(wording.no_run(run=args.run_id, where=_where(args)))
-    return pruning.delete(store, state_dir(args), row.id, hints_for(args), args.format)
-
-
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "run": run,
     "status": status,
@@ -511,8 +482,6 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "abandon": abandon,
     "verify": verify,
     "events": events,
-    "preflight": preflight,
     "worker": serving.worker,
     "prune": lambda args: pruning.prune(_open(args), state_dir(args), args),
-    "delete": delete,
 }

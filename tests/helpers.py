@@ -126,10 +126,14 @@ def many_workflows(root: Path, count: int = 40) -> None:
 
 
 def run_cli(
-    *args: str | Path, cwd: Path | None = None, module: str = "akmc", stdin: str | None = None
+    *args: str | Path,
+    cwd: Path | None = None,
+    module: str = "akmc",
+    stdin: str | None = None,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run `python -m <module> ARGS` as a real subprocess."""
-    env = {**os.environ, "PYTHONHASHSEED": "random"}
+    """Run `python -m <module> ARGS` as a real subprocess (in `env`, else this process's environment)."""
+    env = {**(os.environ if env is None else env), "PYTHONHASHSEED": "random"}
     return subprocess.run(
         [sys.executable, "-m", module, *map(str, args)],
         cwd=cwd,

@@ -45,13 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
         return sub
 
     run = command("run", "Verify a plan file and run it, or drive an existing run by id.")
-    run.add_argument("target", metavar="PLAN|RUN_ID")
-    run.add_argument("--param", action="append", default=[], metavar="K=V", help="a param, parsed by its type")
-    run.add_argument("--params-file", type=Path, help="a JSON object of params (--param wins)")
-    run.add_argument("--expect-hash", help="refuse unless the plan hash is exactly this")
-    signed(run)
-    run.add_argument("--workdir", type=Path, help="the units' working directory (default: the run's, else .)")
-    run.add_argument("--agent-cmd", help="the agent command (default: the run's, else $AKM_AGENT_CMD)")
+    plan_options(run)
     run.add_argument("--max-concurrency", type=int, default=16, help="cap on units in flight (default 16)")
     run.add_argument("--timeout", help="abort this drive after a duration such as 30m (resumable)")
     run.add_argument("--format", choices=("text", "json"), default="text")
@@ -115,18 +109,23 @@ def events_options(events: argparse.ArgumentParser) -> None:
     events.add_argument("--format", choices=("text", "json", "jsonl"), default="text")
 
 
+def plan_options(sub: argparse.ArgumentParser) -> None:
+    """What `run` and `preflight` take: a plan file or a run id, its params, its pins, its host."""
+    sub.add_argument("target", metavar="PLAN|RUN_ID")
+    sub.add_argument("--param", action="append", default=[], metavar="K=V", help="a param, parsed by its type")
+    sub.add_argument("--params-file", type=Path, help="a JSON object of params (--param wins)")
+    sub.add_argument("--expect-hash", help="refuse unless the plan hash is exactly this")
+    signed(sub)
+    sub.add_argument("--workdir", type=Path, help="the units' working directory (default: the run's, else .)")
+    sub.add_argument("--agent-cmd", help="the agent command (default: the run's, else $AKM_AGENT_CMD)")
+
+
 def preflight_options(check: argparse.ArgumentParser, skipped_by: tuple[argparse.ArgumentParser, ...]) -> None:
     """`akm-run preflight`'s options (`run`'s, for what they say about the host), and the
     `--no-preflight` of the commands that preflight (docs/runtime.md, "Preflight")."""
     for sub in skipped_by:
         sub.add_argument("--no-preflight", action="store_true", help=NO_PREFLIGHT_HELP)
-    check.add_argument("target", metavar="PLAN|RUN_ID")
-    check.add_argument("--param", action="append", default=[], metavar="K=V", help="a param, parsed by its type")
-    check.add_argument("--params-file", type=Path, help="a JSON object of params (--param wins)")
-    check.add_argument("--expect-hash", help="refuse unless the plan hash is exactly this")
-    signed(check)
-    check.add_argument("--workdir", type=Path, help="the units' working directory (default: the run's, else .)")
-    check.add_argument("--agent-cmd", help="the agent command (default: the run's, else $AKM_AGENT_CMD)")
+    plan_options(check)
     check.add_argument("--format", choices=("text", "json"), default="text")
 
 

@@ -121,8 +121,9 @@ class NoStore:
         from akm_run.rows import RunRow
 
         parent = "p" if run_id == "c" else None
-        return RunRow(run_id, f"workflows/{run_id}", run_id, "", "{}", "{}", "active", 0, parent, None, None,
-                      None, None, None, 0, 0.0, 0.0, None, None)  # fmt: skip
+        ref = f"workflows/{run_id}"
+        plain = (None, None, None, None, None, 0, 0.0, 0.0, None, None)
+        return RunRow(run_id, ref, run_id, "", "{}", "{}", "active", 0, parent, *plain)
 
 
 def test_an_event_as_json_carries_its_lane_and_its_attempt() -> None:

@@ -13,6 +13,7 @@ from typing import Any
 from akm_run import exitcodes, preflight, wording
 from akm_run.console import emit, escaped, fail, state_dir
 from akm_run.engine import stored_plan
+from akm_run.planformat import PlanError
 from akm_run.preflight import Finding, Host
 from akm_run.rows import RunRow, StepRow
 from akm_run.store import Store
@@ -67,7 +68,11 @@ def before_drive(args: argparse.Namespace, store: Store, row: RunRow, fmt: str =
     """`run RUN_ID`, `resume`, `approve`: None when the steps of the run that can still run may run
     here, else exit 5 (the run is not changed) with every finding."""
     pooled = shared_store(args) is not None
-    findings = preflight.check(stored_plan(row), host(args, row, pooled=pooled), store.steps(row.id))
+    try:
+        plan = stored_plan(row)
+    except PlanError as error:  # a stored plan changed since it was published: refused, as a drive would
+        return fail(wording.stored_plan_refused(run=row.id, error=error))
+    findings = preflight.check(plan, host(args, row, pooled=pooled), store.steps(row.id))
     return _said(findings, fmt, wording.preflight_failed_unchanged(run=row.id))
 
 

@@ -36,7 +36,7 @@ from akmc.frontend.tables import grammar_parser
 from akmc.syntax import MAX_NESTING
 
 INDENT = "  "
-SETTING_ORDER = ("concurrency", "max_units", "timeout", "retry", "on_error", "max_loops")
+SETTING_ORDER = ("concurrency", "fail_fast", "max_units", "timeout", "retry", "on_error", "max_loops")
 _BLOCKS = frozenset(
     {"start", "params", "outputs", "limits", "defaults", "step", "bindings", "map_block", "route_block", "gate", "env"}
 )

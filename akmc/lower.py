@@ -207,6 +207,8 @@ def _work(sm: StepModel, lowering: Lowering, children: Mapping[str, Child]) -> p
             over=sm.map.over.text,
             concurrency=sm.concurrency,
         )
+        if not sm.fail_fast:
+            step["failFast"] = False
     else:
         step = pf.UnitStep(stepId=sm.id, index=sm.index, kind="unit", onError=_on_error(sm), target=target)
     if sm.gate_check is not None:

@@ -37,6 +37,7 @@ class StepModel:
     retry: Retry | None = None
     on_error: str | None = None
     concurrency: int = DEFAULT_CONCURRENCY
+    fail_fast: bool = True  # a map's: `false` runs every item whatever its siblings do (operations.md D3)
 
     @property
     def id(self) -> str:
@@ -55,7 +56,7 @@ class StepModel:
         kind = self.target_kind
         if kind is None:
             return True  # an unusable step is reported already; do not pile on
-        return setting in HONOURED[kind] or (setting == "concurrency" and self.kind == "map")
+        return setting in HONOURED[kind] or (setting in ("concurrency", "fail_fast") and self.kind == "map")
 
 
 @record
@@ -261,6 +262,7 @@ def _settle(model: Model, sm: StepModel, values: dict[str, Any]) -> None:
     retry = values.get("retry") if sm.honours("retry") else None
     sm.retry = retry if retry is not None and retry.max > 0 else None
     sm.on_error = values.get("on_error", model.default_on_error) or "fail"
+    sm.fail_fast = values.get("fail_fast", True) if sm.kind == "map" else True
     if sm.honours("env"):
         sm.env = {**model.default_env, **sm.env}
 
@@ -286,7 +288,12 @@ def _honoured(
     kind = sm.target_kind
     if kind is None:
         return
-    what = {"unit": "", "uses": "a `uses` target", "approval": "an approval", "route": "a `route` step"}[kind]
+    what = {
+        "unit": "a step without a `map` block",
+        "uses": "a `uses` target",
+        "approval": "an approval",
+        "route": "a `route` step",
+    }[kind]
     found: list[tuple[str, ast.Span]] = [(s.name.text, s.name.span) for s in settings if s.name.text in HOME]
     if env is not None:
         found.append(("env", keyword(env.span, "env")))

@@ -1,5 +1,5 @@
-"""Settings (`timeout`, `retry`, `on_error`, `concurrency`, `max_loops`, `max_units`): where each may
-stand, which step kinds honour it, and its value checked and normalised (E207, E601, W703)."""
+"""Settings (`timeout`, `retry`, `on_error`, `concurrency`, `fail_fast`, `max_loops`, `max_units`): where
+each may stand, which step kinds honour it, and its value checked and normalised (E207, E601, W703)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ DEFAULT_CONCURRENCY = 4
 # Where each setting may stand.
 STEP_SETTINGS = {"timeout", "retry", "on_error"}
 PLACES = {
-    "step": STEP_SETTINGS,
+    "step": STEP_SETTINGS | {"fail_fast"},  # `fail_fast` only on a map step (E207 elsewhere)
     "defaults": STEP_SETTINGS,
-    "map": {"concurrency", "timeout", "retry"},
+    "map": {"concurrency", "timeout", "retry", "fail_fast"},
     "gate": {"max_loops"},
     "limits": {"concurrency", "max_units", "timeout"},
 }
@@ -26,6 +26,7 @@ HOME = {
     "retry": "a step, a `map` block or `defaults`",
     "on_error": "a step or `defaults`",
     "concurrency": "a `map` block or `limits`",
+    "fail_fast": "a `map` block or its step",
     "max_loops": "a `gate` block",
     "max_units": "`limits`",
 }
@@ -104,6 +105,11 @@ def _setting_value(setting: ast.Setting, place: str, report: Report) -> Any:
         return None
     if name == "retry":
         return _retry(value, report)
+    if name == "fail_fast":
+        if isinstance(value, ast.Literal) and isinstance(value.value, bool):
+            return value.value
+        report.add(messages.boolean_setting(name=name), value.span)
+        return None
     # integers: concurrency, max_units, max_loops
     if not isinstance(value, ast.Literal) or isinstance(value.value, bool) or not isinstance(value.value, int):
         report.add(messages.integer_setting(name=name), value.span)

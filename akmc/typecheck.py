@@ -90,10 +90,10 @@ def _step_type(sm: StepModel, typed: Typed, report: Report) -> t.Type:
         declared = t.from_ast(sm.output, report)
         typed.declared[sm.id] = declared
         if not (sm.target is not None and sm.target.kind == "uses"):
-            return declared
+            return _keeps_going(sm, declared)
     if sm.kind == "map":
         child = typed.children.get(sm.id) if sm.target is not None and sm.target.kind == "uses" else None
-        return t.ListT(child.output_type if child is not None else t.ANY)  # one child run per item
+        return _keeps_going(sm, t.ListT(child.output_type if child is not None else t.ANY))  # a child run per item
     if sm.kind == "route":
         return t.STRING
     if sm.target is not None and sm.target.kind == "approval":
@@ -101,6 +101,14 @@ def _step_type(sm: StepModel, typed: Typed, report: Report) -> t.Type:
     if sm.target is not None and sm.target.kind == "uses" and sm.id in typed.children:
         return typed.children[sm.id].output_type
     return t.ANY
+
+
+def _keeps_going(sm: StepModel, type_: t.Type) -> t.Type:
+    """A map under `fail_fast = false` and `on_error = continue` reads as `list[T | null]`: every item
+    ran, and a failed one's place holds null (operations.md D3.3)."""
+    if sm.kind != "map" or sm.fail_fast or sm.on_error != "continue" or not t.is_list(type_):
+        return type_
+    return t.ListT(t.or_null(t.element(type_)))
 
 
 def _skippable(model: Model) -> dict[str, str]:
@@ -122,6 +130,8 @@ def _continuing(model: Model) -> dict[str, str]:
     for sm in model.steps:
         if sm.on_error != "continue" or (sm.target is not None and sm.target.kind == "approval"):
             continue
+        if sm.kind == "map" and not sm.fail_fast:
+            continue  # every item ran: its partial list is stored, never null as a whole (D3.3)
         items = [*sm.step.items, *(sm.map.items if sm.map is not None else [])]
         own = any(isinstance(i, ast.Setting) and i.name.text == "on_error" for i in items)
         continuing[sm.id] = f"on step `{sm.id}`" if own else "from `defaults`"

@@ -104,7 +104,8 @@ def step_lines(step: dict[str, Any], indent: str, number: str = "") -> list[str]
             lines.append(f"{sub}_ -> {step['default']}")
     else:
         if step["kind"] == "map":
-            lines.append(f"{sub}over: {step['over']}  (concurrency {step['concurrency']})")
+            keeps_going = ", fail_fast false: every item runs" if step.get("failFast") is False else ""
+            lines.append(f"{sub}over: {step['over']}  (concurrency {step['concurrency']}{keeps_going})")
         lines += target_lines(step["target"], sub)
     if "inputs" in step:
         lines.append(f"{sub}inputs: {', '.join(step['inputs'])}")

@@ -68,14 +68,15 @@ class Attempts:
 
     def all(self, dispatch: Dispatch, rows: Rows, start: StepStart) -> list[End | None]:
         """A map's units to their ends on `width` threads; the first failure or block stops
-        dispatching the rest (None: not dispatched), an abort or an internal error stops all."""
+        dispatching the rest (None: not dispatched) unless the map keeps going, an abort or an
+        internal error stops all."""
         stop = threading.Event()
 
         def one(index: int) -> End:
             if stop.is_set() or self.abort.is_set():
                 return End("not_dispatched")
             end = self.unit(dispatch.units[index], rows, start)
-            if end.status in ("failed", "blocked"):
+            if end.status in ("failed", "blocked") and not dispatch.keep_going:
                 stop.set()
             return end
 

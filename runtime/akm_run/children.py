@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from akm_run import identity
+from akm_run import core, identity
 from akm_run import planformat as pf
 from akm_run.core import Aborted, DriveResult, End
 from akm_run.locks import LockHeld
@@ -185,13 +185,16 @@ def step_notes(store: Journal, hints: Hints, run_id: str, step: StepRow) -> str 
     if step.status != "blocked" or step.failure_reason != "child_workflow_blocked":
         return step.notes
     children = [
-        u.child_run_id
+        (u.item_index, u.child_run_id)
         for u in store.child_units(run_id)
         if u.step_id == step.step_id and u.failure_reason == "child_workflow_blocked" and u.child_run_id
     ]
     if not children:
         return step.notes
-    return "\n".join(blocked_notes(store, hints, run_id, step.step_id, child) for child in children)
+    if len(children) > 1:  # a map that kept going: every blocked unit, bounded
+        listed = [(i or 0, blocked_notes(store, hints, run_id, step.step_id, child)) for i, child in children]
+        return core.blocked_units(hints, run_id, sorted(listed))
+    return "\n".join(blocked_notes(store, hints, run_id, step.step_id, child) for _, child in children)
 
 
 def clearing(store: Journal, hints: Hints, run: RunRow) -> tuple[str, list[str]]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from akm_run import planformat as pf
+from akm_run import wording
 from akm_run.digest import canonical_bytes
 from akm_run.numbers import normal
 from akm_run.rows import StepRow
@@ -34,7 +35,8 @@ class End:
     """How a unit attempt, a unit or a step ended: one result type from the process to the spine.
 
     `message` says why it failed; a blocked step's `notes` say what a person must do. `recorded`
-    is set when the step's completion was journaled together with its one unit's."""
+    is set when the step's completion was journaled together with its one unit's. `partial`: the
+    output a map that kept going stores although it failed (null at each failed item)."""
 
     status: EndStatus
     output: Any = None
@@ -44,6 +46,7 @@ class End:
     exit_code: int | None = None
     stderr_tail: str | None = None
     recorded: bool = False
+    partial: list[Any] | None = None
 
 
 def failed(reason: str, message: str, output: Any = None) -> End:
@@ -261,6 +264,48 @@ def map_end(step: pf.MapStep, ends: Sequence[End | None]) -> End:
         if problems:
             return failed("output_invalid", problems[0])
     return End("completed", output=values)
+
+
+def kept_going_end(step: pf.MapStep, ends: Sequence[End | None], hint: Hint, run_id: str) -> End:
+    """The end of a map that kept going (`fail_fast = false`), once every unit settled: blocked when
+    any unit is (each listed with what clears it), else failed with the list of what completed
+    (null at each failed index), else completed (operations.md D3.2)."""
+    blocked = [(i, end) for i, end in enumerate(ends) if end is not None and end.status == "blocked"]
+    if blocked:
+        notes = blocked_units(hint, run_id, [(i, end.message or "") for i, end in blocked])
+        return End("blocked", reason=blocked[0][1].reason, notes=notes)
+    failures = [(i, end) for i, end in enumerate(ends) if end is None or end.status != "completed"]
+    if failures:
+        listed = [wording.failed_unit(index=i, reason=(end.reason if end else None) or "?") for i, end in failures]
+        message = wording.units_failed(count=len(failures), total=len(ends), units=_bounded(listed, ", ", None))
+        partial = [end.output if end is not None and end.status == "completed" else None for end in ends]
+        return End("failed", reason="units_failed", message=message, partial=partial)
+    return map_end(step, ends)
+
+
+LISTED = 20  # how many units a note or message of a fan-out names before it counts the rest
+
+
+def blocked_units(hint: Hint, run_id: str, blocked: Sequence[tuple[int, str]]) -> str:
+    """The notes of a fan-out whose units (item index, the unit's own notes) are blocked: each unit
+    with what clears it, at most LISTED of them, then how to continue once they are cleared."""
+    listed = [f"  {wording.blocked_unit(index=i)}\n{_indented(notes)}" for i, notes in blocked]
+    units = _bounded(listed, "\n", hint("status", run_id), "  ")
+    then = wording.units_blocked_then(resume=hint("resume", run_id), run=hint("run", run_id))
+    return f"{wording.units_blocked(count=len(blocked))}\n{units}\n{then}"
+
+
+def _bounded(entries: list[str], separator: str, status: str | None, indent: str = "") -> str:
+    """At most LISTED entries, then how many more (and where to see them)."""
+    if len(entries) <= LISTED:
+        return separator.join(entries)
+    more = len(entries) - LISTED
+    tail = wording.more_units(count=more) if status is None else wording.more_units_at(count=more, command=status)
+    return separator.join([*entries[:LISTED], indent + tail])
+
+
+def _indented(text: str) -> str:
+    return "\n".join("    " + line for line in text.splitlines())
 
 
 def item_schema(step: pf.WorkStep) -> pf.Schema | None:

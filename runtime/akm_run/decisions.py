@@ -126,7 +126,10 @@ def completed(rows: Rows, completion: CompleteStep | None) -> Rows:
 
 
 def failed_step(rows: Rows, failing: FailStep) -> Rows:
-    """The rows once a step failed: under on_error = continue its output reads as null."""
+    """The rows once a step failed: under on_error = continue its output reads as null, unless it is
+    the partial list of a map that kept going (stored either way)."""
+    if failing.end.partial is not None:
+        return with_step(rows, failing.step["stepId"], "failed", dumps(failing.end.partial))
     return with_step(rows, failing.step["stepId"], "failed", "null" if failing.continued else None)
 
 
@@ -205,10 +208,12 @@ class FailUnit:
 
 @dataclass(frozen=True, slots=True)
 class Dispatch:
-    """Run these units to their ends, `width` at a time (a map's), in their order."""
+    """Run these units to their ends, `width` at a time (a map's), in their order. `keep_going`
+    (`fail_fast = false`): a unit that fails or blocks does not stop its siblings."""
 
     units: tuple[Unit, ...]
     width: int = 1
+    keep_going: bool = False
 
 
 def work_units(
@@ -225,9 +230,8 @@ def work_units(
         schema = core.item_schema(step)
         ids = identity.map_unit_ids(step["stepId"], items)
         places = (Placement(step["stepId"], identity.journal_id(ids[i], loop), item, i) for i, item in enumerate(items))
-        return Dispatch(
-            tuple(Unit(step, step["target"], p, loop, inputs, feedback, schema, width=width) for p in places), width
-        )
+        units = tuple(Unit(step, step["target"], p, loop, inputs, feedback, schema, width=width) for p in places)
+        return Dispatch(units, width, keep_going=step.get("failFast", True) is False)
     place = Placement(step["stepId"], identity.journal_id(identity.unit_id(step["stepId"]), loop))
     if missing:
         return FailUnit(step, place, "input_unresolved", "; ".join(missing))
@@ -236,9 +240,11 @@ def work_units(
     return Dispatch((unit,))
 
 
-def work_end(step: pf.WorkStep, ends: Sequence[End | None]) -> End:
+def work_end(step: pf.WorkStep, ends: Sequence[End | None], hint: Hint, run_id: str) -> End:
     """A work step's end from its units': a map's from all of them, a single unit's block as the step's."""
     if step["kind"] == "map":
+        if step.get("failFast", True) is False:
+            return core.kept_going_end(step, ends, hint, run_id)
         return core.map_end(step, ends)
     [end] = ends
     assert end is not None

@@ -229,7 +229,8 @@ class _Drive:
         end = failing.end
         with self.store.transaction(durable=False):
             start.journal(self.store, self.run_id)
-            self.store.fail_step(self.run_id, failing.step["stepId"], end.reason, end.message, null=failing.continued)
+            step_id, continued = failing.step["stepId"], failing.continued
+            self.store.fail_step(self.run_id, step_id, end.reason, end.message, null=continued, output=end.partial)
         return decisions.failed_step(rows, failing)
 
     def _complete_step(self, completion: CompleteStep, rows: Rows, start: StepStart | None) -> Rows:
@@ -292,6 +293,7 @@ class _Drive:
             return planned.end
         if isinstance(planned, FailUnit):
             return attempts.fail(planned)
+        hint, run_id = self.options.hints, self.run_id
         if work.step["kind"] == "map":
-            return decisions.work_end(work.step, attempts.all(planned, rows, start))
-        return decisions.work_end(work.step, [attempts.unit(planned.units[0], rows, start)])
+            return decisions.work_end(work.step, attempts.all(planned, rows, start), hint, run_id)
+        return decisions.work_end(work.step, [attempts.unit(planned.units[0], rows, start)], hint, run_id)

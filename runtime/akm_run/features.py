@@ -17,10 +17,12 @@ from akm_run.planformat import Feature, PlanError
 
 # A plan-level key or a step's key that means the plan uses the feature.
 PLAN_DETECTORS: Mapping[Feature, Callable[[Mapping[str, Any]], bool]] = {}
-STEP_DETECTORS: Mapping[Feature, Callable[[Mapping[str, Any]], bool]] = {}
+STEP_DETECTORS: Mapping[Feature, Callable[[Mapping[str, Any]], bool]] = {
+    "keepGoing": lambda step: step.get("failFast") is False,
+}
 
 # The features this runtime honours.
-SUPPORTED: frozenset[Feature] = frozenset()
+SUPPORTED: frozenset[Feature] = frozenset({"keepGoing"})
 
 
 def plans(plan: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
@@ -28,8 +30,8 @@ def plans(plan: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
     yield plan
     for step in plan["steps"]:
         target = step.get("target")
-        if target is not None and target["kind"] == "child-workflow":
-            yield from plans(target["plan"])
+        if target is not None and target["kind"] == "child-workflow" and "plan" in target:
+            yield from plans(target["plan"])  # a child that did not compile has none (its plan is never written)
 
 
 def used(plan: Mapping[str, Any]) -> list[Feature]:

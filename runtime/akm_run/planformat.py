@@ -231,6 +231,8 @@ class MapStep(_Work):
     kind: Literal["map"]
     over: Reference
     concurrency: Annotated[int, Range(1, MAX_CONCURRENCY)]
+    # `fail_fast = false`: every item runs whatever its siblings do (absent when true; "keepGoing").
+    failFast: NotRequired[Literal[False]]
 
 
 class Case(TypedDict):

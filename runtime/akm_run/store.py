@@ -184,9 +184,13 @@ class Store(Queries):
     def complete_step(self, run_id: str, step_id: str, output: Any) -> None:
         self._move_step(run_id, step_id, "completed", {"output_json": dumps(output)}, {})
 
-    def fail_step(self, run_id: str, step_id: str, reason: str | None, message: str | None, null: bool = False) -> None:
-        """`null`: the step says `on_error = continue`, so its output is stored as null (later steps read null)."""
-        columns = {"failure_reason": reason, "failure_message": message} | ({"output_json": "null"} if null else {})
+    def fail_step(
+        self, run_id: str, step_id: str, reason: str | None, message: str | None, null: bool = False, output: Any = None
+    ) -> None:
+        """`null`: the step says `on_error = continue`, so its output is stored as null (later steps read
+        null). `output`: the partial list of a map that kept going (null at each failed item), stored as is."""
+        stored = {"output_json": dumps(output)} if output is not None else {"output_json": "null"} if null else {}
+        columns = {"failure_reason": reason, "failure_message": message} | stored
         self._move_step(run_id, step_id, "failed", columns, {"reason": reason, "message": message})
 
     def block_step(self, run_id: str, step_id: str, notes: str | None, reason: str | None = None) -> None:

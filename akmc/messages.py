@@ -203,6 +203,34 @@ def retry_on_list(*, reasons: str) -> None: ...
 def unknown_retry_reason(*, reason: str, reasons: str) -> None: ...
 @message("E207", "a gate check runs `shell` or `script`, not `{kind}`")
 def gate_check_kind(*, kind: str) -> None: ...
+@message(
+    "E208",
+    "route target `{target}` is a step inside `parallel` block `{block}`; a route selects a spine step",
+    "route to the block `{block}` (every member is then skipped), or move `{target}` out of it",
+)
+def route_to_member(*, target: str, block: str) -> None: ...
+@message(
+    "E210",
+    "`{ref}` reads {what}; the steps of `parallel` block `{block}` run at once",
+    "move `{reader}` to a block or step after `{block}`",
+)
+def reads_sibling(*, ref: str, what: str, block: str, reader: str) -> None: ...
+@message("E211", "`parallel` block `{block}` has no steps", "put the steps that run at once inside it")
+def empty_block(*, block: str) -> None: ...
+@message(
+    "E211",
+    "`parallel` block `{block}` is inside `parallel` block `{outer}`; blocks do not nest",
+    "put its steps in `{outer}` itself, or move the block after it",
+)
+def nested_block(*, block: str, outer: str) -> None: ...
+@message(
+    "E211",
+    "`route` step `{step}` is inside `parallel` block `{block}`; a route selects later spine steps",
+    "move the route before or after the block",
+)
+def route_in_block(*, step: str, block: str) -> None: ...
+@message("E601", "`parallel` block `{block}` has {count} steps; a block holds at most {limit}")
+def too_many_members(*, block: str, count: int, limit: int) -> None: ...
 @message("E208", "route `{step}` cannot target its own step")
 def route_to_itself(*, step: str) -> None: ...
 @message("E208", "route target `{target}` is not a step")

@@ -19,14 +19,17 @@ PLACES = {
     "defaults": STEP_SETTINGS,
     "map": {"concurrency", "timeout", "retry", "fail_fast"},
     "gate": {"max_loops"},
+    "parallel": {"concurrency", "fail_fast", "on_error"},
     "limits": {"concurrency", "max_units", "timeout"},
 }
 HOME = {
     "timeout": "a step, a `map` block, `defaults` or `limits`",
     "retry": "a step, a `map` block or `defaults`",
+    # Worded as the second edition worded them (their golden messages are pinned): a `parallel`
+    # block takes `on_error` and `concurrency` too, as the language reference says.
     "on_error": "a step or `defaults`",
     "concurrency": "a `map` block or `limits`",
-    "fail_fast": "a `map` block or its step",
+    "fail_fast": "a `map` block or its step, or a `parallel` block",
     "max_loops": "a `gate` block",
     "max_units": "`limits`",
 }
@@ -39,6 +42,7 @@ HONOURED = {
     "uses": {"on_error", "gate"},
     "approval": {"on_error"},
     "route": {"on_error"},
+    "parallel": {"on_error", "concurrency", "fail_fast"},
 }
 WHY_NOT = {
     ("uses", "timeout"): "bound the child with its own `limits { timeout }`",
@@ -82,9 +86,13 @@ def check_settings(settings: list[ast.Setting], place: str, report: Report) -> d
 
 def _misplaced(setting: ast.Setting, place: str, report: Report) -> None:
     name = setting.name.text
-    where = {"step": "a step", "defaults": "`defaults`", "map": "a `map` block", "gate": "a `gate` block"}.get(
-        place, f"`{place}`"
-    )
+    where = {
+        "step": "a step",
+        "defaults": "`defaults`",
+        "map": "a `map` block",
+        "gate": "a `gate` block",
+        "parallel": "a `parallel` block",
+    }.get(place, f"`{place}`")
     if name in HOME:
         report.add(messages.misplaced_setting(name=name, where=where, home=HOME[name]), setting.name.span)
         return

@@ -48,6 +48,12 @@ def typecheck(model: Model, report: Report, children: Mapping[str, Child] | None
     skippable, continuing = _skippable(model), _continuing(model)
     nullable = _why_null(skippable, continuing)
     for sm in model.steps:
+        if sm.kind == "parallel":  # `{member: T}`, T | null for a member that may not have an output
+            fields = (
+                t.Field(m, t.or_null(typed.steps[m]) if m in nullable else typed.steps[m], True) for m in sm.members
+            )
+            typed.steps[sm.id] = t.ObjT(tuple(fields))
+    for sm in model.steps:
         for reference in sm.inputs:
             type_of(reference, model, typed, report, used)
         item: t.Type | None = None
@@ -119,6 +125,8 @@ def _skippable(model: Model) -> dict[str, str]:
             for case in sm.route.cases:
                 if model.index.get(case.target.text, -1) > sm.index:
                     skippable.setdefault(case.target.text, sm.id)
+                    for member in model.steps[model.index[case.target.text]].members:  # a block's are skipped too
+                        skippable.setdefault(member, sm.id)
     return skippable
 
 
@@ -135,13 +143,15 @@ def _continuing(model: Model) -> dict[str, str]:
         items = [*sm.step.items, *(sm.map.items if sm.map is not None else [])]
         own = any(isinstance(i, ast.Setting) and i.name.text == "on_error" for i in items)
         continuing[sm.id] = f"on step `{sm.id}`" if own else "from `defaults`"
+        for member in sm.members:  # a block that fails and continues leaves its failed members null
+            continuing.setdefault(member, f"on its `parallel` block `{sm.id}`")
     return continuing
 
 
 def _why_null(skippable: dict[str, str], continuing: dict[str, str]) -> dict[str, str]:
     """Step id → why its output may be null where it is read (a route's skip is named first)."""
     why = {
-        step: f"step `{step}` has `on_error = continue`{'' if source.startswith('on ') else ' ' + source}, "
+        step: f"step `{step}` has `on_error = continue`{'' if source.startswith('on step') else ' ' + source}, "
         "so its output is null when it fails"
         for step, source in continuing.items()
     }

@@ -64,8 +64,8 @@ def env_line(entry: dict[str, Any]) -> str:
 
 def label(step: dict[str, Any]) -> str:
     """`[shell]`, `[map agent]`, `[route]`, `[child-workflow]`."""
-    if step["kind"] == "route":
-        return "[route]"
+    if step["kind"] in ("route", "parallel"):
+        return f"[{step['kind']}]"
     kind = step["target"]["kind"]
     return f"[map {kind}]" if step["kind"] == "map" else f"[{kind}]"
 
@@ -97,6 +97,8 @@ def step_lines(step: dict[str, Any], indent: str, number: str = "") -> list[str]
     number = number or f"{step['index'] + 1}."
     lines = [indent + step_header(step, number)]
     sub = indent + "     "
+    if step["kind"] == "parallel":
+        return lines + _block_lines(step, sub, number)
     if step["kind"] == "route":
         lines.append(f"{sub}on: {step['input']}")
         lines += [f"{sub}{value(case['match'])} -> {case['next']}" for case in step["cases"]]
@@ -126,6 +128,16 @@ def step_lines(step: dict[str, Any], indent: str, number: str = "") -> list[str]
     if target.get("kind") == "child-workflow":
         lines.append(f"{sub}{_title(target['plan'])}")
         lines += _body(target["plan"], sub + "  ", number)
+    return lines
+
+
+def _block_lines(step: dict[str, Any], sub: str, number: str) -> list[str]:
+    """A `parallel` block's settings, then its members numbered under it (`4.1`, `4.2`, …)."""
+    at_once = f"{step['concurrency']} at a time" if "concurrency" in step else "every member at once"
+    keeps_going = ", fail_fast false: every member runs" if step.get("failFast") is False else ""
+    lines = [f"{sub}runs: {at_once}{keeps_going}", f"{sub}on_error: {step['onError']}"]
+    for position, member in enumerate(step["members"], start=1):
+        lines += step_lines(member, sub, f"{number.rstrip('.')}.{position}")
     return lines
 
 

@@ -87,10 +87,13 @@ def walk(value: Any, path: str) -> tuple[bool, Any]:
 
 
 def step_inputs(
-    step: pf.Step, params: Mapping[str, Any], rows: Mapping[str, StepRow]
+    step: pf.AnyStep, params: Mapping[str, Any], rows: Mapping[str, StepRow]
 ) -> tuple[dict[str, Any], list[str]]:
     """The values of a step's declared inputs, and what did not resolve."""
-    inputs, missing = {}, []
+    inputs: dict[str, Any] = {}
+    missing: list[str] = []
+    if step["kind"] == "parallel":  # a block reads nothing itself; its members do
+        return inputs, missing
     for reference in step.get("inputs", []):
         ok, value = resolve(reference, params, rows)
         if ok:
@@ -100,7 +103,7 @@ def step_inputs(
     return inputs, missing
 
 
-def map_items(step: pf.MapStep, params: Mapping[str, Any], rows: Mapping[str, StepRow]) -> list[Any] | str:
+def map_items(step: pf.MemberMap, params: Mapping[str, Any], rows: Mapping[str, StepRow]) -> list[Any] | str:
     """The list a map step runs over, or why there is none."""
     ok, items = resolve(step["over"], params, rows)
     if ok and isinstance(items, list):
@@ -152,10 +155,21 @@ def outputs(
 
 # -- the spine ----------------------------------------------------------------------------------------
 
+
+def every_step(plan: pf.Plan) -> list[pf.AnyStep]:
+    """The plan's own steps in order, each `parallel` block followed by its members."""
+    found: list[pf.AnyStep] = []
+    for step in plan["steps"]:
+        found.append(step)
+        if step["kind"] == "parallel":
+            found += step["members"]
+    return found
+
+
 SpineAction = Literal["pass", "blocked", "run"]
 
 
-def spine_action(step: pf.Step, row: StepRow) -> SpineAction:
+def spine_action(step: pf.AnyStep, row: StepRow) -> SpineAction:
     """What the spine does at a step: pass a settled one, stop at a blocked one, or run it."""
     if row.status in ("completed", "skipped") or (row.status == "failed" and step["onError"] == "continue"):
         return "pass"
@@ -181,7 +195,7 @@ def not_selected(step: pf.RouteStep, selected: str, rows: Mapping[str, StepRow])
     return [name for name in dict.fromkeys(targets) if name != selected and rows[name].status == "pending"]
 
 
-def failure(step: pf.Step, end: End) -> dict[str, Any]:
+def failure(step: pf.AnyStep, end: End) -> dict[str, Any]:
     return {"stepId": step["stepId"], "reason": end.reason, "message": end.message}
 
 
@@ -246,11 +260,11 @@ def unit_context(
     return context
 
 
-def map_width(step: pf.MapStep, plan: pf.Plan, max_concurrency: int) -> int:
+def map_width(step: pf.MemberMap, plan: pf.Plan, max_concurrency: int) -> int:
     return max(1, min(step["concurrency"], plan["limits"]["concurrency"], max_concurrency))
 
 
-def map_end(step: pf.MapStep, ends: Sequence[End | None]) -> End:
+def map_end(step: pf.MemberMap, ends: Sequence[End | None]) -> End:
     """A map step's end from its units': the first failure, else every block, else the outputs."""
     for index, end in enumerate(ends):
         if end is not None and end.status == "failed":
@@ -266,7 +280,7 @@ def map_end(step: pf.MapStep, ends: Sequence[End | None]) -> End:
     return End("completed", output=values)
 
 
-def kept_going_end(step: pf.MapStep, ends: Sequence[End | None], hint: Hint, run_id: str) -> End:
+def kept_going_end(step: pf.MemberMap, ends: Sequence[End | None], hint: Hint, run_id: str) -> End:
     """The end of a map that kept going (`fail_fast = false`), once every unit settled: blocked when
     any unit is (each listed with what clears it), else failed with the list of what completed
     (null at each failed index), else completed (operations.md D3.2)."""
@@ -291,8 +305,31 @@ def blocked_units(hint: Hint, run_id: str, blocked: Sequence[tuple[int, str]]) -
     with what clears it, at most LISTED of them, then how to continue once they are cleared."""
     listed = [f"  {wording.blocked_unit(index=i)}\n{_indented(notes)}" for i, notes in blocked]
     units = _bounded(listed, "\n", hint("status", run_id), "  ")
-    then = wording.units_blocked_then(resume=hint("resume", run_id), run=hint("run", run_id))
-    return f"{wording.units_blocked(count=len(blocked))}\n{units}\n{then}"
+    then = wording.blocked_then(resume=hint("resume", run_id), run=hint("run", run_id))
+    return f"{wording.blocked(count=len(blocked), what='units')}\n{units}\n{then}"
+
+
+def block_end(step: pf.ParallelStep, rows: Mapping[str, StepRow], hint: Hint, run_id: str) -> End:
+    """A `parallel` block's end once its members settled (or drained), worst first: blocked when a
+    member is, else failed when a member failed without `on_error = continue`, else completed with
+    `{member: output}`, null for a skipped or failed-continued member (operations.md D1)."""
+    members = step["members"]
+    blocked = [m["stepId"] for m in members if rows[m["stepId"]].status == "blocked"]
+    if blocked:
+        listed = [f"  {wording.blocked_member(step=m)}\n{_indented(rows[m].notes or '')}" for m in blocked]
+        then = wording.blocked_then(resume=hint("resume", run_id), run=hint("run", run_id))
+        notes = (
+            f"{wording.blocked(count=len(blocked), what='members of the block')}\n" + "\n".join(listed) + f"\n{then}"
+        )
+        return End("blocked", reason=rows[blocked[0]].failure_reason, notes=notes)
+    failing = [m["stepId"] for m in members if rows[m["stepId"]].status == "failed" and m["onError"] != "continue"]
+    if failing:
+        why = ", ".join(wording.failed_member(step=m, reason=rows[m].failure_reason or "?") for m in failing)
+        return failed("members_failed", wording.members_failed(count=len(failing), total=len(members), members=why))
+    output = {
+        m["stepId"]: rows[m["stepId"]].output if rows[m["stepId"]].status == "completed" else None for m in members
+    }
+    return End("completed", output=output)
 
 
 def _bounded(entries: list[str], separator: str, status: str | None, indent: str = "") -> str:
@@ -300,7 +337,7 @@ def _bounded(entries: list[str], separator: str, status: str | None, indent: str
     if len(entries) <= LISTED:
         return separator.join(entries)
     more = len(entries) - LISTED
-    tail = wording.more_units(count=more) if status is None else wording.more_units_at(count=more, command=status)
+    tail = wording.more_units(count=more, where="" if status is None else f" (`{status}`)")
     return separator.join([*entries[:LISTED], indent + tail])
 
 

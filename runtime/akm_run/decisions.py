@@ -31,7 +31,7 @@ class StartStep:
     """Run the step at `index`; its start is journaled with the step's first write. The run
     completes together with the `last` step's completion."""
 
-    step: pf.Step
+    step: pf.AnyStep
     index: int
     last: bool
 
@@ -49,7 +49,7 @@ class CompleteStep:
     """Journal a step's completion with its output, and skip the steps a route did not select.
     `journaled`: its one unit's completion already journaled it (only the drive's rows follow)."""
 
-    step: pf.Step
+    step: pf.AnyStep
     output: Any
     skipped: tuple[str, ...] = ()
     journaled: bool = False
@@ -66,7 +66,7 @@ class Finish:
 class BlockStep:
     """Journal a blocked step; the run then waits at it."""
 
-    step: pf.Step
+    step: pf.AnyStep
     end: End
 
 
@@ -75,7 +75,7 @@ class FailStep:
     """Journal a failed step. `continued` (on_error = continue): its output is null and the run
     goes on; otherwise the run fails with `failure`."""
 
-    step: pf.Step
+    step: pf.AnyStep
     end: End
     continued: bool
     failure: dict[str, Any]
@@ -133,6 +133,19 @@ def failed_step(rows: Rows, failing: FailStep) -> Rows:
     return with_step(rows, failing.step["stepId"], "failed", "null" if failing.continued else None)
 
 
+def stops_block(block: pf.ParallelStep, member: pf.Member, end: End) -> bool:
+    """Whether a member's end stops a fail-fast block from starting anything more: a block, or a
+    failure the member does not continue past."""
+    if block.get("failFast", True) is False:
+        return False
+    return end.status == "blocked" or (end.status == "failed" and member["onError"] != "continue")
+
+
+def block_end(block: pf.ParallelStep, rows: Rows, hint: Hint, run_id: str) -> End:
+    """A block's end from its members' journaled rows (akm_run.core.block_end)."""
+    return core.block_end(block, rows, hint, run_id)
+
+
 # -- steps ----------------------------------------------------------------------------------------------
 
 
@@ -161,10 +174,11 @@ class RunWork:
 
 
 def step_work(
-    step: pf.Step, row: StepRow, params: Mapping[str, Any], rows: Rows, hint: Hint, run_id: str
+    step: pf.AnyStep, row: StepRow, params: Mapping[str, Any], rows: Rows, hint: Hint, run_id: str
 ) -> Settle | RunWork:
     """What running a step means: a route or an approval settles it; a work step runs units, a
-    gated one from the iteration its row records."""
+    gated one from the iteration its row records (a `parallel` block runs its members instead)."""
+    assert step["kind"] != "parallel"
     if step["kind"] == "route":
         return Settle(core.route(step, params, rows))
     if step["target"]["kind"] == "approval":
@@ -196,7 +210,7 @@ class Unit:
 class FailUnit:
     """A unit that fails before any attempt: journaled as failed, never dispatched."""
 
-    step: pf.Step
+    step: pf.AnyStep
     place: Placement
     reason: str
     message: str

@@ -119,6 +119,10 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
         allowed_signers TEXT NOT NULL
     );
     """,
+    # parallel blocks: a step of a `parallel` block names its block (operations.md D1)
+    """
+    ALTER TABLE steps ADD COLUMN "group" TEXT;
+    """,
 )
 
 # PostgreSQL's words where SQLite's differ: DOUBLE PRECISION for REAL (PostgreSQL's REAL is 4 bytes,
@@ -227,6 +231,10 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
         fingerprint TEXT NOT NULL,
         allowed_signers TEXT NOT NULL
     );
+    """,
+    # parallel blocks: a step of a `parallel` block names its block (operations.md D1)
+    """
+    ALTER TABLE steps ADD COLUMN "group" TEXT;
     """,
 )
 

@@ -85,11 +85,13 @@ class Store(Queries):
                 "VALUES (?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, ?, ?, ?, ?)",
                 (*described, parent_run_id, parent_unit_id, invocation_key, now, now, *started),
             )
-            for step in plan["steps"]:
-                self._execute(
-                    "INSERT INTO steps (run_id, step_id, idx, status, updated_at) VALUES (?, ?, ?, 'pending', ?)",
-                    (run_id, step["stepId"], step["index"], now),
-                )
+            for step in plan["steps"]:  # a `parallel` block's members: at its index, naming it
+                for each, group in [(step, None), *((m, step["stepId"]) for m in step.get("members", []))]:
+                    self._execute(
+                        'INSERT INTO steps (run_id, step_id, idx, status, updated_at, "group") '
+                        "VALUES (?, ?, ?, 'pending', ?, ?)",
+                        (run_id, each["stepId"], step["index"], now, group),
+                    )
             signed: dict[str, Any] = {}
             if signature is not None:
                 signer = signature.signer

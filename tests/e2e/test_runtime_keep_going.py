@@ -122,7 +122,7 @@ def test_a_map_of_blocking_children_starts_every_child_and_clears_in_one_round(r
         assert f"`akm-run approve {child} ok`" in notes
     assert notes.endswith(
         f"Once they are cleared, `akm-run resume {parent}` and `akm-run run {parent}` "
-        "drive every blocked unit on at once."
+        "drive them all on at once (what completed is reused)."
     )
     with runtime.paused():
         for child in children:

@@ -105,7 +105,7 @@ def _add(graph: Graph, into: Cluster, plan: dict[str, Any], entry: Node | None, 
             previous = [one(into, step, previous)]
             continue
         graph.clusters += 1
-        block = Cluster(f"c{graph.clusters}", f"{step['stepId']}: parallel")
+        block = Cluster(f"c{graph.clusters}", step["stepId"])
         into.clusters.append(block)
         previous = [one(block, member, previous) for member in step["members"]]
         ids[step["stepId"]] = previous

@@ -137,7 +137,10 @@ def _block_lines(step: dict[str, Any], sub: str, number: str) -> list[str]:
     keeps_going = ", fail_fast false: every member runs" if step.get("failFast") is False else ""
     lines = [f"{sub}runs: {at_once}{keeps_going}", f"{sub}on_error: {step['onError']}"]
     for position, member in enumerate(step["members"], start=1):
-        lines += step_lines(member, sub, f"{number.rstrip('.')}.{position}")
+        if isinstance(member, str):  # a diff lists a block's members by id, each a step of its own
+            lines.append(f"{sub}{number.rstrip('.')}.{position} {member}")
+        else:
+            lines += step_lines(member, sub, f"{number.rstrip('.')}.{position}")
     return lines
 
 

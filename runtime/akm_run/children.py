@@ -200,11 +200,15 @@ def step_notes(store: Journal, hints: Hints, run_id: str, step: StepRow) -> str 
 def clearing(store: Journal, hints: Hints, run: RunRow) -> tuple[str, list[str]]:
     """(blocked step, the commands that clear a blocked run, deepest first): approve an approval,
     resume a gate, and for a step blocked on its own child, clear that child and resume this run."""
-    blocked = next((s for s in store.steps(run.id) if s.status == "blocked"), None)
+    rows = store.steps(run.id)
+    blocked = next((s for s in rows if s.status == "blocked" and s.group is None), None)
     if blocked is None:
         return "?", [hints("resume", run.id)]
-    plan = json.loads(run.plan_json)
-    step = next(s for s in plan["steps"] if s["stepId"] == blocked.step_id)
+    plan: pf.Plan = json.loads(run.plan_json)
+    steps = {s["stepId"]: s for s in core.every_step(plan)}
+    if steps[blocked.step_id]["kind"] == "parallel":  # what clears it is what clears its first blocked member
+        blocked = next((s for s in rows if s.status == "blocked" and s.group == blocked.step_id), blocked)
+    step: Any = steps[blocked.step_id]
     kind = step.get("target", {}).get("kind")
     if kind == "approval":
         return blocked.step_id, [hints("approve", run.id, blocked.step_id)]

@@ -349,13 +349,22 @@ class _Drive:
         members = block["members"]
         with self.store.transaction(durable=False):
             start.journal(self.store, self.run_id)
-        halt = threading.Event()
+        halt, running, lock = threading.Event(), [0], threading.Lock()
+
+        def counted(change: int) -> None:
+            with lock:
+                running[0] += change
+                self.options.progress.members(self.where, running[0], len(members))
 
         def one(i: int) -> End:
             member = members[i]
             if halt.is_set() or core.spine_action(member, rows[member["stepId"]]) != "run":
                 return End("not_dispatched")
-            end = self._member(attempts, StartStep(member, reached.index, False), rows, halt, block)
+            counted(1)
+            try:
+                end = self._member(attempts, StartStep(member, reached.index, False), rows, halt, block)
+            finally:
+                counted(-1)
             if decisions.stops_block(block, member, end):
                 halt.set()
             return end

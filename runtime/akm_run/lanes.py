@@ -26,9 +26,16 @@ def plan_order(run: RunRow) -> dict[str, tuple[int, str | None]]:
     return order
 
 
-def map_steps(run: RunRow) -> set[str]:
+def map_steps(run: RunRow) -> dict[str, bool]:
+    """The run's map steps, each with whether it keeps going (`fail_fast = false`)."""
     plan: pf.Plan = json.loads(run.plan_json)
-    return {s["stepId"] for s in core.every_step(plan) if s["kind"] == "map"}
+    return {s["stepId"]: s.get("failFast") is False for s in core.every_step(plan) if s["kind"] == "map"}
+
+
+def shown(keeps_going: bool, status: str, units: list[UnitRow]) -> bool:
+    """Whether `status` shows a map's units: while it runs or waits, when it keeps going, or when it
+    is a large fan-out (a small settled map reads as it always did)."""
+    return keeps_going or status in ("running", "blocked") or len(units) > LANES
 
 
 def units_summary(units: list[UnitRow]) -> dict[str, Any]:

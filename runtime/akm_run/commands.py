@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from akm_run import children, exitcodes, operations, preflighting, progress, pruning, report, serving, wording
+from akm_run import children, core, exitcodes, operations, preflighting, progress, pruning, report, serving, wording
 from akm_run import planformat as pf
 from akm_run.console import as_given, emit, fail, on_signals, say_where, state_dir, utf8
 from akm_run.core import SIGNALLED, DriveResult
@@ -429,8 +429,12 @@ def _continued(done: list[tuple[str, str]], submitted: bool, hint: Hints) -> Non
 
 def _child_waits(store: Store, hint: Hints, plan: pf.Plan, row: RunRow, current: StepRow | None) -> Failure | None:
     """For `approve` on a step that waits on its child run: the child's own command to run instead."""
-    step = next((s for s in plan["steps"] if current is not None and s["stepId"] == current.step_id), None)
-    if step is None or step["kind"] == "route" or step["target"]["kind"] != "child-workflow" or current is None:
+    step = next((s for s in core.every_step(plan) if current is not None and s["stepId"] == current.step_id), None)
+    if step is None or step["kind"] == "route" or step["kind"] == "parallel":
+        return None
+    if step["target"]["kind"] != "child-workflow":
+        return None
+    if current is None:
         return None
     clear = children.clearing(store, hint, row)[1] if current.status == "blocked" else []
     if len(clear) <= 1:

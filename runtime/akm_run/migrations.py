@@ -127,6 +127,10 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
         WHEN EXISTS (SELECT 1 FROM runs WHERE id = OLD.run_id)
         BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
     """,
+    # parallel blocks: a step of a `parallel` block names its block (operations.md D1)
+    """
+    ALTER TABLE steps ADD COLUMN "group" TEXT;
+    """,
 )
 
 # PostgreSQL's words where SQLite's differ: DOUBLE PRECISION for REAL (PostgreSQL's REAL is 4 bytes,
@@ -250,6 +254,10 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
         END $$;
     CREATE TRIGGER events_append_only_delete BEFORE DELETE ON events
         FOR EACH ROW EXECUTE FUNCTION events_append_only_delete();
+    """,
+    # parallel blocks: a step of a `parallel` block names its block (operations.md D1)
+    """
+    ALTER TABLE steps ADD COLUMN "group" TEXT;
     """,
 )
 

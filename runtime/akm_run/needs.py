@@ -120,23 +120,26 @@ def _walk(
     runs: Callable[[str], bool],
 ) -> Iterator[Need]:
     conditional = _conditions(plan, prefix, runs)
-    for step in plan["steps"]:
-        if not runs(step["stepId"]):
-            continue
-        here, path = (*place, step["index"]), prefix + step["stepId"]
-        condition = outer or conditional.get(step["stepId"])
-        for entry in step.get("env", []):
-            if entry["kind"] == "secret":
-                yield Need("secret", entry["secret"], here, path, condition)
-            elif entry["kind"] == "passthrough":
-                yield Need("passthrough", entry["name"], here, path, condition)
-        for target in _targets(step):
-            if target["kind"] == "agent":
-                yield Need("agent", "", here, path, condition)
-            elif target["kind"] == "script" and (found := interpreter(target["text"])) is not None:
-                yield Need("interpreter", found.text(), here, path, condition, found)
-            elif target["kind"] == "child-workflow" and "plan" in target:  # a diff's child stands alone
-                yield from _walk(target["plan"], here, f"{path}/{target['ref']}:", condition, lambda step_id: True)
+    for block in plan["steps"]:  # a `parallel` block's members are at its place, under its route
+        for step in (block, *block.get("members", [])):
+            if runs(step["stepId"]):
+                here = (*place, block["index"])
+                yield from _step(step, here, prefix + step["stepId"], outer or conditional.get(block["stepId"]))
+
+
+def _step(step: Mapping[str, Any], here: tuple[int, ...], path: str, condition: Condition | None) -> Iterator[Need]:
+    for entry in step.get("env", []):
+        if entry["kind"] == "secret":
+            yield Need("secret", entry["secret"], here, path, condition)
+        elif entry["kind"] == "passthrough":
+            yield Need("passthrough", entry["name"], here, path, condition)
+    for target in _targets(step):
+        if target["kind"] == "agent":
+            yield Need("agent", "", here, path, condition)
+        elif target["kind"] == "script" and (found := interpreter(target["text"])) is not None:
+            yield Need("interpreter", found.text(), here, path, condition, found)
+        elif target["kind"] == "child-workflow" and "plan" in target:  # a diff's child stands alone
+            yield from _walk(target["plan"], here, f"{path}/{target['ref']}:", condition, lambda step_id: True)
 
 
 def summary(plan: Mapping[str, Any]) -> dict[NeedKind, list[str]]:

@@ -102,11 +102,13 @@ class Store(Queries, Deletions, Exclusion):
                 "VALUES (?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, ?, ?, ?, ?)",
                 (*described, parent_run_id, parent_unit_id, invocation_key, now, now, *started),
             )
-            for step in plan["steps"]:
-                self._execute(
-                    "INSERT INTO steps (run_id, step_id, idx, status, updated_at) VALUES (?, ?, ?, 'pending', ?)",
-                    (run_id, step["stepId"], step["index"], now),
-                )
+            for step in plan["steps"]:  # a `parallel` block's members: at its index, naming it
+                for each, group in [(step, None), *((m, step["stepId"]) for m in step.get("members", []))]:
+                    self._execute(
+                        'INSERT INTO steps (run_id, step_id, idx, status, updated_at, "group") '
+                        "VALUES (?, ?, ?, 'pending', ?, ?)",
+                        (run_id, each["stepId"], step["index"], now, group),
+                    )
             signed: dict[str, Any] = {"preflight": "skipped"} if preflight_skipped else {}
             if signature is not None:
                 signer = signature.signer
@@ -201,9 +203,13 @@ class Store(Queries, Deletions, Exclusion):
     def complete_step(self, run_id: str, step_id: str, output: Any) -> None:
         self._move_step(run_id, step_id, "completed", {"output_json": dumps(output)}, {})
 
-    def fail_step(self, run_id: str, step_id: str, reason: str | None, message: str | None, null: bool = False) -> None:
-        """`null`: the step says `on_error = continue`, so its output is stored as null (later steps read null)."""
-        columns = {"failure_reason": reason, "failure_message": message} | ({"output_json": "null"} if null else {})
+    def fail_step(
+        self, run_id: str, step_id: str, reason: str | None, message: str | None, null: bool = False, output: Any = None
+    ) -> None:
+        """`null`: the step says `on_error = continue`, so its output is stored as null (later steps read
+        null). `output`: the partial list of a map that kept going (null at each failed item), stored as is."""
+        stored = {"output_json": dumps(output)} if output is not None else {"output_json": "null"} if null else {}
+        columns = {"failure_reason": reason, "failure_message": message} | stored
         self._move_step(run_id, step_id, "failed", columns, {"reason": reason, "message": message})
 
     def block_step(self, run_id: str, step_id: str, notes: str | None, reason: str | None = None) -> None:

@@ -86,6 +86,18 @@ def test_a_child_plans_needs_are_named_under_the_parent_step() -> None:
     assert needs(plan, lambda step_id: step_id != "deploy") == []
 
 
+def test_the_members_of_a_parallel_block_are_needs_at_its_place_under_its_route() -> None:
+    route = {"stepId": "pick", "index": 0, "onError": "fail", "kind": "route", "input": "params.x"}
+    members = [_unit("lint", 1, SHELL, SECRET), _unit("review", 1, {"kind": "agent", "instructions": "go"})]
+    block = {"stepId": "checks", "index": 1, "onError": "fail", "kind": "parallel", "members": members}
+    plan = _plan(
+        {**route, "cases": [{"match": 1, "next": "checks"}], "default": "other"}, block, _unit("other", 2, SHELL)
+    )
+    found = [(n.kind, n.step_path, n.place, n.condition is not None) for n in needs(plan)]
+    assert found == [("secret", "lint", (1,), True), ("agent", "review", (1,), True)]
+    assert needs(plan, lambda step_id: step_id != "lint") == [n for n in needs(plan) if n.step_path == "review"]
+
+
 def _host(tmp_path: Path, **environ: str) -> Host:
     return Host({"PATH": str(tmp_path), **environ}, tmp_path, "--workdir .", None)
 

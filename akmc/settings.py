@@ -1,5 +1,5 @@
-"""Settings (`timeout`, `retry`, `on_error`, `concurrency`, `max_loops`, `max_units`): where each may
-stand, which step kinds honour it, and its value checked and normalised (E207, E601, W703)."""
+"""Settings (`timeout`, `retry`, `on_error`, `isolation`, `concurrency`, `max_loops`, `max_units`): where
+each may stand, which step kinds honour it, and its value checked and normalised (E207, E601, W703)."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ from akmc.records import build, record
 DEFAULT_CONCURRENCY = 4
 
 # Where each setting may stand.
-STEP_SETTINGS = {"timeout", "retry", "on_error"}
+STEP_SETTINGS = {"timeout", "retry", "on_error", "isolation"}
 PLACES = {
     "step": STEP_SETTINGS,
     "defaults": STEP_SETTINGS,
-    "map": {"concurrency", "timeout", "retry"},
+    "map": {"concurrency", "timeout", "retry", "isolation"},
     "gate": {"max_loops"},
     "limits": {"concurrency", "max_units", "timeout"},
 }
@@ -25,6 +25,7 @@ HOME = {
     "timeout": "a step, a `map` block, `defaults` or `limits`",
     "retry": "a step, a `map` block or `defaults`",
     "on_error": "a step or `defaults`",
+    "isolation": "a step, a `map` block or `defaults`",
     "concurrency": "a `map` block or `limits`",
     "max_loops": "a `gate` block",
     "max_units": "`limits`",
@@ -34,7 +35,7 @@ HOME = {
 # its target's kind (shell, script and agent are "unit"), or "route"; a `map` step honours what its
 # target's kind honours, plus `concurrency`.
 HONOURED = {
-    "unit": {"timeout", "retry", "on_error", "env", "gate"},
+    "unit": {"timeout", "retry", "on_error", "isolation", "env", "gate"},
     "uses": {"on_error", "gate"},
     "approval": {"on_error"},
     "route": {"on_error"},
@@ -46,7 +47,11 @@ WHY_NOT = {
     ("approval", "timeout"): "an approval waits for a person, not a process",
     ("approval", "retry"): "an approval runs no process that could be retried",
     ("approval", "gate"): "an approval runs no process that a check could re-run",
+    ("uses", "isolation"): "set `isolation` on the child's own steps: they run in worktrees of this run's base commit",
+    ("approval", "isolation"): "an approval runs no process that could run in a worktree",
+    ("route", "isolation"): "a route runs no process that could run in a worktree",
 }
+ISOLATION = ("worktree", "none")  # `none` switches a default off
 
 
 @record
@@ -104,6 +109,11 @@ def _setting_value(setting: ast.Setting, place: str, report: Report) -> Any:
         return None
     if name == "retry":
         return _retry(value, report)
+    if name == "isolation":
+        if isinstance(value, ast.Word) and value.text in ISOLATION:
+            return value.text
+        report.add(messages.isolation_value(), value.span, help=_word_hint(value, ISOLATION))
+        return None
     # integers: concurrency, max_units, max_loops
     if not isinstance(value, ast.Literal) or isinstance(value.value, bool) or not isinstance(value.value, int):
         report.add(messages.integer_setting(name=name), value.span)
@@ -119,6 +129,10 @@ def _setting_value(setting: ast.Setting, place: str, report: Report) -> Any:
         report.add(messages.too_many_loops(limit=MAX_LOOPS, value=number), value.span)
         return None
     return number
+
+
+def _word_hint(value: ast.Value, choices: tuple[str, ...]) -> str | None:
+    return did_you_mean(value.text, set(choices)) if isinstance(value, ast.Word) else None
 
 
 def _duration(value: ast.Value, name: str, report: Report) -> int | None:

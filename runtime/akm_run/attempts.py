@@ -192,6 +192,7 @@ class Attempts:
             self.scratch,
             dispatch,
             unit.width,
+            isolated="isolation" in unit.step and not unit.gate_check,  # a gate's check runs in the workdir
         )
         self.progress.unit_started()
         try:

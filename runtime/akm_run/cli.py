@@ -25,6 +25,7 @@ EXAMPLES = {
     "abandon": "akm-run abandon 20261130T101500-3fa9c2d1",
     "verify": "akm-run verify plans/workflows/release.plan.json --allowed-signers /etc/akm/allowed_signers",
     "worker": "akm-run worker --database postgresql://akm@db.internal/akm --concurrency 8",
+    "worktrees": "akm-run worktrees 20261130T101500-3fa9c2d1 --prune",
     "completion": "akm-run completion bash > /etc/bash_completion.d/akm-run",
 }
 
@@ -79,6 +80,11 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("plan", type=Path)
     verify.add_argument("--expect-hash", help="refuse unless the plan hash is exactly this")
     signed(verify)
+    kept = command("worktrees", "List the worktrees attempts kept for review (--prune removes them).")
+    kept.add_argument("run_id", metavar="RUN", nargs="?", help="only this run's and its child runs' worktrees")
+    kept.add_argument("--prune", action="store_true", help="remove the kept worktrees that have no changes now")
+    kept.add_argument("--dirty", action="store_true", help="with --prune: remove those with changes too")
+    kept.add_argument("--format", choices=("text", "json"), default="text")
     worker_options(command("worker", "Serve a shared store's worker pool: drive runs and run their units."))
     for sub in (resume, approve):
         sub.add_argument("--allowed-signers", type=Path, metavar="FILE", help=SIGNERS_HELP)

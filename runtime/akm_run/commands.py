@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from akm_run import children, exitcodes, operations, progress, report, serving, wording
+from akm_run import children, exitcodes, isolation, kept, operations, progress, report, serving, wording
 from akm_run import planformat as pf
 from akm_run.console import as_given, emit, fail, on_signals, state_dir, utf8
 from akm_run.core import SIGNALLED, DriveResult
@@ -30,6 +30,7 @@ from akm_run.sqlitestore import SQLiteStore, writable
 from akm_run.store import Store
 from akm_run.trust import Admitted, admission, admit, allowed_signers, recheck
 from akm_run.wording import Failure
+from akm_run.worktrees import GitError
 
 # PG_IMPORT: the shared store's modules (pgstore: psycopg; drives, submitting: DBOS, about 0.6 s of
 # start-up) are imported inside the functions that use that store, so the SQLite commands and a
@@ -160,6 +161,10 @@ def _publish(args: argparse.Namespace, path: Path, signers: Path | None) -> tupl
     if _shared(args) is None and (refused := _unwritable(directory)) is not None:
         return refused
     workdir = (args.workdir or Path(".")).absolute()
+    try:
+        base = isolation.freeze_base(plan, workdir)
+    except GitError as error:  # before anything is published, so before any unit runs
+        return fail(wording.worktree_base_refused(path=path, reason=str(error)))
     agent_cmd = args.agent_cmd or os.environ.get("AKM_AGENT_CMD") or None
     store = _open(args) or SQLiteStore(directory)
     run_id = store.publish_run(
@@ -170,6 +175,7 @@ def _publish(args: argparse.Namespace, path: Path, signers: Path | None) -> tupl
         signature=admitted.signature,
         workdir=str(workdir),
         agent_cmd=agent_cmd,
+        base=base,
     )
     return store, run_id, workdir, agent_cmd
 
@@ -318,6 +324,27 @@ def logs(args: argparse.Namespace) -> int:
         return fail(wording.no_step(run=row.id, step=args.step, steps=", ".join(steps)))
     document = report.logs_document(store, row, args.step, args.unit, args.attempt)
     emit(document, report.logs_text(document), args.format)
+    return exitcodes.COMPLETED
+
+
+def worktrees(args: argparse.Namespace) -> int:
+    """`akm-run worktrees [RUN] [--prune [--dirty]]`: the kept worktrees (akm_run.kept)."""
+    if args.dirty and not args.prune:
+        return fail(wording.dirty_needs_prune())
+    store = _open(args, reading=not args.prune)
+    run_ids = None
+    if args.run_id is not None:
+        row = None if store is None else store.run(args.run_id)
+        if store is None or row is None:
+            return fail(wording.no_run(run=args.run_id, where=_where(args)))
+        run_ids = kept.tree(store, row.id)
+    if store is None:
+        document: dict[str, Any] = {"worktrees": []}
+    elif args.prune:
+        document = kept.prune(store, run_ids, dirty=args.dirty)
+    else:
+        document = kept.listing(store, run_ids)
+    emit(document, kept.text(document, hints_for(args), args.run_id), args.format)
     return exitcodes.COMPLETED
 
 
@@ -478,4 +505,5 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "abandon": abandon,
     "verify": verify,
     "worker": serving.worker,
+    "worktrees": worktrees,
 }

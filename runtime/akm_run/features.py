@@ -17,10 +17,12 @@ from akm_run.planformat import Feature, PlanError
 
 # A plan-level key or a step's key that means the plan uses the feature.
 PLAN_DETECTORS: Mapping[Feature, Callable[[Mapping[str, Any]], bool]] = {}
-STEP_DETECTORS: Mapping[Feature, Callable[[Mapping[str, Any]], bool]] = {}
+STEP_DETECTORS: Mapping[Feature, Callable[[Mapping[str, Any]], bool]] = {
+    "worktree": lambda step: "isolation" in step,
+}
 
 # The features this runtime honours.
-SUPPORTED: frozenset[Feature] = frozenset()
+SUPPORTED: frozenset[Feature] = frozenset({"worktree"})
 
 
 def plans(plan: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:

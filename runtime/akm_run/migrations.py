@@ -119,6 +119,13 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
         allowed_signers TEXT NOT NULL
     );
     """,
+    # Worktree isolation: the commit and repository a run's worktrees are checked out from, frozen
+    # when it is published; the worktree an attempt left behind for review.
+    """
+    ALTER TABLE runs ADD COLUMN base_commit TEXT;
+    ALTER TABLE runs ADD COLUMN base_repo TEXT;
+    ALTER TABLE attempts ADD COLUMN worktree TEXT;
+    """,
 )
 
 # PostgreSQL's words where SQLite's differ: DOUBLE PRECISION for REAL (PostgreSQL's REAL is 4 bytes,
@@ -228,6 +235,11 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
         allowed_signers TEXT NOT NULL
     );
     """,
+    """
+    ALTER TABLE runs ADD COLUMN base_commit TEXT;
+    ALTER TABLE runs ADD COLUMN base_repo TEXT;
+    ALTER TABLE attempts ADD COLUMN worktree TEXT;
+    """,
 )
 
 EVENT_KINDS = (
@@ -250,6 +262,8 @@ EVENT_KINDS = (
     "unit.aborted",  # an attempt ended by an abort (signal, run timeout)
     "unit.interrupted",  # a crash reclaim found the attempt still marked running
     "gate.rejected",
+    "worktree.retained",  # an attempt's worktree had changes: kept for review, its path journaled
+    "worktree.removed",  # an attempt's worktree was removed (clean after its attempt, or pruned)
 )
 
 

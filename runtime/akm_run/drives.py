@@ -401,7 +401,7 @@ def attempt(job: UnitJob) -> End:
         return End("completed", output=recorded.output, stderr_tail=recorded.stderr_tail)
     if (stopped := _not_to_run(host.store, request, recorded)) is not None:
         return stopped
-    settings = Settings(_workdir(job.workdir, host), job.agent_cmd, None, Hints(), host.state)
+    settings = Settings(_workdir(job.workdir, host), job.agent_cmd, None, Hints())  # worktrees: isolation.py
     return host.attempts.execute(host.store, settings, request)
 
 

@@ -4,6 +4,7 @@ run freezes when it is published (docs/runtime.md, "Worktrees")."""
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 from collections.abc import Callable
@@ -44,7 +45,7 @@ def isolated(
     commit = row.base_commit if row is not None else None
     if commit is None:
         return End("failed", reason=UNAVAILABLE, message=wording.no_base_commit(run=request.run_id))
-    state = settings.state_dir or Path(tempfile.gettempdir()) / "akm-run"
+    state = settings.state_dir or worker_state()
     path = _fresh(worktrees.path_for(state, request.run_id, request.place.journal, request.attempt))
     try:
         worktrees.add(settings.workdir, path, commit)
@@ -54,6 +55,12 @@ def isolated(
         return execute(request, path, {"AKM_WORKTREE": str(path), "AKM_BASE_COMMIT": commit})
     finally:
         settle(journal, (request.run_id, request.place.journal, request.place.step_id, request.attempt), path)
+
+
+def worker_state() -> Path:
+    """Where a pool worker keeps worktrees: a directory of this user's that outlives the worker (its
+    own scratch directory is removed when it stops, and a kept worktree is there for review)."""
+    return Path(tempfile.gettempdir()) / f"akm-run-{os.getuid()}"
 
 
 def _fresh(path: Path) -> Path:

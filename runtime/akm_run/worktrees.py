@@ -98,6 +98,9 @@ def _private_parents(path: Path) -> None:
     stands in: a `.gitignore` of `*` keeps the worktrees out of the user's `git status`."""
     root = path.parent.parent
     root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    parent, own = root.parent.lstat(), root.lstat()
+    if parent.st_uid != os.getuid() or root.is_symlink() or own.st_uid != os.getuid() or own.st_mode & 0o077:
+        raise GitError(f"{root} is not a private directory of this user: no worktree is made there")
     ignore = root / ".gitignore"
     if not ignore.exists():
         ignore.write_text("*\n", encoding="utf-8")

@@ -25,7 +25,13 @@ def _plan(*steps: dict[str, Any]) -> dict[str, Any]:
 
 
 def _shell(step_id: str, **extra: Any) -> dict[str, Any]:
-    return {"stepId": step_id, "kind": "unit", "onError": "fail", "target": {"kind": "shell", "command": "true"}, **extra}
+    return {
+        "stepId": step_id,
+        "kind": "unit",
+        "onError": "fail",
+        "target": {"kind": "shell", "command": "true"},
+        **extra,
+    }
 
 
 @pytest.fixture
@@ -68,7 +74,7 @@ def test_the_declared_list_must_be_sorted_and_unique(monkeypatch: pytest.MonkeyP
     for wrong in (["tokens", "stall"], ["stall", "stall", "tokens"], ["stall"]):
         bad = copy.deepcopy(plan)
         bad["features"] = wrong
-        with pytest.raises(PlanError, match="plan.features: declares features"):
+        with pytest.raises(PlanError, match=r"plan\.features: declares features"):
             verify_plan(bad)
     plan["features"] = ["stall", "tokens"]
     verify_plan(plan)
@@ -85,3 +91,19 @@ def test_a_runtime_refuses_a_feature_it_does_not_honour(
     assert str(refused.value) == 'plan.features: plan needs akm-run support for "stall": upgrade akm-run'
     monkeypatch.setattr(features, "SUPPORTED", frozenset({timeouts_are_a_feature}))
     features.require_supported(plan)
+
+
+def test_isolation_is_the_worktree_feature_and_this_runtime_honours_it() -> None:
+    plan = _plan(_shell("a", isolation="worktree"), _shell("b"))
+    assert features.used(plan) == ["worktree"]
+    plan["features"] = ["worktree"]
+    verify_plan(plan)
+    features.require_supported(plan)
+
+
+def test_isolation_on_a_target_that_runs_no_process_is_refused() -> None:
+    approval = {"kind": "approval", "message": "ok?"}
+    plan = _plan({**_shell("a", isolation="worktree"), "target": approval})
+    plan["features"] = ["worktree"]
+    with pytest.raises(PlanError, match=r"plan\.steps\[0\]\.isolation: `isolation` is only for shell"):
+        verify_plan(plan)

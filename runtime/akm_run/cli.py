@@ -80,11 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("plan", type=Path)
     verify.add_argument("--expect-hash", help="refuse unless the plan hash is exactly this")
     signed(verify)
-    kept = command("worktrees", "List the worktrees attempts kept for review (--prune removes them).")
-    kept.add_argument("run_id", metavar="RUN", nargs="?", help="only this run's and its child runs' worktrees")
-    kept.add_argument("--prune", action="store_true", help="remove the kept worktrees that have no changes now")
-    kept.add_argument("--dirty", action="store_true", help="with --prune: remove those with changes too")
-    kept.add_argument("--format", choices=("text", "json"), default="text")
+    worktrees_options(command("worktrees", "List the worktrees attempts kept for review (--prune removes them)."))
     worker_options(command("worker", "Serve a shared store's worker pool: drive runs and run their units."))
     for sub in (resume, approve):
         sub.add_argument("--allowed-signers", type=Path, metavar="FILE", help=SIGNERS_HELP)
@@ -94,6 +90,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     completion.add_argument("shell", choices=("bash", "zsh", "fish"))
     return parser
+
+
+def worktrees_options(kept: argparse.ArgumentParser) -> None:
+    """`akm-run worktrees`' own options (docs/cli.md)."""
+    kept.add_argument("run_id", metavar="RUN", nargs="?", help="only this run's and its child runs' worktrees")
+    kept.add_argument("--prune", action="store_true", help="remove the kept worktrees that have no changes now")
+    kept.add_argument("--dirty", action="store_true", help="with --prune: remove those with changes too")
+    kept.add_argument("--format", choices=("text", "json"), default="text")
 
 
 def worker_options(worker: argparse.ArgumentParser) -> None:

@@ -328,24 +328,7 @@ def logs(args: argparse.Namespace) -> int:
 
 
 def worktrees(args: argparse.Namespace) -> int:
-    """`akm-run worktrees [RUN] [--prune [--dirty]]`: the kept worktrees (akm_run.kept)."""
-    if args.dirty and not args.prune:
-        return fail(wording.dirty_needs_prune())
-    store = _open(args, reading=not args.prune)
-    run_ids = None
-    if args.run_id is not None:
-        row = None if store is None else store.run(args.run_id)
-        if store is None or row is None:
-            return fail(wording.no_run(run=args.run_id, where=_where(args)))
-        run_ids = kept.tree(store, row.id)
-    if store is None:
-        document: dict[str, Any] = {"worktrees": []}
-    elif args.prune:
-        document = kept.prune(store, run_ids, dirty=args.dirty)
-    else:
-        document = kept.listing(store, run_ids)
-    emit(document, kept.text(document, hints_for(args), args.run_id), args.format)
-    return exitcodes.COMPLETED
+    return kept.command(args, _open(args, reading=not args.prune), _where(args))
 
 
 # -- resume, approve, abandon --------------------------------------------------------------------------

@@ -26,11 +26,12 @@ SUPPORTED: frozenset[Feature] = frozenset({"worktree"})
 
 
 def plans(plan: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
-    """The plan and every plan it embeds."""
+    """The plan and every plan it embeds (a child that did not compile embeds none: the compiler
+    builds a plan with errors, then never writes it)."""
     yield plan
     for step in plan["steps"]:
         target = step.get("target")
-        if target is not None and target["kind"] == "child-workflow":
+        if target is not None and target["kind"] == "child-workflow" and "plan" in target:
             yield from plans(target["plan"])
 
 

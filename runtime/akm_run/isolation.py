@@ -81,7 +81,7 @@ def settle(journal: Journal, attempt: tuple[str, str, str, int], path: Path) -> 
     try:
         changed = worktrees.settle(path)
     except worktrees.GitError as error:
-        print(f"akm-run: {wording.worktree_not_removed(path=str(path), error=str(error))}", file=sys.stderr)
+        print(f"akm-run: {error}", file=sys.stderr)  # git's own words, naming the worktree
         changed = []
     if changed is None:
         journal.remove_worktree(run_id, unit_id, step_id, number, str(path), by="attempt")

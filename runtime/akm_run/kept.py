@@ -4,12 +4,13 @@ journaled as `worktree.removed`; `status` and `logs` show the same entries."""
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from akm_run import wording, worktrees
-from akm_run.hints import Hints
+from akm_run import exitcodes, wording, worktrees
+from akm_run.console import emit, fail
 from akm_run.store import Store
 
 
@@ -122,15 +123,33 @@ def prune(store: Store, run_ids: list[str] | None, *, dirty: bool) -> dict[str, 
     return {"removed": removed, "worktrees": left}
 
 
-def text(document: dict[str, Any], hints: Hints, run_id: str | None) -> str:
+def text(document: dict[str, Any]) -> str:
     """The text of a listing or of a prune."""
     lines = [wording.removed_worktree(path=e["path"]) for e in document.get("removed", [])]
     for entry in document["worktrees"]:
         lines.append(f"{line(entry)}  {entry['path']}" + (f"  ({entry['error']})" if "error" in entry else ""))
         lines += [f"    {name}" for name in entry.get("files", [])]
-    if "removed" in document and document["worktrees"]:
-        command = hints("worktrees", *([run_id] if run_id else []), "--prune", "--dirty")
-        lines.append(wording.dirty_worktrees_left(kept=len(document["worktrees"]), command=command))
     if not lines:
         lines.append(wording.no_kept_worktrees())
     return "\n".join(lines) + "\n"
+
+
+def command(args: argparse.Namespace, store: Store | None, where: str) -> int:
+    """`akm-run worktrees [RUN] [--prune [--dirty]]` on the store the command opened (None: no
+    state database yet); `where` names the store in messages."""
+    if args.dirty and not args.prune:
+        return fail(wording.dirty_needs_prune())
+    run_ids = None
+    if args.run_id is not None:
+        row = None if store is None else store.run(args.run_id)
+        if store is None or row is None:
+            return fail(wording.no_run(run=args.run_id, where=where))
+        run_ids = tree(store, row.id)
+    if store is None:
+        document: dict[str, Any] = {"worktrees": []}
+    elif args.prune:
+        document = prune(store, run_ids, dirty=args.dirty)
+    else:
+        document = listing(store, run_ids)
+    emit(document, text(document), args.format)
+    return exitcodes.COMPLETED

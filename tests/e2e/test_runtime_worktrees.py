@@ -123,7 +123,7 @@ def test_clean_worktrees_are_pruned_and_dirty_ones_only_with_dirty(runtime: Runt
     [(path,)] = runtime.sql("SELECT worktree FROM attempts WHERE worktree IS NOT NULL")
     assert runtime.akm("worktrees", "--dirty").returncode == 2
     pruned = runtime.akm("worktrees", "--prune")
-    assert pruned.returncode == 0 and "have changes" in pruned.stdout and Path(path).is_dir()
+    assert pruned.returncode == 0 and "(1 changed file)" in pruned.stdout and Path(path).is_dir()
     git(Path(path), "checkout", "--", "notes.txt")  # reviewed and discarded: clean now
     pruned = runtime.akm("worktrees", "--prune", "--format", "json")
     assert [e["path"] for e in json.loads(pruned.stdout)["removed"]] == [path]
@@ -219,7 +219,7 @@ def test_a_run_whose_steps_use_worktrees_is_refused_outside_a_git_work_tree(runt
     plan = runtime.compile("workflows/review.akm", REVIEW)
     refused = runtime.akm("run", plan, env=_env(runtime))
     assert refused.returncode == 2
-    assert "isolation = worktree" in refused.stderr and "is not inside a git work tree" in refused.stderr
+    assert "runs steps in git worktrees" in refused.stderr and "is not inside a git work tree" in refused.stderr
     assert "nothing was published" in refused.stderr and runtime.untouched()
     assert not (runtime.root / "log").exists()
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import psycopg
 from dbos import DBOS, DBOSClient, EnqueueOptions, WorkflowHandle
 
-from akm_run import exitcodes, pool, pool_schemas, units
+from akm_run import exitcodes, isolation, pool, pool_schemas, units
 from akm_run.children import hold
 from akm_run.core import DriveResult, End
 from akm_run.dispatch import Request, Settings
@@ -417,5 +417,8 @@ def _not_to_run(store: PostgresStore, request: Request, recorded: AttemptRow | N
         request.run_id, request.place.journal, request.attempt, socket.gethostname()
     ):
         units.stop_leftover(recorded.pid, recorded.host)
+        if request.isolated:  # its worktree, if the dead worker was on this host, settles as a finished one's
+            ids = (request.run_id, request.place.journal, request.place.step_id, request.attempt)
+            isolation.reclaim(store, isolation.worker_state(), *ids)
         return End("interrupted", message=f"the worker running attempt {request.attempt} died")
     return None

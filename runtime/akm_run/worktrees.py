@@ -76,6 +76,15 @@ def head(workdir: Path) -> str | None:
         return None
 
 
+def has_commit(workdir: Path, commit: str) -> bool:
+    """Whether the workdir's repository holds `commit` (a clone that is behind may not)."""
+    try:
+        git(["cat-file", "-e", f"{commit}^{{commit}}"], workdir)
+    except GitError:
+        return False
+    return True
+
+
 def path_for(state_dir: Path, run_id: str, unit_id: str, attempt: int) -> Path:
     """Where one attempt's worktree lives: `<state>/worktrees/<run>/<unit>~a<attempt>`."""
     return state_dir.absolute() / DIRECTORY / run_id / f"{unit_id}~a{attempt}"
@@ -84,10 +93,8 @@ def path_for(state_dir: Path, run_id: str, unit_id: str, attempt: int) -> Path:
 def add(workdir: Path, path: Path, commit: str) -> None:
     """A detached worktree of the workdir's repository at `commit`, at `path` (private, 0700).
     Raises Unavailable when the repository lacks the commit, GitError for anything else."""
-    try:
-        git(["cat-file", "-e", f"{commit}^{{commit}}"], workdir)
-    except GitError:
-        raise Unavailable(f"the base commit {commit} is not in the repository at {workdir}; fetch it there") from None
+    if not has_commit(workdir, commit):
+        raise Unavailable(f"the base commit {commit} is not in the repository at {workdir}; fetch it there")
     _private_parents(path)
     git(["worktree", "add", "--detach", "--quiet", str(path), commit], workdir)
     path.chmod(0o700)

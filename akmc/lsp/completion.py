@@ -20,14 +20,15 @@ SECTIONS = ["description", "params", "outputs", "limits", "defaults", "step"]
 TARGETS = ["shell", "script", "agent", "uses", "approval"]
 KEYWORDS = {
     "workflow": SECTIONS,
-    "step": [*TARGETS, "map", "route", "gate", "env", "inputs", "output", "timeout", "retry", "on_error"],
-    "map": [*TARGETS, "concurrency", "timeout", "retry", "env"],
+    "step": [*TARGETS, "map", "route", "gate", "env", "inputs", "output", "timeout", "retry", "on_error", "isolation"],
+    "map": [*TARGETS, "concurrency", "timeout", "retry", "isolation", "env"],
     "gate": ["check", "max_loops"],
     "limits": ["concurrency", "max_units", "timeout"],
-    "defaults": ["timeout", "retry", "on_error", "env"],
+    "defaults": ["timeout", "retry", "on_error", "isolation", "env"],
 }
 VALUES = {
     "on_error": ["fail", "continue"],
+    "isolation": ["worktree", "none"],
     "on": ["exit", "timeout", "spawn_error", "output_invalid"],
 }
 TYPE_NAMES = ["string", "int", "number", "bool", "null", "any", "list", "map"]

@@ -274,3 +274,34 @@ def test_a_pool_worker_whose_clone_lacks_the_base_commit_fails_the_unit(pooled: 
     [(reason, message)] = pooled.sql("SELECT failure_reason, failure_message FROM units")
     assert reason == "worktree_unavailable" and "is not in the repository" in message
     assert not (pooled.root / "log").exists()
+
+
+PARENT = source("""
+    workflow "parent" {
+      step call {
+        uses "workflows/child"
+      }
+    }
+""")
+CHILD = source("""
+    workflow "child" {
+      step work {
+        agent "Work."
+        isolation = worktree
+      }
+    }
+""")
+
+
+@pytest.mark.sqlite_only
+def test_a_child_run_inherits_its_root_s_base_commit(runtime: Runtime) -> None:
+    root, base = _repo(runtime, ("workflows/child.akm", CHILD), ("workflows/parent.akm", PARENT))
+    code, document = runtime.run_json("plans/parent.plan.json", env=_env(runtime))
+    assert code == 0, document
+    runs = {r.ref: r for r in runtime.store().runs(children=True)}
+    assert {ref: (r.base_commit, r.base_repo) for ref, r in runs.items()} == {
+        "workflows/parent": (base, str(root.resolve())),
+        "workflows/child": (base, str(root.resolve())),
+    }
+    [(_, cwd, worktree, commit, _)] = _seen(runtime)
+    assert commit == base and Path(worktree).parent.name == runs["workflows/child"].id

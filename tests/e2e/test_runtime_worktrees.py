@@ -304,4 +304,5 @@ def test_a_child_run_inherits_its_root_s_base_commit(runtime: Runtime) -> None:
         "workflows/child": (base, str(root.resolve())),
     }
     [(_, cwd, worktree, commit, _)] = _seen(runtime)
-    assert commit == base and Path(worktree).parent.name == runs["workflows/child"].id
+    assert commit == base and Path(cwd) == Path(worktree).resolve()
+    assert Path(worktree).parent.name == runs["workflows/child"].id

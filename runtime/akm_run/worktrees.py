@@ -8,6 +8,7 @@ under the state directory (`add`), which is removed afterwards when `git status`
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 from collections.abc import Sequence
@@ -121,8 +122,10 @@ def changes(path: Path) -> list[str]:
 
 
 def remove(path: Path) -> None:
-    """Remove a worktree and git's record of it."""
+    """Remove a worktree and git's record of it (and its run's directory once that is empty)."""
     git(["worktree", "remove", "--force", str(path)], path)
+    with contextlib.suppress(OSError):
+        path.parent.rmdir()
 
 
 def prune(repo: Path) -> None:

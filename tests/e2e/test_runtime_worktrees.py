@@ -64,7 +64,11 @@ def _logging(runtime: Runtime, script: str) -> str:
 
 
 def _env(runtime: Runtime) -> dict[str, str]:
-    return runtime.unit_env(AKM_AGENT_CMD=str(runtime.root / "scripts" / "agent.sh"))
+    """The agent configured, and a temporary directory of the test's own: a pool worker keeps its
+    worktrees under $TMPDIR."""
+    tmp = runtime.root.parent / f"{runtime.root.name}-tmp"
+    tmp.mkdir(exist_ok=True)
+    return runtime.unit_env(AKM_AGENT_CMD=str(runtime.root / "scripts" / "agent.sh"), TMPDIR=str(tmp))
 
 
 def _seen(runtime: Runtime) -> list[list[str]]:

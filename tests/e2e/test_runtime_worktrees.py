@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import Runtime, committed, git, source
+from helpers import REPO, Runtime, committed, git, source
 
 # A scripted agent: it records where it ran and what it saw (in the workspace's `log`: $LOG is
 # replaced when it is written), leaves ignored output everywhere, and edits a tracked file for `b` only.
@@ -310,3 +310,26 @@ def test_a_child_run_inherits_its_root_s_base_commit(runtime: Runtime) -> None:
     [(_, cwd, worktree, commit, _)] = _seen(runtime)
     assert commit == base and Path(cwd) == Path(worktree).resolve()
     assert Path(worktree).parent.name == runs["workflows/child"].id
+
+
+# Fixes the file it is given: appends a line to it.
+FIXER = source("""
+    #!/bin/sh
+    file=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["item"])' < "$AKM_CONTEXT")
+    echo "fixed" >> "$file"
+    echo '"fixed"'
+""")
+
+
+@pytest.mark.sqlite_only
+def test_the_example_keeps_one_worktree_per_fixed_file(runtime: Runtime) -> None:
+    example = (REPO / "examples" / "workflows" / "fixes.akm").read_text()
+    runtime.write({"scripts/fixer.sh": FIXER, "README.md": "# typos\n", "NOTES.md": "notes\n"})
+    runtime.compile("workflows/fixes.akm", example)
+    committed(runtime.root)
+    env = runtime.env(AKM_AGENT_CMD=str(runtime.root / "scripts" / "fixer.sh"))
+    code, document = runtime.run_json("plans/fixes.plan.json", "--param", 'files=["README.md", "NOTES.md"]', env=env)
+    assert code == 0, document
+    listed = json.loads(runtime.akm("worktrees", document["runId"], "--format", "json").stdout)["worktrees"]
+    assert sorted(e["files"][0] for e in listed) == ["NOTES.md", "README.md"]
+    assert (runtime.root / "README.md").read_text() == "# typos\n"  # the checkout itself is untouched

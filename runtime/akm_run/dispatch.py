@@ -54,7 +54,7 @@ class Settings:
     agent_cmd: str | None
     environ: Mapping[str, str] | None
     hints: Hints
-    state_dir: Path | None = None  # where isolated attempts' worktrees go (None: a worker's scratch)
+    state_dir: Path | None = None  # under it, isolated attempts' worktrees (None: isolation.worker_state())
 
 
 class ProcessDispatcher:

@@ -9,9 +9,11 @@ under the state directory (`add`), which is removed afterwards when `git status`
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import subprocess
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,12 +99,31 @@ def add(workdir: Path, path: Path, commit: str) -> None:
     if not has_commit(workdir, commit):
         raise Unavailable(f"the base commit {commit} is not in the repository at {workdir}; fetch it there")
     _private_parents(path)
-    git(["worktree", "add", "--detach", "--quiet", str(path), commit], workdir)
+    with _serialized(path):
+        path.parent.mkdir(mode=0o700, exist_ok=True)  # here: a removal empties it and removes it
+        git(["worktree", "add", "--detach", "--quiet", str(path), commit], workdir)
     path.chmod(0o700)
 
 
+_THREADS = threading.Lock()
+
+
+@contextlib.contextmanager
+def _serialized(path: Path) -> Iterator[None]:
+    """One `git worktree add` or `remove` at a time under one worktrees directory: git refuses one
+    that runs while another holds the repository's locks, and a run's directory is removed once
+    empty only while no worktree is being added to it. A thread lock within this process, a file
+    lock (`<worktrees>/.lock`) between processes."""
+    with _THREADS, open(path.parent.parent / ".lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def _private_parents(path: Path) -> None:
-    """Create `<state>/worktrees/<run>/` private, and ignored by any repository the state directory
+    """Create `<state>/worktrees/` private, and ignored by any repository the state directory
     stands in: a `.gitignore` of `*` keeps the worktrees out of the user's `git status`."""
     root = path.parent.parent
     root.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -112,7 +133,6 @@ def _private_parents(path: Path) -> None:
     ignore = root / ".gitignore"
     if not ignore.exists():
         ignore.write_text("*\n", encoding="utf-8")
-    path.parent.mkdir(mode=0o700, exist_ok=True)
 
 
 def changes(path: Path) -> list[str]:
@@ -123,9 +143,10 @@ def changes(path: Path) -> list[str]:
 
 def remove(path: Path) -> None:
     """Remove a worktree and git's record of it (and its run's directory once that is empty)."""
-    git(["worktree", "remove", "--force", str(path)], path)
-    with contextlib.suppress(OSError):
-        path.parent.rmdir()
+    with _serialized(path):
+        git(["worktree", "remove", "--force", str(path)], path)
+        with contextlib.suppress(OSError):
+            path.parent.rmdir()
 
 
 def prune(repo: Path) -> None:

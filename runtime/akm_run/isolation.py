@@ -15,6 +15,7 @@ from akm_run import features, wording, worktrees
 from akm_run.core import End
 from akm_run.journal import Journal
 from akm_run.rows import RunRow
+from akm_run.wording import Failure
 
 if TYPE_CHECKING:
     from akm_run.dispatch import Request, Settings
@@ -34,6 +35,15 @@ def freeze_base(plan: Any, workdir: Path) -> tuple[str, str] | None:
         return None
     found = worktrees.base(workdir)
     return found.commit, found.repo
+
+
+def publishing_base(plan: Any, workdir: Path, path: Path) -> tuple[str, str] | Failure | None:
+    """What `run PLAN` (the plan file at `path`) freezes on its new run: freeze_base's answer, or the
+    refusal to print when the workdir cannot give a base (nothing is published then)."""
+    try:
+        return freeze_base(plan, workdir)
+    except worktrees.GitError as error:
+        return wording.worktree_base_refused(path=path, reason=str(error))
 
 
 def isolated(

@@ -107,3 +107,29 @@ def test_isolation_on_a_target_that_runs_no_process_is_refused() -> None:
     plan["features"] = ["worktree"]
     with pytest.raises(PlanError, match=r"plan\.steps\[0\]\.isolation: `isolation` is only for shell"):
         verify_plan(plan)
+
+
+def _map(step_id: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "stepId": step_id,
+        "kind": "map",
+        "onError": "fail",
+        "over": "params.items",
+        "concurrency": 2,
+        "target": {"kind": "shell", "command": "true"},
+        **extra,
+    }
+
+
+def test_a_map_that_keeps_going_uses_keep_going() -> None:
+    plan = _plan(_map("each", failFast=False))
+    plan["params"] = {"items": {"schema": {"type": "array"}}}
+    assert features.used(plan) == ["keepGoing"]
+    with pytest.raises(PlanError, match=r'declares features \[\], but the plan uses \["keepGoing"\]'):
+        verify_plan(plan)
+    plan["features"] = ["keepGoing"]
+    verify_plan(plan)
+    features.require_supported(plan)  # this runtime honours it
+    plan["steps"][0]["failFast"] = True  # absent when true: never written
+    with pytest.raises(PlanError, match=r"plan.steps\[0\].failFast"):
+        verify_plan(plan)

@@ -352,3 +352,32 @@ def test_a_run_keeps_its_base_and_an_attempt_its_kept_worktree_until_removed(sto
         ("worktree.removed", {"attempt": 2, "path": "/state/worktrees/r1/a:solo~a2", "by": "attempt"}),
         ("worktree.removed", {"attempt": 1, "path": "/state/worktrees/r1/a:solo~a1", "by": "prune"}),
     ]
+
+
+def test_a_timeline_reads_a_run_or_its_tree_after_a_seq_a_page_at_a_time(store: Store) -> None:
+    store.publish_run("r1", PLAN2, "sha256:x", {})
+    store.publish_run("other", PLAN2, "sha256:x", {})
+    store.start_step("r1", "a", 0)
+    store.publish_run("c1", PLAN2, "sha256:x", {}, parent_run_id="r1", parent_unit_id="a:solo", invocation_key="k1")
+    store.publish_run("g1", PLAN2, "sha256:x", {}, parent_run_id="c1", parent_unit_id="a:solo", invocation_key="k2")
+    store.start_step("g1", "a", 0)
+    store.start_step("other", "a", 0)
+    store.complete_step("r1", "a", 1)
+    tree = store.timeline("r1", 0, children=True, limit=100)
+    assert [(e.run_id, e.kind) for e in tree] == [
+        ("r1", "run.published"),
+        ("r1", "step.started"),
+        ("c1", "run.published"),
+        ("g1", "run.published"),
+        ("g1", "step.started"),
+        ("r1", "step.completed"),
+    ]
+    assert [e.seq for e in tree] == sorted(e.seq for e in tree)
+    assert store.timeline("r1", tree[1].seq, children=True, limit=2) == tree[2:4]
+    assert [e.kind for e in store.timeline("r1", 0, children=False, limit=100)] == [
+        "run.published",
+        "step.started",
+        "step.completed",
+    ]
+    assert tree[0].data["ref"] == "workflows/w" and store.published_at("r1") == tree[0].at
+    assert store.published_at("nothing") is None

@@ -173,6 +173,8 @@ def needs_lines(plan: dict[str, Any], indent: str) -> list[str]:
         lines.append(f"{indent}  an agent command")
     if "interpreter" in found:
         lines.append(f"{indent}  interpreters: {', '.join(visible(i) for i in found['interpreter'])}")
+    if "git" in found:
+        lines.append(f"{indent}  a git work tree")
     return lines
 
 

@@ -317,7 +317,7 @@ def _preflight_here(
     if row.status != "active":
         return None
     here = _workdir(str(workdir), host)
-    checked = preflight.Host(os.environ, here, wording.given_workdir(workdir=here), agent_cmd)
+    checked = preflight.Host(os.environ, here, wording.given_workdir(workdir=here), agent_cmd, None, row.base_commit)
     findings = preflight.check(stored_plan(row), checked, store.steps(row.id))
     if not preflight.failed(findings):
         return None

@@ -1,10 +1,12 @@
 """Kept worktrees (`akm-run worktrees`): the worktrees that attempts left behind with changes, listed
 with what changed, and removed on request (`--prune` the clean ones, `--dirty` the rest), each removal
-journaled as `worktree.removed`; `status` and `logs` show the same entries."""
+journaled as `worktree.removed`; `status` and `logs` show the same entries. Retention (`prune`,
+`delete`) removes a run's kept worktrees before its rows go."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -121,6 +123,23 @@ def prune(store: Store, run_ids: list[str] | None, *, dirty: bool) -> dict[str, 
             except worktrees.GitError:
                 pass  # a repository that moved: its records are pruned by git's own gc
     return {"removed": removed, "worktrees": left}
+
+
+def before_deletion(store: Store, tree: list[str]) -> set[str]:
+    """Before a run tree's rows are deleted: remove its kept worktrees, with changes or not, as
+    `worktrees --prune --dirty` does (journaled, so a deletion that then does not happen leaves a
+    journal that says so). Returns the repositories of the tree's base commits, for after_deletion."""
+    prune(store, tree, dirty=True)
+    return {row.base_repo for run_id in tree if (row := store.run(run_id)) is not None and row.base_repo}
+
+
+def after_deletion(repos: set[str]) -> None:
+    """Once a deleted tree's files are gone (a crashed attempt's worktree, never journaled, among
+    them): let each repository forget the worktrees whose directories are gone."""
+    for repo in sorted(repos):
+        if Path(repo).is_dir():
+            with contextlib.suppress(worktrees.GitError):  # a repository that moved: git's own gc prunes it
+                worktrees.prune(Path(repo))
 
 
 def text(document: dict[str, Any]) -> str:

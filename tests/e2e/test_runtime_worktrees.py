@@ -1,7 +1,8 @@
 """Worktree isolation with real git repositories: each attempt of an `isolation = worktree` step runs
 in a detached worktree at the commit frozen when its run was published; clean worktrees are removed,
 changed ones kept, journaled and listed; ignored output is disposable; a crash leaves nothing that
-`worktrees --prune` cannot clear; a base commit a workdir lacks fails the unit `worktree_unavailable`."""
+`worktrees --prune` cannot clear; a base commit a workdir lacks is preflight's `git` finding, and fails
+the unit `worktree_unavailable` when the run goes on unchecked."""
 
 from __future__ import annotations
 
@@ -221,11 +222,63 @@ def test_a_killed_attempt_s_worktree_is_settled_and_its_reclaim_gets_a_fresh_one
 def test_a_run_whose_steps_use_worktrees_is_refused_outside_a_git_work_tree(runtime: Runtime) -> None:
     runtime.write({"scripts/agent.sh": AGENT})
     plan = runtime.compile("workflows/review.akm", REVIEW)
-    refused = runtime.akm("run", plan, env=_env(runtime))
-    assert refused.returncode == 2
-    assert "runs steps in git worktrees" in refused.stderr and "is not inside a git work tree" in refused.stderr
-    assert "nothing was published" in refused.stderr and runtime.untouched()
+    refused = runtime.akm("run", plan, env=_env(runtime))  # preflight's `git` check
+    assert refused.returncode == 5, refused.stderr
+    assert "[git] review: steps run in git worktrees, but --workdir . cannot give them a base commit" in refused.stderr
+    assert "is not inside a git work tree" in refused.stderr and "nothing was published" in refused.stderr
+    unchecked = runtime.akm("run", plan, "--no-preflight", env=_env(runtime))  # publishing itself refuses too
+    assert unchecked.returncode == 2
+    assert "runs steps in git worktrees" in unchecked.stderr and "is not inside a git work tree" in unchecked.stderr
+    assert "nothing was published" in unchecked.stderr and runtime.untouched()
     assert not (runtime.root / "log").exists()
+
+
+def test_deleting_or_pruning_a_run_removes_its_kept_worktrees_from_disk_and_from_git(runtime: Runtime) -> None:
+    root, base = _repo(runtime, ("workflows/review.akm", REVIEW))
+    first, second = (runtime.run_json("plans/review.plan.json", env=_env(runtime))[1]["runId"] for _ in range(2))
+    kept = dict(runtime.sql("SELECT run_id, worktree FROM attempts WHERE worktree IS NOT NULL"))
+    assert set(kept) == {first, second} and len(_worktree_list(root)) == 3
+    deleted = runtime.akm("delete", first)
+    assert deleted.returncode == 0, deleted.stderr
+    assert not Path(kept[first]).exists() and Path(kept[second]).is_dir() and len(_worktree_list(root)) == 2
+    if runtime.sqlite:  # a crashed attempt's worktree, never journaled: its directory goes, and git forgets it
+        leftover = runtime.state / "worktrees" / second / "review:x~a1"
+        git(root, "worktree", "add", "--detach", "-q", str(leftover), base)
+    runtime.sql("UPDATE runs SET updated_at = 0 WHERE id = ?", second)
+    pruned = runtime.akm("prune", "--older-than", "1d")
+    assert pruned.returncode == 0 and "1 run(s) deleted" in pruned.stdout, pruned.stderr
+    assert not Path(kept[second]).exists() and _worktree_list(root) == [f"worktree {root.resolve()}"]
+    assert json.loads(runtime.akm("worktrees", "--format", "json").stdout) == {"worktrees": []}
+    assert git(root, "status", "--porcelain", "--untracked-files=no") == ""
+
+
+CHECKS = source("""
+    workflow "checks" {
+      defaults {
+        isolation = worktree
+      }
+      parallel checks {
+        step lint {
+          agent "Lint."
+        }
+        step audit {
+          agent "Audit."
+        }
+      }
+    }
+""")
+
+
+@pytest.mark.sqlite_only
+def test_the_members_of_a_parallel_block_run_at_once_each_in_its_own_worktree(runtime: Runtime) -> None:
+    root, base = _repo(runtime, ("workflows/checks.akm", CHECKS))
+    code, document = runtime.run_json("plans/checks.plan.json", env=_env(runtime))
+    assert code == 0, document
+    seen = {unit: (cwd, commit) for unit, cwd, _, commit, _ in _seen(runtime)}
+    assert set(seen) == {"lint:solo", "audit:solo"} and len({cwd for cwd, _ in seen.values()}) == 2
+    assert all(Path(cwd).name == f"{unit}~a1" and commit == base for unit, (cwd, commit) in seen.items())
+    assert runtime.sql("SELECT worktree FROM attempts WHERE worktree IS NOT NULL") == []  # neither changed a file
+    assert len(_worktree_list(root)) == 1
 
 
 BLOCKED_FIRST = source("""
@@ -251,7 +304,11 @@ def test_a_workdir_whose_repository_lacks_the_base_commit_fails_the_unit(runtime
     code, document = runtime.run_json("plans/later.plan.json", env=env)
     assert code == 3 and runtime.store().run(document["runId"]).base_commit != base  # type: ignore[union-attr]
     assert runtime.akm("approve", document["runId"], "wait").returncode == 0
-    code, document = runtime.run_json(document["runId"], "--workdir", behind, env=env)
+    checked = runtime.akm("run", document["runId"], "--workdir", behind, env=env)  # preflight's `git` check
+    assert checked.returncode == 5, checked.stderr
+    assert f"the run's base commit {runtime.store().run(document['runId']).base_commit} is not in" in checked.stderr  # type: ignore[union-attr]
+    assert "hint: fetch " in checked.stderr and runtime.sql("SELECT reason FROM attempts") == []
+    code, document = runtime.run_json(document["runId"], "--workdir", behind, "--no-preflight", env=env)
     assert code == 1, document
     [(reason, message)] = runtime.sql("SELECT failure_reason, failure_message FROM units")
     assert reason == "worktree_unavailable" and "is not in the repository" in message
@@ -273,7 +330,11 @@ def test_a_pool_worker_whose_clone_lacks_the_base_commit_fails_the_unit(pooled: 
     shutil.rmtree(ahead)  # not on the worker's host: the worker runs units in its own workdir
     with pooled.paused():
         assert pooled.akm("approve", run_id, "wait").returncode == 0
-    code, document = pooled.run_json(run_id, env=env)
+    checked = pooled.akm("run", run_id, env=env)  # the worker's preflight: its clone lacks the base commit
+    assert checked.returncode == 5 and "[git] work: the run's base commit" in checked.stderr, checked.stderr
+    failed = pooled.sql("SELECT data_json FROM events WHERE kind = 'preflight.failed'")
+    assert failed and all([f["check"] for f in json.loads(d)["findings"]] == ["git"] for (d,) in failed)
+    code, document = pooled.run_json(run_id, "--no-preflight", env=env)  # the worker skips it: the unit fails
     assert code == 1, document
     [(reason, message)] = pooled.sql("SELECT failure_reason, failure_message FROM units")
     assert reason == "worktree_unavailable" and "is not in the repository" in message

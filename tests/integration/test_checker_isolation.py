@@ -104,3 +104,33 @@ def test_isolation_twice_and_unknown_values(codes: Checker) -> None:
     assert codes(src) == ["E201@3", "E207@4", "E207@5"]
     [_, typo, _] = codes.diagnostics(src)
     assert typo.help == "did you mean `worktree`?"
+
+
+def test_parallel_members_take_isolation_and_the_block_does_not(codes: Checker) -> None:
+    src = source("""
+        workflow "w" {
+          defaults { isolation = worktree }
+          parallel checks {
+            step lint { shell "x" }
+            step audit { agent "look" isolation = none }
+            step call { uses "child" }
+          }
+        }
+    """)
+    result = codes.result(src, files={"child.akm": CHILD})
+    assert result.plan is not None and result.plan["features"] == ["parallel", "worktree"]
+    [block] = result.plan["steps"]
+    assert {m["stepId"]: m.get("isolation") for m in block["members"]} == {
+        "lint": "worktree",
+        "audit": None,
+        "call": None,
+    }
+    on_block = source("""
+        workflow "w" {
+          parallel checks {
+            isolation = worktree
+            step lint { shell "x" }
+          }
+        }
+    """)
+    assert codes(on_block) == ["E207@3"]

@@ -20,16 +20,30 @@ SECTIONS = ["description", "params", "outputs", "limits", "defaults", "step", "p
 TARGETS = ["shell", "script", "agent", "uses", "approval"]
 KEYWORDS = {
     "workflow": SECTIONS,
-    "step": [*TARGETS, "map", "route", "gate", "env", "inputs", "output", "timeout", "retry", "on_error", "fail_fast"],
-    "map": [*TARGETS, "concurrency", "fail_fast", "timeout", "retry", "env"],
+    "step": [
+        *TARGETS,
+        "map",
+        "route",
+        "gate",
+        "env",
+        "inputs",
+        "output",
+        "timeout",
+        "retry",
+        "on_error",
+        "fail_fast",
+        "isolation",
+    ],
+    "map": [*TARGETS, "concurrency", "fail_fast", "timeout", "retry", "isolation", "env"],
     "gate": ["check", "max_loops"],
     "parallel": ["step", "concurrency", "fail_fast", "on_error"],
     "limits": ["concurrency", "max_units", "timeout", "exclusive"],
-    "defaults": ["timeout", "retry", "on_error", "env"],
+    "defaults": ["timeout", "retry", "on_error", "isolation", "env"],
 }
 VALUES = {
     "on_error": ["fail", "continue"],
     "fail_fast": ["true", "false"],
+    "isolation": ["worktree", "none"],
     "on": ["exit", "timeout", "spawn_error", "output_invalid"],
 }
 TYPE_NAMES = ["string", "int", "number", "bool", "null", "any", "list", "map"]

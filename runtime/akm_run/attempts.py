@@ -198,6 +198,7 @@ class Attempts:
             self.scratch,
             dispatch,
             unit.width,
+            isolated="isolation" in unit.step and not unit.gate_check,  # a gate's check runs in the workdir
         )
         while not self.slots.acquire(timeout=0.05):
             if self.abort.is_set():

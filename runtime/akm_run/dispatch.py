@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from akm_run import children, units
+from akm_run import children, isolation, units
 from akm_run import planformat as pf
 from akm_run.core import DriveResult, End, Placement
 from akm_run.hints import Hints
@@ -36,6 +36,7 @@ class Request:
     scratch: Path | None = None  # the drive's private directory for unit files (None: a temporary one)
     dispatch_id: str = ""  # the attempt's dispatch id (identity.dispatch_id; also in the context)
     width: int = 1  # how many units of its step may run at once (a map's concurrency; 1 for a single unit)
+    isolated: bool = False  # the step says `isolation = worktree`: the attempt runs in its own worktree
 
 
 class Dispatcher(Protocol):
@@ -53,6 +54,7 @@ class Settings:
     agent_cmd: str | None
     environ: Mapping[str, str] | None
     hints: Hints
+    state_dir: Path | None = None  # under it, isolated attempts' worktrees (None: isolation.worker_state())
 
 
 class ProcessDispatcher:
@@ -69,14 +71,20 @@ class ProcessDispatcher:
         self.journal, self.settings, self.abort, self.on_spawn = journal, settings, abort, on_spawn
 
     def dispatch(self, request: Request) -> End:
+        if request.isolated:
+            return isolation.isolated(self.journal, self.settings, request, self._execute)
+        return self._execute(request, self.settings.workdir, {})
+
+    def _execute(self, request: Request, workdir: Path, isolated: dict[str, str]) -> End:
         spec = units.Unit(
             dict(request.target),
             request.context,
             [dict(e) for e in request.env],
             request.output_schema,
             request.timeout_ms,
-            self.settings.workdir,
+            workdir,
             self.settings.agent_cmd,
+            isolated,
         )
 
         def spawned(pid: int) -> None:

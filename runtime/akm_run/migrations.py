@@ -131,6 +131,13 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE steps ADD COLUMN "group" TEXT;
     """,
+    # Worktree isolation: the commit and repository a run's worktrees are checked out from, frozen
+    # when it is published; the worktree an attempt left behind for review.
+    """
+    ALTER TABLE runs ADD COLUMN base_commit TEXT;
+    ALTER TABLE runs ADD COLUMN base_repo TEXT;
+    ALTER TABLE attempts ADD COLUMN worktree TEXT;
+    """,
 )
 
 # PostgreSQL's words where SQLite's differ: DOUBLE PRECISION for REAL (PostgreSQL's REAL is 4 bytes,
@@ -259,6 +266,11 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE steps ADD COLUMN "group" TEXT;
     """,
+    """
+    ALTER TABLE runs ADD COLUMN base_commit TEXT;
+    ALTER TABLE runs ADD COLUMN base_repo TEXT;
+    ALTER TABLE attempts ADD COLUMN worktree TEXT;
+    """,
 )
 
 EVENT_KINDS = (
@@ -282,6 +294,8 @@ EVENT_KINDS = (
     "unit.interrupted",  # a crash reclaim found the attempt still marked running
     "gate.rejected",
     "preflight.failed",  # a worker's preflight found an error: the drive ended before any dispatch
+    "worktree.retained",  # an attempt's worktree had changes: kept for review, its path journaled
+    "worktree.removed",  # an attempt's worktree was removed (clean after its attempt, or pruned)
 )
 
 

@@ -33,6 +33,8 @@ class RunRow:
     updated_at: float
     workdir: str | None  # absolute; None for runs published before it was stored
     agent_cmd: str | None
+    base_commit: str | None = None  # the commit its worktrees check out (worktree isolation), else None
+    base_repo: str | None = None  # the root of the repository that commit was read from
 
     @property
     def params(self) -> dict[str, Any]:
@@ -99,6 +101,7 @@ class AttemptRow:
     finished_at: float | None = None
     output_json: str | None = None
     message: str | None = None
+    worktree: str | None = None  # the kept worktree of this attempt (absolute), until it is removed
 
     @property
     def output(self) -> Any:

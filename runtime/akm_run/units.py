@@ -57,6 +57,7 @@ class Unit:
     timeout_ms: int | None = None
     workdir: Path = Path(".")
     agent_cmd: str | None = None
+    isolated: dict[str, str] = field(default_factory=dict)  # AKM_WORKTREE, AKM_BASE_COMMIT of a worktree
 
 
 def environment(unit: Unit, environ: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
@@ -88,6 +89,7 @@ def environment(unit: Unit, environ: Mapping[str, str]) -> tuple[dict[str, str],
             "AKM_UNIT_ID": context["unitId"],
             "AKM_DISPATCH_ID": context["dispatchId"],
             "AKM_ATTEMPT": str(context["attempt"]),
+            **unit.isolated,
         }
     )
     return env, secrets

@@ -477,3 +477,6 @@ def blocked_member(*, step: str) -> None: ...
 
 # The wording of preflight, in its own module for length; imported last, as it was written last.
 from akm_run.wording_preflight import *  # noqa: E402, F403
+
+# -- worktree isolation (akm_run.worktrees, akm_run.isolation, akm_run.kept), in its own module for length
+from akm_run.wording_worktrees import *  # noqa: E402, F403

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from akm_run import __version__, exitcodes, wording
@@ -23,6 +24,10 @@ EXAMPLES = {
     "resume": "akm-run resume 20261130T101500-3fa9c2d1",
     "approve": "akm-run approve 20261130T101500-3fa9c2d1 signoff --by alice --note 'notes checked'",
     "abandon": "akm-run abandon 20261130T101500-3fa9c2d1",
+    "skip": "akm-run skip 20261130T101500-3fa9c2d1 lint --output '{\"ok\": true}' --note 'checked by hand'",
+    "retry": "akm-run retry 20261130T101500-3fa9c2d1 build --unit 3",
+    "pause": "akm-run pause 20261130T101500-3fa9c2d1 deploy",
+    "unpause": "akm-run unpause 20261130T101500-3fa9c2d1 deploy",
     "verify": "akm-run verify plans/workflows/release.plan.json --allowed-signers /etc/akm/allowed_signers",
     "worker": "akm-run worker --database postgresql://akm@db.internal/akm --concurrency 8",
     "completion": "akm-run completion bash > /etc/bash_completion.d/akm-run",
@@ -75,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     approve.add_argument("--reject", action="store_true", help=REJECT_HELP)
     abandon = command("abandon", "Mark a run failed; it will not be driven again.")
     abandon.add_argument("run_id", metavar="RUN")
+    operator_commands(command)
     verify = command("verify", "Verify a plan file as `run` does; exit 0 or 4.")
     verify.add_argument("plan", type=Path)
     verify.add_argument("--expect-hash", help="refuse unless the plan hash is exactly this")
@@ -88,6 +94,31 @@ def build_parser() -> argparse.ArgumentParser:
     )
     completion.add_argument("shell", choices=("bash", "zsh", "fish"))
     return parser
+
+
+def operator_commands(command: Callable[[str, str], argparse.ArgumentParser]) -> None:
+    """`skip`, `retry`, `pause` and `unpause`: operator control of one step (docs/runbook.md)."""
+    skip = command("skip", "Skip a pending, failed or blocked step, with the output it should have had.")
+    skip.add_argument("run_id", metavar="RUN")
+    skip.add_argument("step_id", metavar="STEP")
+    given = skip.add_mutually_exclusive_group()
+    given.add_argument("--output", metavar="JSON", help="the step's output, strict JSON (default: null)")
+    given.add_argument("--output-file", type=Path, metavar="FILE", help="the step's output, read from FILE")
+    skip.add_argument("--note", default=None, help="a note stored with the skip")
+    retry = command("retry", "Run a step again, and every later step that reads it.")
+    retry.add_argument("run_id", metavar="RUN")
+    retry.add_argument("step_id", metavar="STEP")
+    retry.add_argument("--unit", type=int, metavar="N", help="only map item N (the steps that read the map rerun)")
+    for sub in (skip, retry):
+        sub.add_argument("--by", default=None, help="who makes the change (default: $USER)")
+        sub.add_argument("--allowed-signers", type=Path, metavar="FILE", help=SIGNERS_HELP)
+    pause = command("pause", "Start nothing new in a run, or in some of its steps; also under a live driver.")
+    unpause = command("unpause", "Lift a pause; continue the run with `akm-run run RUN`.")
+    for sub in (pause, unpause):
+        sub.add_argument("run_id", metavar="RUN")
+        sub.add_argument("steps", metavar="STEP", nargs="*", help="only these steps (default: the whole run)")
+        sub.add_argument("--by", default=None, help="who makes the change (default: $USER)")
+    pause.add_argument("--now", action="store_true", help="terminate their units in flight, as an abort does")
 
 
 def worker_options(worker: argparse.ArgumentParser) -> None:
@@ -171,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     # start-up, which `--help` and a usage error spend nothing on.
     import sqlite3
 
-    from akm_run import commands
+    from akm_run import commands, control
 
     if args.command == "completion":
         sys.stdout.write(completion_script(args.shell))
@@ -181,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if (refused := store_refusal(args)) is not None:
             return _refuse(refused)
-        code: int = commands.COMMANDS[args.command](args)
+        code: int = {**commands.COMMANDS, **control.COMMANDS}[args.command](args)
     except BrokenPipeError:
         return exitcodes.FAILED
     except NewerSchema as error:

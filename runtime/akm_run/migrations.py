@@ -119,6 +119,11 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
         allowed_signers TEXT NOT NULL
     );
     """,
+    """
+    ALTER TABLE runs ADD COLUMN paused TEXT;
+    ALTER TABLE steps ADD COLUMN paused TEXT;
+    ALTER TABLE units ADD COLUMN superseded INTEGER NOT NULL DEFAULT 0;
+    """,
 )
 
 # PostgreSQL's words where SQLite's differ: DOUBLE PRECISION for REAL (PostgreSQL's REAL is 4 bytes,
@@ -228,6 +233,11 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
         allowed_signers TEXT NOT NULL
     );
     """,
+    """
+    ALTER TABLE runs ADD COLUMN paused TEXT;
+    ALTER TABLE steps ADD COLUMN paused TEXT;
+    ALTER TABLE units ADD COLUMN superseded INTEGER NOT NULL DEFAULT 0;
+    """,
 )
 
 EVENT_KINDS = (
@@ -250,6 +260,11 @@ EVENT_KINDS = (
     "unit.aborted",  # an attempt ended by an abort (signal, run timeout)
     "unit.interrupted",  # a crash reclaim found the attempt still marked running
     "gate.rejected",
+    "step.reopened",  # akm-run retry: the step and its readers back to pending, their units superseded
+    "step.paused",  # akm-run pause RUN STEP: no new unit of the step starts
+    "step.unpaused",
+    "run.paused",  # akm-run pause RUN: no new step or unit of the run starts
+    "run.unpaused",
 )
 
 

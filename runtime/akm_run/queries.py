@@ -13,14 +13,15 @@ from akm_run.trust import Signature
 
 RUN_COLUMNS = (
     "id, ref, title, plan_hash, plan_json, params_json, status, current_step, parent_run_id, parent_unit_id, "
-    "invocation_key, exported_json, failure_json, notes, units_dispatched, created_at, updated_at, workdir, agent_cmd"
+    "invocation_key, exported_json, failure_json, notes, units_dispatched, created_at, updated_at, workdir, agent_cmd, paused"
 )
 ATTEMPT_COLUMNS = (
     "attempt, dispatch_id, status, reason, exit_code, pid, host, stderr_tail, started_at, finished_at, output_json, "
     "message"
 )
 UNIT_COLUMNS = (
-    "unit_id, step_id, item_index, input_hash, status, output_json, failure_reason, failure_message, child_run_id"
+    "unit_id, step_id, item_index, input_hash, status, output_json, failure_reason, failure_message, child_run_id, "
+    "superseded"
 )
 
 
@@ -60,10 +61,27 @@ class Queries(Database):
     def steps(self, run_id: str) -> list[StepRow]:
         rows = self._execute(
             "SELECT step_id, idx, status, output_json, notes, failure_reason, failure_message, gate_iteration, "
-            "gate_loops, gate_feedback FROM steps WHERE run_id = ? ORDER BY idx",
+            "gate_loops, gate_feedback, paused FROM steps WHERE run_id = ? ORDER BY idx",
             (run_id,),
         ).fetchall()
         return [StepRow(*r) for r in rows]
+
+    def units(self, run_id: str, step_id: str) -> list[UnitRow]:
+        """A step's units, superseded ones too (akm-run retry), in item order."""
+        rows = self._execute(
+            f"SELECT {UNIT_COLUMNS} FROM units WHERE run_id = ? AND step_id = ? ORDER BY item_index, unit_id",
+            (run_id, step_id),
+        ).fetchall()
+        return [UnitRow(*r) for r in rows]
+
+    def pauses(self, run_id: str) -> tuple[str | None, dict[str, str]]:
+        """What holds a run back (akm-run pause): the run's pause and its paused steps' (JSON text)."""
+        rows = self._execute(
+            "SELECT r.paused, s.step_id, s.paused FROM runs r LEFT JOIN steps s ON s.run_id = r.id "
+            "AND s.paused IS NOT NULL WHERE r.id = ?",
+            (run_id,),
+        ).fetchall()
+        return (rows[0][0] if rows else None), {step: paused for _, step, paused in rows if step is not None}
 
     def step(self, run_id: str, step_id: str) -> StepRow | None:
         return next((s for s in self.steps(run_id) if s.step_id == step_id), None)
@@ -92,7 +110,7 @@ class Queries(Database):
         """Every unit of a run (in step order, then item order) with its attempts."""
         units = self._execute(
             "SELECT u.unit_id, u.step_id, u.item_index, u.input_hash, u.status, u.output_json, u.failure_reason, "
-            "u.failure_message, u.child_run_id FROM units u JOIN steps s ON s.run_id = u.run_id AND "
+            "u.failure_message, u.child_run_id, u.superseded FROM units u JOIN steps s ON s.run_id = u.run_id AND "
             "s.step_id = u.step_id WHERE u.run_id = ? ORDER BY s.idx, u.item_index, u.created_at, u.unit_id",
             (run_id,),
         ).fetchall()

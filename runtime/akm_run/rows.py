@@ -33,6 +33,7 @@ class RunRow:
     updated_at: float
     workdir: str | None  # absolute; None for runs published before it was stored
     agent_cmd: str | None
+    paused_json: str | None = None  # `akm-run pause RUN`: {"by", "now"} (a flag, not a status)
 
     @property
     def params(self) -> dict[str, Any]:
@@ -47,6 +48,10 @@ class RunRow:
     def failure(self) -> dict[str, Any] | None:
         return None if self.failure_json is None else json.loads(self.failure_json)
 
+    @property
+    def paused(self) -> dict[str, Any] | None:
+        return None if self.paused_json is None else json.loads(self.paused_json)
+
 
 @dataclass(slots=True)
 class StepRow:
@@ -60,10 +65,15 @@ class StepRow:
     gate_iteration: int
     gate_loops: int
     gate_feedback: str | None
+    paused_json: str | None = None  # `akm-run pause RUN STEP`: {"by", "now"}
 
     @property
     def output(self) -> Any:
         return None if self.output_json is None else json.loads(self.output_json)
+
+    @property
+    def paused(self) -> dict[str, Any] | None:
+        return None if self.paused_json is None else json.loads(self.paused_json)
 
 
 @dataclass(slots=True)
@@ -77,6 +87,7 @@ class UnitRow:
     failure_reason: str | None
     failure_message: str | None
     child_run_id: str | None
+    superseded: int = 0  # `akm-run retry`: the unit runs again as `<journal id>~r<n>`
 
     @property
     def output(self) -> Any:

@@ -10,82 +10,15 @@ uses it, and that docs/runtime-messages.md lists every error with its exit code.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Generic, NamedTuple, ParamSpec
 
 from akm_run.exitcodes import INTERNAL, LOCKED, REFUSED, USAGE
-
-P = ParamSpec("P")
-
-
-class Failure(NamedTuple):
-    """What ends a command: the message said on stderr and the exit code it ends with."""
-
-    text: str
-    exit: int
-
-
-class Template(Generic[P]):
-    """One wording: a `str.format` template; `exit` is the exit code of an error, None for words."""
-
-    __slots__ = ("exit", "fields", "text")
-
-    def __init__(self, text: str, exit: int | None, fields: Callable[P, None]) -> None:
-        self.text, self.exit, self.fields = text, exit, fields
-
-    def render(self, **fields: Any) -> str:
-        return self.text.format(**fields)
-
-    @property
-    def name(self) -> str:
-        return self.fields.__name__
-
-    def __repr__(self) -> str:
-        return f"<{self.name}>"
-
-
-class Words(Template[P]):
-    """A reason, or a line a command prints: its text."""
-
-    def __call__(self, *args: P.args, **fields: P.kwargs) -> str:
-        assert not args, "message fields are named"
-        return self.render(**fields)
-
-
-class Error(Template[P]):
-    """A message that ends a command with its exit code."""
-
-    def __call__(self, *args: P.args, **fields: P.kwargs) -> Failure:
-        assert not args, "message fields are named"
-        assert self.exit is not None
-        return Failure(self.render(**fields), self.exit)
-
-
-REGISTRY: list[Template[Any]] = []  # every template, in the order below
-
-
-def words(text: str) -> Callable[[Callable[P, None]], Words[P]]:
-    """Register the decorated signature (its keyword-only parameters are the fields) as words."""
-
-    def register(fields: Callable[P, None]) -> Words[P]:
-        template = Words(text, None, fields)
-        REGISTRY.append(template)
-        return template
-
-    return register
-
-
-def error(exit: int, text: str) -> Callable[[Callable[P, None]], Error[P]]:
-    """Register the decorated signature as an error that ends a command with `exit`."""
-
-    def register(fields: Callable[P, None]) -> Error[P]:
-        template = Error(text, exit, fields)
-        REGISTRY.append(template)
-        return template
-
-    return register
-
+from akm_run.templates import REGISTRY as REGISTRY
+from akm_run.templates import Error as Error
+from akm_run.templates import Failure as Failure
+from akm_run.templates import Template as Template
+from akm_run.templates import Words as Words
+from akm_run.templates import error, words
 
 # -- a plan file and its plan (akm_run.plan): the reason after "refused PATH: WHERE: " -------------
 
@@ -473,3 +406,54 @@ def abandoned_by_command() -> None: ...
 def rejected_by(*, by: str) -> None: ...
 @words("rejected by {by}: {note}")
 def rejected_by_with_note(*, by: str, note: str) -> None: ...
+
+
+# -- operator control of one step (akm-run skip, retry, pause, unpause; akm_run.operator) ----------
+
+
+@error(USAGE, "step {step} of run {run} is an approval: decide it with `{command}`, not skip")
+def skip_an_approval(*, step: str, run: str, command: str) -> None: ...
+@error(USAGE, "step {step} of run {run} has a gate: skipping it would bypass its review (retry it instead)")
+def skip_a_gate(*, step: str, run: str) -> None: ...
+@error(USAGE, "step {step} of run {run} is a route: it chooses the next step (skip the steps it chooses between)")
+def skip_a_route(*, step: str, run: str) -> None: ...
+@error(USAGE, "step {step} of run {run} is {state}: only a pending, failed or blocked step can be skipped")
+def step_not_skippable(*, step: str, run: str, state: str) -> None: ...
+@error(USAGE, "run {run} is {status}: there is nothing left to skip or retry in it")
+def run_settled_for_operator(*, run: str, status: str) -> None: ...
+@error(USAGE, "step {step} declares an output that cannot be null: give its value with --output JSON")
+def skip_needs_output(*, step: str) -> None: ...
+@error(USAGE, "--output for step {step}: {error}")
+def skip_output_invalid(*, step: str, error: str) -> None: ...
+@error(USAGE, "--output-file {path}: {error}")
+def skip_output_unreadable(*, path: Path, error: Exception) -> None: ...
+@error(USAGE, "step {step} of run {run} is running: wait for its drive to end, or pause it first")
+def retry_running(*, step: str, run: str) -> None: ...
+@error(USAGE, "--unit applies to a map step; step {step} runs a single unit")
+def retry_unit_not_a_map(*, step: str) -> None: ...
+@error(USAGE, "step {step} of run {run} has no unit for item {unit}")
+def retry_no_such_unit(*, step: str, run: str, unit: int) -> None: ...
+@words("skipped step {step} of run {run}")
+def skipped(*, step: str, run: str) -> None: ...
+@words("skipped by {by}")
+def skipped_by(*, by: str) -> None: ...
+@words("skipped by {by}: {note}")
+def skipped_by_with_note(*, by: str, note: str) -> None: ...
+@words("; its child run {child} is left as it is")
+def skipped_child_left(*, child: str) -> None: ...
+@words("retry of step {step} of run {run} reopens: {steps}")
+def retry_reopens(*, step: str, run: str, steps: str) -> None: ...
+@words("reopened {steps} of run {run} ({units} units superseded)")
+def retried(*, steps: str, run: str, units: int) -> None: ...
+@words("paused {what} (by {by}): nothing new starts there; lift it with `{command}`")
+def paused(*, what: str, by: str, command: str) -> None: ...
+@words("unpaused {what} (by {by}); continue with `{command}`")
+def unpaused(*, what: str, by: str, command: str) -> None: ...
+@words("{what} is not paused")
+def not_paused(*, what: str) -> None: ...
+@words("run {run}")
+def the_run(*, run: str) -> None: ...
+@words("step {steps} of run {run}")
+def steps_of_run(*, steps: str, run: str) -> None: ...
+@words("stopped: nothing more can start ‖ paused by {by} ({what}); lift it with `{command}`")
+def drive_paused(*, by: str, what: str, command: str) -> None: ...

@@ -49,7 +49,7 @@ def test_a_map_subject_a_route_subject_and_child_bindings_are_references() -> No
             {"name": "x", "kind": "literal", "value": 1},
         ],
     }
-    choose = {"stepId": "choose", "kind": "route", "onError": "fail", "input": "steps.child.output"}
+    choose: dict[str, Any] = {"stepId": "choose", "kind": "route", "onError": "fail", "input": "steps.child.output"}
     choose["cases"] = [{"match": "x", "next": "left"}]
     choose["default"] = "right"
     steps = plan(unit("a"), fan, child, choose, unit("left"), unit("right"), unit("after"))
@@ -57,7 +57,7 @@ def test_a_map_subject_a_route_subject_and_child_bindings_are_references() -> No
 
 
 def test_the_steps_a_reopened_route_chooses_between_reopen_with_their_readers() -> None:
-    choose = {"stepId": "choose", "kind": "route", "onError": "fail", "input": "params.mood"}
+    choose: dict[str, Any] = {"stepId": "choose", "kind": "route", "onError": "fail", "input": "params.mood"}
     choose["cases"] = [{"match": "a", "next": "left"}]
     steps = plan(choose, unit("left"), unit("reads_left", "left"), unit("other"))
     assert operator.readers(steps, "choose") == ["choose", "left", "reads_left"]

@@ -121,7 +121,10 @@ def _flag(args: argparse.Namespace, *, pausing: bool) -> int:
         operator.pause(store, row, steps, by, now=args.now)
         print(wording.paused(what=what, by=by, command=hint("unpause", row.id, *steps)))
     elif operator.unpause(store, row, steps, by):
-        print(wording.unpaused(what=what, by=by, command=hint("run", row.id)))
+        root = row
+        while root.parent_run_id is not None and (parent := store.run(root.parent_run_id)) is not None:
+            root = parent  # a child run goes on with the drive of its top-level run
+        print(wording.unpaused(what=what, by=by, command=hint("run", root.id)))
     else:
         print(wording.not_paused(what=what))
     return exitcodes.COMPLETED

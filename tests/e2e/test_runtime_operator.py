@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from helpers import PATIENCE_S, Runtime, eventually, source
+from helpers import PATIENCE_S, Keys, Runtime, eventually, run_cli, source
 
 PROBE = source("""
     workflow "t" {
@@ -320,3 +320,56 @@ def test_a_retried_composing_step_publishes_a_new_child_and_the_old_one_stays_vi
     assert runtime.akm("pause", new_child.id, "double").returncode == 0
     step = runtime.store().step(new_child.id, "double")
     assert step is not None and step.paused is not None
+
+
+FAN = source("""
+    workflow "t" {
+      params { items: list[int] = [0, 1, 2] }
+      step fan {
+        map params.items {
+          concurrency = 1
+          script "scripts/wait.sh"
+        }
+      }
+    }
+""")
+WAIT = source("""
+    #!/bin/sh
+    item=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["item"])' < "$AKM_CONTEXT")
+    touch "item$item.started"
+    while [ ! -e release ]; do sleep 0.05; done
+    echo "$item"
+""")
+
+
+def test_a_paused_map_step_lets_its_unit_in_flight_finish_and_starts_no_other(runtime: Runtime) -> None:
+    plan = runtime.compile("wf.akm", FAN, files={"scripts/wait.sh": WAIT})
+    driver = runtime.start("run", plan, "--format", "json")
+    eventually(lambda: (runtime.root / "item0.started").exists(), "the first item to start")
+    [run] = runtime.store().runs()
+    assert runtime.akm("pause", run.id, "fan", "--by", "ops").returncode == 0
+    (runtime.root / "release").touch()
+    code, document = _ended(driver)
+    assert code == 3, document
+    units = runtime.store().units(run.id, "fan")
+    assert [(u.item_index, u.status) for u in units] == [(0, "completed")]
+    assert runtime.akm("unpause", run.id, "fan").returncode == 0
+    code, document = runtime.run_json(run.id)
+    assert code == 0, document
+    fan = runtime.store().step(run.id, "fan")
+    assert fan is not None and fan.output == [0, 1, 2]
+    assert len(runtime.store().attempts(run.id, units[0].unit_id)) == 1  # reused, not run again
+
+
+def test_skip_and_retry_recheck_the_signature_and_pause_needs_no_trust(runtime: Runtime, keys: Keys) -> None:
+    plan = runtime.compile("workflows/wf.akm", PROBE)
+    assert run_cli("sign", plan, "--key", keys.key("ci")).returncode == 0
+    code, document = runtime.run_json(plan, "--allowed-signers", keys.allowed("ci"))
+    assert code == 1, document
+    run_id = document["runId"]
+    keys.allowed("ops")  # the signer's key is removed from the recorded allowed signers file
+    for verb in (("skip", "probe", "--output", '{"ok": true}'), ("retry", "probe")):
+        refused = runtime.akm(*verb[:1], run_id, *verb[1:])
+        assert refused.returncode == 4 and "unlisted signer" in refused.stderr, refused.stderr
+    assert runtime.akm("pause", run_id).returncode == 0 and runtime.akm("unpause", run_id).returncode == 0
+    assert [s.status for s in runtime.store().steps(run_id)] == ["failed", "pending"]

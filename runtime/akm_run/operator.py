@@ -181,9 +181,24 @@ def retry_refusal(plan: pf.Plan, run: RunRow, current: StepRow, retry: Retry) ->
     return None
 
 
+def unselected(plan: pf.Plan, rows: dict[str, StepRow], reopened: list[str]) -> set[str]:
+    """The steps a route that stays settled did not select: they stay skipped, as it chose."""
+    out: set[str] = set()
+    for step in plan["steps"]:
+        row = rows[step["stepId"]]
+        if step["kind"] == "route" and step["stepId"] not in reopened and row.status == "completed":
+            out |= {name for name in _chosen(step) if name != row.output}
+    return out
+
+
 def reopening(journal: Journal, plan: pf.Plan, run: RunRow, retry: Retry) -> Reopening | Failure:
-    """The steps and units a retry reopens, computed before anything changes (it is printed first)."""
-    steps = readers(plan, retry.step_id)
+    """The steps and units a retry reopens, computed before anything changes (it is printed first):
+    the step's readers, but not those a settled route did not select."""
+    closure = readers(plan, retry.step_id)
+    passed_over = unselected(plan, {r.step_id: r for r in journal.steps(run.id)}, closure)
+    if retry.step_id in passed_over:
+        return wording.retry_unselected(step=retry.step_id, run=run.id)
+    steps = [name for name in closure if name not in passed_over]
     units: list[str] = []
     for name in steps:
         live = [u for u in journal.units(run.id, name) if not u.superseded]

@@ -124,3 +124,19 @@ def test_skip_refuses_a_review_control_and_a_settled_step() -> None:
     for steps, row in ((plan(gated), FAILED), (plan(approval), FAILED), (plan(unit("probe")), done)):
         refused = operator.skip_refusal(steps, RUN, row, nothing, "akm-run approve r probe --reject")
         assert refused is not None and refused.exit == 2
+
+
+def test_a_settled_route_keeps_the_steps_it_did_not_select_skipped() -> None:
+    choose: dict[str, Any] = {"stepId": "choose", "kind": "route", "onError": "fail", "input": "params.mood"}
+    choose["cases"] = [{"match": "a", "next": "left"}, {"match": "b", "next": "right"}]
+    steps = plan(unit("a"), choose, unit("left", "a"), unit("right", "a"))
+    rows = {
+        "a": StepRow("a", 0, "completed", "1", None, None, None, 0, 0, None),
+        "choose": StepRow("choose", 1, "completed", '"left"', None, None, None, 0, 0, None),
+        "left": StepRow("left", 2, "completed", "1", None, None, None, 0, 0, None),
+        "right": StepRow("right", 3, "skipped", None, "route choose selected left", None, None, 0, 0, None),
+    }
+    closure = operator.readers(steps, "a")
+    assert closure == ["a", "left", "right"]
+    assert operator.unselected(steps, rows, closure) == {"right"}
+    assert operator.unselected(steps, rows, operator.readers(steps, "choose")) == set()

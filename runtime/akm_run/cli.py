@@ -119,6 +119,8 @@ def operator_commands(command: Callable[[str, str], argparse.ArgumentParser]) ->
         sub.add_argument("steps", metavar="STEP", nargs="*", help="only these steps (default: the whole run)")
         sub.add_argument("--by", default=None, help="who makes the change (default: $USER)")
     pause.add_argument("--now", action="store_true", help="terminate their units in flight, as an abort does")
+    for sub in (skip, retry, pause, unpause):
+        sub.add_argument("--format", choices=("text", "json"), default="text")
 
 
 def worker_options(worker: argparse.ArgumentParser) -> None:

@@ -11,8 +11,9 @@ from typing import Any
 from akm_run import exitcodes, operator, wording
 from akm_run import planformat as pf
 from akm_run.commands import _continued, _existing, _locked, hints_for
-from akm_run.console import as_given, fail, utf8
+from akm_run.console import as_given, emit, fail, utf8
 from akm_run.engine import stored_plan
+from akm_run.hints import Hints
 from akm_run.rows import RunRow, StepRow
 from akm_run.store import Store
 from akm_run.strictjson import NotStrict, loads
@@ -48,6 +49,20 @@ def _stated_output(args: argparse.Namespace) -> tuple[bool, Any] | Failure:
         return wording.skip_output_invalid(step=args.step_id, error=f"not strict JSON: {error}")
 
 
+def _said(
+    args: argparse.Namespace, document: dict[str, Any], done: list[tuple[str, str]], hint: Hints
+) -> Callable[[bool], None]:
+    """What a change says once made: its document with --format json, else its lines and what comes next."""
+
+    def say(submitted: bool) -> None:
+        if args.format == "json":
+            emit({**document, "submitted": submitted}, "", "json")
+        else:
+            _continued(done, submitted, hint)
+
+    return say
+
+
 def skip(args: argparse.Namespace) -> int:
     by, stated, hint = _by(args), _stated_output(args), hints_for(args)
     if isinstance(by, Failure):
@@ -67,9 +82,11 @@ def skip(args: argparse.Namespace) -> int:
             return fail(refused)
         operator.skip(store, plan, row, decision)
         done.append((wording.skipped(step=args.step_id, run=row.id), row.id))
+        document.update(runId=row.id, stepId=args.step_id, output=decision.output, by=by)
         return exitcodes.COMPLETED
 
-    return _locked(args, change, then=lambda submitted: _continued(done, submitted, hint))
+    document: dict[str, Any] = {}
+    return _locked(args, change, then=_said(args, document, done, hint))
 
 
 def retry(args: argparse.Namespace) -> int:
@@ -87,13 +104,16 @@ def retry(args: argparse.Namespace) -> int:
         reopened = operator.retry_refusal(plan, row, current, asked) or operator.reopening(store, plan, row, asked)
         if isinstance(reopened, Failure):
             return fail(reopened)
-        print(wording.retry_reopens(step=args.step_id, run=row.id, steps=", ".join(reopened.steps)), flush=True)
+        if args.format != "json":  # the set, before anything changes
+            print(wording.retry_reopens(step=args.step_id, run=row.id, steps=", ".join(reopened.steps)), flush=True)
         operator.retry(store, row, asked, reopened)
         steps, units = ", ".join(reopened.steps), len(reopened.units)
         done.append((wording.retried(steps=steps, run=row.id, units=units), row.id))
+        document.update(runId=row.id, stepId=args.step_id, steps=reopened.steps, units=reopened.units, by=by)
         return exitcodes.COMPLETED
 
-    return _locked(args, change, then=lambda submitted: _continued(done, submitted, hint))
+    document: dict[str, Any] = {}
+    return _locked(args, change, then=_said(args, document, done, hint))
 
 
 def pause(args: argparse.Namespace) -> int:
@@ -117,16 +137,21 @@ def _flag(args: argparse.Namespace, *, pausing: bool) -> int:
     if missing := [s for s in steps if s not in known]:
         return fail(wording.no_step(run=row.id, step=missing[0], steps=", ".join(known)))
     what = wording.steps_of_run(steps=", ".join(steps), run=row.id) if steps else wording.the_run(run=row.id)
+    document: dict[str, Any] = {"runId": row.id, "steps": steps, "by": by}
     if pausing:
         operator.pause(store, row, steps, by, now=args.now)
-        print(wording.paused(what=what, by=by, command=hint("unpause", row.id, *steps)))
-    elif operator.unpause(store, row, steps, by):
+        text = wording.paused(what=what, by=by, command=hint("unpause", row.id, *steps))
+        document["now"] = args.now
+    elif lifted := operator.unpause(store, row, steps, by):
         root = row
         while root.parent_run_id is not None and (parent := store.run(root.parent_run_id)) is not None:
             root = parent  # a child run goes on with the drive of its top-level run
-        print(wording.unpaused(what=what, by=by, command=hint("run", root.id)))
+        text = wording.unpaused(what=what, by=by, command=hint("run", root.id))
+        document["lifted"] = lifted
     else:
-        print(wording.not_paused(what=what))
+        text = wording.not_paused(what=what)
+        document["lifted"] = []
+    emit(document, text + "\n", args.format)
     return exitcodes.COMPLETED
 
 

@@ -307,8 +307,17 @@ def test_a_retried_composing_step_publishes_a_new_child_and_the_old_one_stays_vi
     assert code == 0, document
     run_id = document["runId"]
     [old] = runtime.store().child_runs(run_id)
-    retried = runtime.akm("retry", run_id, "compose")
+    with runtime.paused():  # on the pool, retry submits the next drive: `run` below follows it
+        retried = runtime.akm("retry", run_id, "compose", "--by", "bob", "--format", "json")
     assert retried.returncode == 0, retried.stderr
+    said = json.loads(retried.stdout)
+    assert {k: said[k] for k in ("runId", "stepId", "steps", "units", "by")} == {
+        "runId": run_id,
+        "stepId": "compose",
+        "steps": ["compose"],
+        "units": ["compose:solo"],
+        "by": "bob",
+    }
     code, document = runtime.run_json(run_id)
     assert code == 0, document
     old_child, new_child = runtime.store().child_runs(run_id)

@@ -235,8 +235,8 @@ def pause(journal: Journal, run: RunRow, steps: list[str], by: str, *, now: bool
 
 def unpause(journal: Journal, run: RunRow, steps: list[str], by: str) -> list[str]:
     """Lift the pauses named (no `steps`: the run's); returns what was paused and is not any more."""
-    paused_run, paused_steps = journal.pauses(run.id)
-    lifted = [s for s in steps if s in paused_steps] if steps else ([] if paused_run is None else ["run"])
+    paused_steps = journal.pauses(run.id)[1]  # the run's own pause, not one of a run above it
+    lifted = [s for s in steps if s in paused_steps] if steps else ([] if run.paused is None else ["run"])
     if lifted:
         journal.unpause(run.id, steps and lifted, by)
     return lifted

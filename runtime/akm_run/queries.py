@@ -9,6 +9,7 @@ from typing import Any
 from akm_run.database import Database
 from akm_run.rows import AttemptRow, RunRow, StepRow, UnitRow
 from akm_run.signing import Signer
+from akm_run.strictjson import dumps
 from akm_run.trust import Signature
 
 RUN_COLUMNS = (
@@ -75,13 +76,23 @@ class Queries(Database):
         return [UnitRow(*r) for r in rows]
 
     def pauses(self, run_id: str) -> tuple[str | None, dict[str, str]]:
-        """What holds a run back (akm-run pause): the run's pause and its paused steps' (JSON text)."""
+        """What holds a run back (akm-run pause): the pause of the run or of the nearest paused run
+        above it (a pause holds its whole tree; JSON text, `runId` naming an ancestor), and its
+        paused steps' pauses. One statement: a drive reads it before every start."""
         rows = self._execute(
-            "SELECT r.paused, s.step_id, s.paused FROM runs r LEFT JOIN steps s ON s.run_id = r.id "
-            "AND s.paused IS NOT NULL WHERE r.id = ?",
-            (run_id,),
+            "WITH RECURSIVE up(id, parent, paused, depth) AS ("
+            "SELECT id, parent_run_id, paused, 0 FROM runs WHERE id = ? UNION ALL "
+            "SELECT r.id, r.parent_run_id, r.paused, up.depth + 1 FROM runs r JOIN up ON r.id = up.parent) "
+            "SELECT 'run', id, paused, depth FROM up WHERE paused IS NOT NULL UNION ALL "
+            "SELECT 'step', step_id, paused, 0 FROM steps WHERE run_id = ? AND paused IS NOT NULL",
+            (run_id, run_id),
         ).fetchall()
-        return (rows[0][0] if rows else None), {step: paused for _, step, paused in rows if step is not None}
+        held = sorted((depth, name, paused) for kind, name, paused, depth in rows if kind == "run")
+        run = None
+        if held:
+            depth, name, paused = held[0]
+            run = paused if depth == 0 else dumps({**json.loads(paused), "runId": name})
+        return run, {name: paused for kind, name, paused, _ in rows if kind == "step"}
 
     def step(self, run_id: str, step_id: str) -> StepRow | None:
         return next((s for s in self.steps(run_id) if s.step_id == step_id), None)

@@ -382,3 +382,43 @@ def test_skip_and_retry_recheck_the_signature_and_pause_needs_no_trust(runtime: 
         assert refused.returncode == 4 and "unlisted signer" in refused.stderr, refused.stderr
     assert runtime.akm("pause", run_id).returncode == 0 and runtime.akm("unpause", run_id).returncode == 0
     assert [s.status for s in runtime.store().steps(run_id)] == ["failed", "pending"]
+
+
+WAITING_LEAF = source("""
+    workflow "leaf" {
+      step one {
+        shell "touch leaf.started; while [ ! -e leaf.release ]; do sleep 0.05; done; echo 1"
+      }
+      step two {
+        shell "touch leaf.two; echo 2"
+      }
+    }
+""")
+COMPOSING = source("""
+    workflow "top" {
+      step compose {
+        uses "workflows/leaf"
+      }
+    }
+""")
+
+
+def test_a_pause_of_a_run_holds_the_child_runs_it_drives(runtime: Runtime) -> None:
+    runtime.write({"workflows/leaf.akm": WAITING_LEAF})
+    plan = runtime.compile("workflows/top.akm", COMPOSING)
+    driver = runtime.start("run", plan, "--format", "json")
+    eventually(lambda: (runtime.root / "leaf.started").exists(), "the child's unit to start")
+    [top] = runtime.store().runs()
+    assert runtime.akm("pause", top.id, "--by", "ops").returncode == 0
+    (runtime.root / "leaf.release").touch()
+    code, document = _ended(driver)
+    assert code == 3, document
+    assert document["paused"] == {"by": "ops", "now": False, "runId": top.id}
+    [child] = runtime.store().child_runs(top.id)
+    assert [s.status for s in runtime.store().steps(child.id)] == ["completed", "pending"]
+    assert not (runtime.root / "leaf.two").exists()
+    assert json.loads(runtime.akm("unpause", child.id, "--format", "json").stdout)["lifted"] == []
+    assert runtime.akm("unpause", top.id).returncode == 0
+    code, document = runtime.run_json(top.id)
+    assert code == 0, document
+    assert (runtime.root / "leaf.two").exists()

@@ -8,14 +8,16 @@ import getpass
 from collections.abc import Callable
 from typing import Any
 
-from akm_run import exitcodes, operator, wording
+from akm_run import core, exitcodes, operator, preflighting, wording
 from akm_run import planformat as pf
-from akm_run.commands import _continued, _existing, _locked, hints_for
+from akm_run.commands import _continued, _locked, hints_for
 from akm_run.console import as_given, emit, fail, utf8
 from akm_run.engine import stored_plan
 from akm_run.hints import Hints
-from akm_run.rows import RunRow, StepRow
+from akm_run.rows import RunRow, StepRow, StepStatus
 from akm_run.store import Store
+from akm_run.stores import existing as _existing
+from akm_run.stores import shared_store as _shared
 from akm_run.strictjson import NotStrict, loads
 from akm_run.wording import Failure
 
@@ -28,7 +30,7 @@ def _by(args: argparse.Namespace) -> str | Failure:
 
 def _step_of(plan: pf.Plan, store: Store, row: RunRow, step_id: str) -> StepRow | Failure:
     current = store.step(row.id, step_id)
-    if current is None or not any(s["stepId"] == step_id for s in plan["steps"]):
+    if current is None or not any(s["stepId"] == step_id for s in core.every_step(plan)):
         return wording.no_step(run=row.id, step=step_id, steps=", ".join(s.step_id for s in store.steps(row.id)))
     return current
 
@@ -80,6 +82,8 @@ def skip(args: argparse.Namespace) -> int:
         approve = hint("approve", row.id, args.step_id, "--reject")
         if (refused := operator.skip_refusal(plan, row, current, decision, approve)) is not None:
             return fail(refused)
+        if (checked := _preflighted(args, store, row, {args.step_id: "skipped"})) is not None:
+            return checked  # the drive it submits would fail its preflight: the run is not changed
         operator.skip(store, plan, row, decision)
         done.append((wording.skipped(step=args.step_id, run=row.id), row.id))
         document.update(runId=row.id, stepId=args.step_id, output=decision.output, by=by)
@@ -104,6 +108,8 @@ def retry(args: argparse.Namespace) -> int:
         reopened = operator.retry_refusal(plan, row, current, asked) or operator.reopening(store, plan, row, asked)
         if isinstance(reopened, Failure):
             return fail(reopened)
+        if (checked := _preflighted(args, store, row, dict.fromkeys(reopened.steps, "pending"))) is not None:
+            return checked
         if args.format != "json":  # the set, before anything changes
             print(wording.retry_reopens(step=args.step_id, run=row.id, steps=", ".join(reopened.steps)), flush=True)
         operator.retry(store, row, asked, reopened)
@@ -114,6 +120,14 @@ def retry(args: argparse.Namespace) -> int:
 
     document: dict[str, Any] = {}
     return _locked(args, change, then=_said(args, document, done, hint))
+
+
+def _preflighted(args: argparse.Namespace, store: Store, row: RunRow, becoming: dict[str, StepStatus]) -> int | None:
+    """`skip` and `retry` on the pool, which submit the run's next drive: exit 5, before the run is
+    changed, when the steps that can still run once `becoming` is done would fail their preflight."""
+    if _shared(args) is None or preflighting.skipped(args):
+        return None
+    return preflighting.before_drive(args, store, row, becoming=becoming)
 
 
 def pause(args: argparse.Namespace) -> int:

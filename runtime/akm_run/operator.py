@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from akm_run import core, wording
 from akm_run import planformat as pf
-from akm_run import wording
 from akm_run.journal import Journal
 from akm_run.rows import RunRow, StepRow, UnitRow
 from akm_run.schemas import schema_errors
@@ -31,8 +31,11 @@ def _read_step(reference: str) -> str | None:
     return None if match is None else match.group("step")
 
 
-def references(step: pf.Step) -> set[str]:
-    """The steps a step reads: its inputs, a map's subject, a route's subject, a child's bindings."""
+def references(step: pf.AnyStep) -> set[str]:
+    """The steps a step reads: its inputs, a map's subject, a route's subject, a child's bindings
+    (a `parallel` block reads nothing itself: its members are steps of their own)."""
+    if step["kind"] == "parallel":
+        return set()
     read: list[str] = list(step.get("inputs", []))
     if step["kind"] == "route":
         read.append(step["input"])
@@ -45,7 +48,7 @@ def references(step: pf.Step) -> set[str]:
     return {name for name in map(_read_step, read) if name is not None}
 
 
-def _chosen(step: pf.Step) -> Iterator[str]:
+def _chosen(step: pf.AnyStep) -> Iterator[str]:
     """The steps a route chooses between: their course is the route's."""
     if step["kind"] == "route":
         yield from (case["next"] for case in step["cases"])
@@ -56,11 +59,15 @@ def _chosen(step: pf.Step) -> Iterator[str]:
 def readers(plan: pf.Plan, step_id: str) -> list[str]:
     """The steps `retry STEP` reopens, in plan order: the step, every step that reads a reopened one
     (transitively), and the steps a reopened route chooses between."""
-    reopened = {step_id}
+    block_of = {m["stepId"]: s["stepId"] for s in plan["steps"] if s["kind"] == "parallel" for m in s["members"]}
+    retried = _step(plan, step_id)
+    reopened = {step_id} | (
+        {m["stepId"] for m in retried["members"]} if retried and retried["kind"] == "parallel" else set()
+    )
     changed = True
     while changed:  # a fixed point: references only point back, but route targets point ahead
         changed = False
-        for step in plan["steps"]:
+        for step in core.every_step(plan):
             name = step["stepId"]
             if name not in reopened and references(step) & reopened:
                 reopened.add(name)
@@ -68,11 +75,14 @@ def readers(plan: pf.Plan, step_id: str) -> list[str]:
             if name in reopened and not set(_chosen(step)) <= reopened:
                 reopened.update(_chosen(step))
                 changed = True
-    return [s["stepId"] for s in plan["steps"] if s["stepId"] in reopened]
+            if name in reopened and name in block_of and block_of[name] not in reopened:
+                reopened.add(block_of[name])  # a pending block runs its pending members, reuses the rest
+                changed = True
+    return [s["stepId"] for s in core.every_step(plan) if s["stepId"] in reopened]
 
 
-def _step(plan: pf.Plan, step_id: str) -> pf.Step | None:
-    return next((s for s in plan["steps"] if s["stepId"] == step_id), None)
+def _step(plan: pf.Plan, step_id: str) -> pf.AnyStep | None:
+    return next((s for s in core.every_step(plan) if s["stepId"] == step_id), None)
 
 
 def _settled(run: RunRow) -> Failure | None:
@@ -88,7 +98,7 @@ def _reopen(journal: Journal, plan: pf.Plan, run: RunRow) -> None:
     blocked, or failed and not continued), when it keeps its status for `resume` or `approve`."""
     if run.status == "active":
         return
-    kinds = {s["stepId"]: s["onError"] for s in plan["steps"]}
+    kinds = {s["stepId"]: s["onError"] for s in core.every_step(plan)}
     held = [
         r
         for r in journal.steps(run.id)
@@ -120,6 +130,8 @@ def skip_refusal(plan: pf.Plan, run: RunRow, current: StepRow, skip: Skip, appro
         return settled
     if step["kind"] == "route":
         return wording.skip_a_route(step=skip.step_id, run=run.id)
+    if step["kind"] == "parallel":
+        return wording.skip_a_block(step=skip.step_id, run=run.id)
     if step["target"]["kind"] == "approval":
         return wording.skip_an_approval(step=skip.step_id, run=run.id, command=approve)
     if "gate" in step:

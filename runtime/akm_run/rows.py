@@ -65,6 +65,7 @@ class StepRow:
     gate_iteration: int
     gate_loops: int
     gate_feedback: str | None
+    group: str | None = None  # the `parallel` block a member stands in
     paused_json: str | None = None  # `akm-run pause RUN STEP`: {"by", "now"}
 
     @property

@@ -1,7 +1,8 @@
-"""The typed templates akm_run.wording is written in: words, errors and the registry of both.
+"""Typed message templates: what akm_run.wording registers each of akm-run's messages with.
 
-A template's keyword-only parameters are its fields, so mypy checks every call; an `error` carries
-the exit code it ends a command with and renders to a `Failure`."""
+A template is a `str.format` text whose keyword-only parameters are its fields, so mypy checks
+every call. An `error` ends a command with its exit code and renders to a `Failure`; `words` are
+the rest. REGISTRY holds every template in the order akm_run.wording defines them."""
 
 from __future__ import annotations
 

@@ -435,3 +435,34 @@ def test_a_pause_of_a_run_holds_the_child_runs_it_drives(runtime: Runtime) -> No
     code, document = runtime.run_json(top.id)
     assert code == 0, document
     assert (runtime.root / "leaf.two").exists()
+
+
+BLOCK = source("""
+    workflow "t" {
+      parallel checks {
+        step lint { shell "echo 1" }
+        step test { shell "echo 2" }
+      }
+      step report { shell "cat" inputs = [steps.checks.output] }
+    }
+""")
+
+
+def test_retry_of_a_member_reruns_it_its_block_and_their_readers_and_reuses_the_other_members(
+    runtime: Runtime,
+) -> None:
+    code, document = runtime.run_json(runtime.compile("wf.akm", BLOCK))
+    assert code == 0, document
+    run_id = document["runId"]
+    retried = runtime.akm("retry", run_id, "lint", "--format", "json")
+    assert retried.returncode == 0, retried.stderr
+    assert json.loads(retried.stdout)["steps"] == ["checks", "lint", "report"]
+    assert runtime.akm("skip", run_id, "checks").returncode == 2  # a block is not skipped: its members are
+    code, document = runtime.run_json(run_id)
+    assert code == 0, document
+    units = [u for name in ("lint", "test") for u in runtime.store().units(run_id, name)]
+    assert [(u.unit_id, u.superseded) for u in units] == [
+        ("lint:solo", True),
+        ("lint:solo~r1", False),
+        ("test:solo", False),  # not run again
+    ]

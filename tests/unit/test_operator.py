@@ -63,6 +63,16 @@ def test_the_steps_a_reopened_route_chooses_between_reopen_with_their_readers() 
     assert operator.readers(steps, "choose") == ["choose", "left", "reads_left"]
 
 
+def test_a_reopened_member_reopens_its_block_and_a_retried_block_all_its_members() -> None:
+    block: dict[str, Any] = {"stepId": "both", "kind": "parallel", "onError": "fail"}
+    block["members"] = [unit("x", "a"), unit("y")]
+    steps = plan(unit("a"), block, unit("after_x", "x"), unit("after_y", "y"))
+    assert operator.readers(steps, "a") == ["a", "both", "x", "after_x"]  # y is reused as it completed
+    assert operator.readers(steps, "y") == ["both", "y", "after_y"]
+    assert operator.readers(steps, "both") == ["both", "x", "y", "after_x", "after_y"]
+    assert operator.references(cast(pf.Step, block)) == set()
+
+
 @st.composite
 def chains(draw: st.DrawFn) -> tuple[pf.Plan, str]:
     """A plan whose every step reads any earlier steps, and one of its steps."""

@@ -9,6 +9,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from test_runtime_events import Lines
+
 from helpers import PATIENCE_S, Keys, Runtime, eventually, run_cli, source
 
 PROBE = source("""
@@ -155,14 +157,15 @@ def test_pause_stops_a_live_driver_before_its_next_step_and_unpause_lets_it_go_o
 def test_a_follower_of_a_run_a_pause_stops_exits_3_as_run_does(runtime: Runtime) -> None:
     plan = runtime.compile("wf.akm", SLOW)
     driver, run_id = _live(runtime, plan)
-    follower = runtime.start("events", run_id, "--follow", "--format", "jsonl")
+    follower = Lines(runtime.start("events", run_id, "--follow", "--format", "jsonl"))
+    eventually(lambda: any("unit.dispatched" in line for line in follower.lines), "the history")
     assert runtime.akm("pause", run_id, "two", "--by", "ops").returncode == 0
+    eventually(lambda: any("step.paused" in line for line in follower.lines), "the pause, while the drive runs")
     (runtime.root / "one.release").touch()
     code, document = _ended(driver)
     assert code == 3 and document["status"] == "active", document
-    out, err = follower.communicate(timeout=PATIENCE_S)
-    assert follower.returncode == 3, (out, err)
-    assert "step.paused" in [json.loads(line)["kind"] for line in out.splitlines()]
+    code, stderr = follower.end()
+    assert code == 3, (follower.lines, stderr)
 
 
 def test_pause_now_terminates_the_units_in_flight_and_the_run_stays_resumable(runtime: Runtime) -> None:

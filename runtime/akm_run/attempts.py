@@ -6,7 +6,9 @@ attempt is journaled before it is dispatched and after it ends, and retried as
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import json
 import queue
 import threading
 from collections.abc import Callable
@@ -17,7 +19,7 @@ from typing import Any
 
 from akm_run import core, decisions, identity
 from akm_run import planformat as pf
-from akm_run.core import Aborted, End
+from akm_run.core import Aborted, End, Paused
 from akm_run.decisions import Dispatch, FailUnit, Redo, Rows, Unit
 from akm_run.dispatch import Dispatcher, Request
 from akm_run.journal import Journal
@@ -90,7 +92,7 @@ class Attempts:
     def fan_out(self, one: Callable[[int], End], count: int, width: int, stop: threading.Event) -> list[End | None]:
         """Run `one` for every index on `width` threads; an abort or an internal error stops the rest."""
         ends: list[End | None] = [None] * count
-        aborted, broken = False, None
+        aborted, broken, paused = False, None, None
         # Completions arrive on a queue: each wake-up handles one finished unit, never a scan of all
         # pending ones, so dispatch costs the same per unit at 2,000 items as at 200.
         finished: queue.SimpleQueue[tuple[int, Future[End]]] = queue.SimpleQueue()
@@ -104,6 +106,9 @@ class Attempts:
                 except Aborted:
                     aborted = True
                     stop.set()
+                except Paused as held:  # the units in flight finish; none starts
+                    paused = paused or held
+                    stop.set()
                 except Exception as error:  # noqa: BLE001 - an internal error: stop dispatching, then raise it
                     broken = broken or error
                     stop.set()
@@ -111,12 +116,15 @@ class Attempts:
             raise broken
         if aborted or self.abort.is_set():
             raise Aborted
+        if paused is not None:
+            raise paused
         return ends
 
     def unit(self, unit: Unit, rows: Rows, start: StepStart) -> End:
-        """One unit to its end: reuse a completed journal row, else dispatch, retrying as the step says."""
+        """One unit to its end: reuse a completed journal row, else dispatch, retrying as the step says.
+        Raises Paused, before an attempt would start, while the run or the unit's step is paused."""
+        unit, known = self._current(unit)
         journal = unit.place.journal
-        known = self.store.unit(self.run_id, journal)
         if known is not None and known.status == "completed":
             return End("completed", known.output)
         bound = self._bound(unit, rows)
@@ -128,6 +136,8 @@ class Attempts:
         left_running = self._left_running(journal) if known is not None else None
         while True:
             self._check_abort()
+            if left_running is None:
+                self._check_pause(unit)
             dispatch = identity.dispatch_id(self.run_id, journal, failed_before)
             attempt = left_running or self._begin(unit, digest, dispatch, new_unit, start)
             new_unit, left_running = False, None
@@ -147,6 +157,22 @@ class Attempts:
     def _check_abort(self) -> None:
         if self.abort.is_set():
             raise Aborted
+
+    def _check_pause(self, unit: Unit) -> None:
+        if (held := decisions.holding(self.store.pauses(self.run_id), unit.step["stepId"])) is not None:
+            raise Paused(held)
+
+    def _current(self, unit: Unit) -> tuple[Unit, Any]:
+        """The unit under its current journal id, past the ones `akm-run retry` superseded, and its row."""
+        base, retry = unit.place.journal, 0
+        known = self.store.unit(self.run_id, base)
+        while known is not None and known.superseded:
+            retry += 1
+            known = self.store.unit(self.run_id, identity.retried_id(base, retry))
+        if retry == 0:
+            return unit, known
+        place = dataclasses.replace(unit.place, journal=identity.retried_id(base, retry))
+        return dataclasses.replace(unit, place=place), known
 
     def _left_running(self, journal: str) -> int | None:
         """A pooled drive's attempt of this unit that a dead driver left running (None on SQLite,
@@ -219,6 +245,8 @@ class Attempts:
         if outcome.status == "aborted":
             if not outcome.recorded:  # a pool's worker journals an abort it carried out
                 self.store.abort_attempt(run_id, journal, step_id, attempt, outcome.message, outcome.stderr_tail)
+            if outcome.reason == "paused":  # a child run it drove was paused
+                raise Paused(json.loads(outcome.notes or "{}"))
             raise Aborted
         if outcome.status == "completed":
             with self.store.transaction(durable=False):

@@ -144,6 +144,9 @@ def _mapped(result: DriveResult, journal: Journal, hints: Hints, parent: Parent,
         return End("completed", output=result.exported)
     if result.status == "aborted":
         return End("aborted", reason="aborted", message=f"the drive was aborted inside child run {child}")
+    if result.status == "paused":  # the parent's drive ends paused too (core.Paused)
+        held = json.dumps({"runId": child, **(result.paused or {})})
+        return End("aborted", reason="paused", message=f"child run {child} is paused", notes=held)
     if result.status == "blocked":
         notes = blocked_notes(journal, hints, parent.run_id, parent.step_id, child)
         return End("failed", reason="child_workflow_blocked", message=notes)

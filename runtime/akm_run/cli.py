@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from akm_run import __version__, exitcodes, wording
@@ -23,6 +24,10 @@ EXAMPLES = {
     "resume": "akm-run resume 20261130T101500-3fa9c2d1",
     "approve": "akm-run approve 20261130T101500-3fa9c2d1 signoff --by alice --note 'notes checked'",
     "abandon": "akm-run abandon 20261130T101500-3fa9c2d1",
+    "skip": "akm-run skip 20261130T101500-3fa9c2d1 lint --output '{\"ok\": true}' --note 'checked by hand'",
+    "retry": "akm-run retry 20261130T101500-3fa9c2d1 build --unit 3",
+    "pause": "akm-run pause 20261130T101500-3fa9c2d1 deploy",
+    "unpause": "akm-run unpause 20261130T101500-3fa9c2d1 deploy",
     "verify": "akm-run verify plans/workflows/release.plan.json --allowed-signers /etc/akm/allowed_signers",
     "preflight": "akm-run preflight plans/workflows/release.plan.json --param version=1.4.0",
     "worker": "akm-run worker --database postgresql://akm@db.internal/akm --concurrency 8",
@@ -72,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     approve.add_argument("--reject", action="store_true", help=REJECT_HELP)
     abandon = command("abandon", "Mark a run failed; it will not be driven again.")
     abandon.add_argument("run_id", metavar="RUN")
+    skip, retry = operator_commands(command)
     verify = command("verify", "Verify a plan file as `run` does; exit 0 or 4.")
     verify.add_argument("plan", type=Path)
     verify.add_argument("--expect-hash", help="refuse unless the plan hash is exactly this")
@@ -81,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     worker_options(command("worker", "Serve a shared store's worker pool: drive runs and run their units."))
     for sub in (resume, approve):
         sub.add_argument("--allowed-signers", type=Path, metavar="FILE", help=SIGNERS_HELP)
-    preflight_options(command("preflight", PREFLIGHT_SUMMARY), skipped_by=(run, resume, approve))
+    preflight_options(command("preflight", PREFLIGHT_SUMMARY), skipped_by=(run, resume, approve, skip, retry))
     summary = "Print a shell completion script."
     completion = commands.add_parser(
         "completion", help=summary, description=summary, epilog=f"Example: {EXAMPLES['completion']}"
@@ -96,6 +102,36 @@ def worktrees_options(kept: argparse.ArgumentParser) -> None:
     kept.add_argument("--prune", action="store_true", help="remove the kept worktrees that have no changes now")
     kept.add_argument("--dirty", action="store_true", help="with --prune: remove those with changes too")
     kept.add_argument("--format", choices=("text", "json"), default="text")
+
+
+def operator_commands(
+    command: Callable[[str, str], argparse.ArgumentParser],
+) -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+    """`skip`, `retry`, `pause` and `unpause`: operator control of one step (docs/runbook.md)."""
+    skip = command("skip", "Skip a pending, failed or blocked step, with the output it should have had.")
+    skip.add_argument("run_id", metavar="RUN")
+    skip.add_argument("step_id", metavar="STEP")
+    given = skip.add_mutually_exclusive_group()
+    given.add_argument("--output", metavar="JSON", help="the step's output, strict JSON (default: null)")
+    given.add_argument("--output-file", type=Path, metavar="FILE", help="the step's output, read from FILE")
+    skip.add_argument("--note", default=None, help="a note stored with the skip")
+    retry = command("retry", "Run a step again, and every later step that reads it.")
+    retry.add_argument("run_id", metavar="RUN")
+    retry.add_argument("step_id", metavar="STEP")
+    retry.add_argument("--unit", type=int, metavar="N", help="only map item N (the steps that read the map rerun)")
+    for sub in (skip, retry):
+        sub.add_argument("--by", default=None, help="who makes the change (default: $USER)")
+        sub.add_argument("--allowed-signers", type=Path, metavar="FILE", help=SIGNERS_HELP)
+    pause = command("pause", "Start nothing new in a run, or in some of its steps; also under a live driver.")
+    unpause = command("unpause", "Lift a pause; continue the run with `akm-run run RUN`.")
+    for sub in (pause, unpause):
+        sub.add_argument("run_id", metavar="RUN")
+        sub.add_argument("steps", metavar="STEP", nargs="*", help="only these steps (default: the whole run)")
+        sub.add_argument("--by", default=None, help="who makes the change (default: $USER)")
+    pause.add_argument("--now", action="store_true", help="terminate their units in flight, as an abort does")
+    for sub in (skip, retry, pause, unpause):
+        sub.add_argument("--format", choices=("text", "json"), default="text")
+    return skip, retry  # they submit a drive on the pool, so they preflight (--no-preflight)
 
 
 def logs_options(logs: argparse.ArgumentParser) -> None:
@@ -250,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     # start-up, which `--help` and a usage error spend nothing on.
     import sqlite3
 
-    from akm_run import commands, verbs
+    from akm_run import commands, control, verbs
 
     if args.command == "completion":
         sys.stdout.write(completion_script(args.shell))
@@ -260,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if (refused := store_refusal(args)) is not None:
             return _refuse(refused)
-        code: int = {**commands.COMMANDS, **verbs.COMMANDS}[args.command](args)
+        code: int = {**commands.COMMANDS, **verbs.COMMANDS, **control.COMMANDS}[args.command](args)
     except BrokenPipeError:
         return exitcodes.FAILED
     except NewerSchema as error:

@@ -48,6 +48,7 @@ EXIT_OF = {
     "failed": exitcodes.FAILED,
     "blocked": exitcodes.BLOCKED,
     "aborted": exitcodes.INTERRUPTED,
+    "paused": exitcodes.BLOCKED,  # nothing more could start (akm-run pause); the run stays active
 }
 
 

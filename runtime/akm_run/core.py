@@ -22,12 +22,22 @@ from akm_run.strictjson import dumps
 # "interrupted": the attempt's process died with its host before it ended (the worker pool); the
 # engine finishes the attempt as a crash reclaim does and runs the unit again.
 EndStatus = Literal["completed", "failed", "blocked", "aborted", "interrupted", "not_dispatched"]
-DriveStatus = Literal["active", "completed", "failed", "blocked", "aborted"]  # a run's status, or aborted
+# A run's status, or aborted, or paused (akm-run pause: nothing more could start; the run stays active).
+DriveStatus = Literal["active", "completed", "failed", "blocked", "aborted", "paused"]
 Hint = Callable[..., str]  # akm_run.hints.Hints: the command a person types, as text
 
 
 class Aborted(Exception):
     """The drive was interrupted (signal or run timeout); the run stays active and resumable."""
+
+
+class Paused(Exception):
+    """Nothing more can start: the run, or the step a unit belongs to, is paused (akm-run pause).
+    `held` is the pause's document: {"by", "now", "stepId"?, "runId"?}."""
+
+    def __init__(self, held: dict[str, Any]) -> None:
+        super().__init__(held.get("by"))
+        self.held = held
 
 
 @dataclass(slots=True)
@@ -60,14 +70,15 @@ def resolve(reference: str, params: Mapping[str, Any], steps: Mapping[str, StepR
     """(True, value) for a reference that resolves against the run's params and stored outputs.
 
     A step a route skipped, and one that failed under `on_error = continue` (its stored output is
-    null), read as null; a path beneath null does not resolve."""
+    null), read as null; a path beneath null does not resolve. A step an operator skipped (akm-run
+    skip) reads as the output it was given."""
     if reference.startswith("params."):
         name = reference[len("params.") :]
         return (name in params), params.get(name)
     head, _, rest = reference[len("steps.") :].partition(".output")
     row = steps.get(head)
-    if row is not None and row.status == "skipped":
-        return walk(None, rest)
+    if row is not None and row.status == "skipped":  # a route's skip: null; an operator's: the output given
+        return walk(row.output, rest)
     if row is None or not (row.status == "completed" or (row.status == "failed" and row.output_json is not None)):
         return False, None
     return walk(row.output, rest)
@@ -393,6 +404,7 @@ class DriveResult:
     blocked: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
     exported: Any = None
+    paused: dict[str, Any] | None = None  # status "paused": who paused what ({"by", "stepId"?, "runId"?})
 
 
 SIGNALLED = "interrupted by a signal"  # why a drive was aborted when `run` got SIGINT or SIGTERM

@@ -10,6 +10,7 @@ plan's parts mean (routes, inputs, retries, gate feedback, outputs) is akm_run.c
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -332,3 +333,27 @@ def attempt_verdict(unit: Unit, outcome: End, retries: int) -> Redo | Record:
     if retry is not None and outcome.status == "failed" and core.retries_again(retry, outcome.reason, retries):
         return Record(core.backoff_ms(retry, retries + 1))
     return Record()
+
+
+# -- pauses (akm-run pause) -------------------------------------------------------------------------------
+
+Pauses = tuple[str | None, Mapping[str, str]]  # the run's pause and its paused steps' (Journal.pauses)
+
+
+def holding(pauses: Pauses, step_id: str | None) -> dict[str, Any] | None:
+    """The pause that keeps a step (None: any step) from starting anything new — a step, a unit, a
+    retry of an attempt: the run's own, else the step's; None when it may start. The drive asks
+    before each start, so a pause written by another process (or host) binds from its commit on."""
+    run, steps = pauses
+    if run is not None:
+        held: dict[str, Any] = json.loads(run)
+        return held
+    if step_id is not None and step_id in steps:
+        return {**json.loads(steps[step_id]), "stepId": step_id}
+    return None
+
+
+def terminates(pauses: Pauses, step_id: str | None) -> dict[str, Any] | None:
+    """The `pause --now` that terminates the units in flight of step `step_id`, as an abort does."""
+    held = holding(pauses, step_id)
+    return held if held is not None and held.get("now") else None

@@ -30,7 +30,7 @@ class Settled(NamedTuple):
 
     id: str
     ref: str
-    status: str  # completed, failed or abandoned (a failed run abandoned by `akm-run abandon`)
+    status: str  # completed, failed, abandoned (by `akm-run abandon`) or paused (by `akm-run pause`)
     updated_at: float
 
 
@@ -42,11 +42,11 @@ class Deletions(Database):
         of `ref` when given, oldest first (by last update, then id)."""
         marks = ", ".join("?" for _ in statuses)
         rows = self._execute(
-            f"SELECT id, ref, status, failure_json, updated_at FROM runs WHERE parent_run_id IS NULL "
+            f"SELECT id, ref, status, failure_json, paused, updated_at FROM runs WHERE parent_run_id IS NULL "
             f"AND status IN ({marks}) AND (CAST(? AS TEXT) IS NULL OR ref = ?) ORDER BY updated_at, id",
             (*statuses, ref, ref),
         ).fetchall()
-        return [Settled(i, r, _status(s, f), float(u)) for i, r, s, f, u in rows]
+        return [Settled(i, r, _status(s, f, p), float(u)) for i, r, s, f, p, u in rows]
 
     def run_tree(self, run_id: str) -> list[str]:
         """A run's id and its descendants' ids, parents before children."""
@@ -79,7 +79,10 @@ class Deletions(Database):
         """Give the space of deleted rows back (outside any transaction)."""
 
 
-def _status(status: str, failure_json: str | None) -> str:
-    """`abandoned` for a failed run that `akm-run abandon` ended (operations.ABANDONED)."""
+def _status(status: str, failure_json: str | None, paused: str | None) -> str:
+    """`abandoned` for a failed run that `akm-run abandon` ended (operations.ABANDONED); `paused`
+    for a completed or failed run that `akm-run pause` holds: not settled, so never deleted."""
+    if paused is not None and status in ("completed", "failed"):
+        return "paused"
     failure = json.loads(failure_json) if status == "failed" and failure_json else None
     return "abandoned" if isinstance(failure, dict) and failure.get("reason") == "abandoned" else status

@@ -18,11 +18,12 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from akm_run import children, core, decisions, features, isolation, numbers, progress, units
 from akm_run import planformat as pf
 from akm_run.attempts import Attempts, StepStart
-from akm_run.core import Aborted, DriveResult, End
+from akm_run.core import Aborted, DriveResult, End, Paused
 from akm_run.decisions import (
     BlockStep,
     CompleteStep,
@@ -43,6 +44,7 @@ from akm_run.progress import Progress
 from akm_run.rows import RunRow
 
 DEFAULT_MAX_CONCURRENCY = 16
+PAUSE_POLL_S = 0.5  # how often a drive looks for a `pause --now`; a plain pause is read before each start
 
 
 class OutputsInvalid(Exception):
@@ -140,6 +142,7 @@ class _Drive:
         self.engine, self.store, self.options = engine, engine.store, engine.options
         self.plan, self.run_id, self.params = plan, run.id, numbers.normal(run.params)  # 1.0 as 1, as outputs
         self.where = progress.where(run)
+        self.in_flight: str | None = None  # the step the spine runs now (what a `pause --now` may stop)
 
     def run(self) -> DriveResult:
         rows = {row.step_id: row for row in self.store.steps(self.run_id)}
@@ -158,11 +161,18 @@ class _Drive:
             engine.pooled,
             threading.BoundedSemaphore(min(self.plan["limits"]["concurrency"], self.options.max_concurrency)),
         )
+        watch = threading.Event()
+        threading.Thread(target=self._watch_pauses, args=(watch,), name="akm-pauses", daemon=True).start()
         try:
             return self._spine(attempts, rows)
+        except Paused as paused:
+            return self._paused(paused.held)
         except Aborted:
+            if (held := decisions.terminates(self.store.pauses(self.run_id), self.in_flight)) is not None:
+                return self._paused(held)
             return core.aborted(self.run_id, engine.why_aborted, self.options.hints("run", self.run_id))
         finally:
+            watch.set()
             if timer is not None:
                 timer.cancel()
             shutil.rmtree(scratch, ignore_errors=True)
@@ -175,6 +185,23 @@ class _Drive:
             self.store.release_running_steps(self.run_id)
         except Exception:  # noqa: BLE001 - a state store that is gone is reported by the drive's own error
             pass
+
+    def _watch_pauses(self, done: threading.Event) -> None:
+        """A `pause --now` (written by any process, on any host) terminates the units in flight as an
+        abort does: their attempts end `aborted` and the run stays resumable."""
+        while not done.wait(PAUSE_POLL_S):
+            try:
+                held = decisions.terminates(self.store.pauses(self.run_id), self.in_flight)
+            except Exception:  # noqa: BLE001 - a journal that cannot be read is the drive's own error to report
+                continue
+            if held is not None and self.in_flight is not None:
+                self.engine.why_aborted = f"paused by {held.get('by')}"
+                self.engine.abort.set()
+                return
+
+    def _paused(self, held: dict[str, Any]) -> DriveResult:
+        """Nothing more could start: the drive ends (exit 3), the run stays active."""
+        return DriveResult(self.run_id, "paused", paused=held)
 
     def _deadline(self) -> threading.Timer | None:
         limits = [t for t in (self.plan["limits"].get("timeoutMs"), self.options.timeout_ms) if t is not None]
@@ -197,6 +224,9 @@ class _Drive:
         while isinstance(reached, StartStep):
             if self.engine.abort.is_set():
                 raise Aborted
+            if (held := decisions.holding(self.store.pauses(self.run_id), reached.step["stepId"])) is not None:
+                raise Paused(held)
+            self.in_flight = reached.step["stepId"]
             start = StepStart(reached.step["stepId"], reached.index)
             end = self._timed(attempts, reached, rows, start)
             if reached.step["kind"] == "parallel":

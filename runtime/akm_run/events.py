@@ -198,8 +198,8 @@ def follow(
 ) -> int:
     """Print the run's events from seq `after` on, then as they commit until it settles, or the drive
     under way ends and leaves it active, or `stop` is set (a signal): `run`'s exit code for that end
-    (0 completed, 1 failed, 3 blocked, 5 a worker's preflight failed, 130 a drive that ended without
-    settling the run, or a follower stopped). A run that nothing drives is waited on until a drive starts."""
+    (0 completed, 1 failed, 3 blocked or a drive a pause ended, 5 a worker's preflight failed, 130 a
+    drive that ended otherwise without settling the run, or a follower stopped). A run that nothing drives is waited on until a drive starts."""
     seen = Follow(run_id, after)
     settled = _drain(store, seen, children, show, history=True)
     if settled is not None:
@@ -219,9 +219,15 @@ def follow(
                 seen.active = True
             elif seen.active and not polling.pending(run_id):
                 ended = _drain(store, seen, children, show, history=False)
-                return exitcodes.INTERRUPTED if ended is None else ended
+                return _unsettled(store, run_id) if ended is None else ended
         interval = polling.interval_s if moved else min(interval * 2, polling.idle_s)
     return exitcodes.INTERRUPTED
+
+
+def _unsettled(store: Store, run_id: str) -> int:
+    """A drive ended and left the run active: 3 when a pause holds it (the run's own, an ancestor's
+    or one of its steps': `run` ends a paused drive with 3), else 130."""
+    return exitcodes.BLOCKED if store.pauses(run_id) != (None, {}) else exitcodes.INTERRUPTED
 
 
 def _drain(store: Store, seen: Follow, children: bool, show: Callable[[Event], None], *, history: bool) -> int | None:

@@ -36,6 +36,12 @@ def journal_id(unit: str, loop: int) -> str:
     return unit if loop == 0 else f"{unit}~l{loop}"
 
 
+def retried_id(journal: str, retry: int) -> str:
+    """The journal id of a unit after `retry` operator retries (akm-run retry): a superseded unit's
+    next one is `<journal id>~r<n>`, as a gate loop's is `~l<n>`."""
+    return journal if retry == 0 else f"{journal}~r{retry}"
+
+
 def input_hash(
     target: dict[str, Any],
     params: dict[str, Any],

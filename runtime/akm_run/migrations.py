@@ -138,6 +138,12 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE runs ADD COLUMN base_repo TEXT;
     ALTER TABLE attempts ADD COLUMN worktree TEXT;
     """,
+    # operator verbs: a paused run or step, a unit a retry replaced (operations.md D9)
+    """
+    ALTER TABLE runs ADD COLUMN paused TEXT;
+    ALTER TABLE steps ADD COLUMN paused TEXT;
+    ALTER TABLE units ADD COLUMN superseded INTEGER NOT NULL DEFAULT 0;
+    """,
 )
 
 # PostgreSQL's words where SQLite's differ: DOUBLE PRECISION for REAL (PostgreSQL's REAL is 4 bytes,
@@ -271,6 +277,12 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE runs ADD COLUMN base_repo TEXT;
     ALTER TABLE attempts ADD COLUMN worktree TEXT;
     """,
+    # operator verbs: a paused run or step, a unit a retry replaced (operations.md D9)
+    """
+    ALTER TABLE runs ADD COLUMN paused TEXT;
+    ALTER TABLE steps ADD COLUMN paused TEXT;
+    ALTER TABLE units ADD COLUMN superseded INTEGER NOT NULL DEFAULT 0;
+    """,
 )
 
 EVENT_KINDS = (
@@ -296,6 +308,11 @@ EVENT_KINDS = (
     "preflight.failed",  # a worker's preflight found an error: the drive ended before any dispatch
     "worktree.retained",  # an attempt's worktree had changes: kept for review, its path journaled
     "worktree.removed",  # an attempt's worktree was removed (clean after its attempt, or pruned)
+    "step.reopened",  # akm-run retry: the step and its readers back to pending, their units superseded
+    "step.paused",  # akm-run pause RUN STEP: no new unit of the step starts
+    "step.unpaused",
+    "run.paused",  # akm-run pause RUN: no new step or unit of the run starts
+    "run.unpaused",
 )
 
 

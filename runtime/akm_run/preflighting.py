@@ -7,6 +7,7 @@ import argparse
 import os
 import sys
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from akm_run.console import emit, escaped, fail, state_dir
 from akm_run.engine import stored_plan
 from akm_run.planformat import PlanError
 from akm_run.preflight import Finding, Host
-from akm_run.rows import RunRow, StepRow
+from akm_run.rows import RunRow, StepRow, StepStatus
 from akm_run.store import Store
 from akm_run.stores import shared_store
 from akm_run.wording import Failure
@@ -66,15 +67,24 @@ def before_publish(args: argparse.Namespace, plan: Mapping[str, Any], fmt: str) 
     return _said(findings, fmt, wording.preflight_failed_unpublished())
 
 
-def before_drive(args: argparse.Namespace, store: Store, row: RunRow, fmt: str = "text") -> int | None:
-    """`run RUN_ID`, `resume`, `approve`: None when the steps of the run that can still run may run
-    here, else exit 5 (the run is not changed) with every finding."""
+def before_drive(
+    args: argparse.Namespace,
+    store: Store,
+    row: RunRow,
+    fmt: str = "text",
+    becoming: Mapping[str, StepStatus] | None = None,
+) -> int | None:
+    """`run RUN_ID`, `resume`, `approve`, `skip`, `retry`: None when the steps of the run that can
+    still run (once the steps in `becoming` have the status given there: the one `skip` settles, the
+    ones `retry` reopens) may run here, else exit 5 (the run is not changed) with every finding."""
     pooled = shared_store(args) is not None
     try:
         plan = stored_plan(row)
     except PlanError as error:  # a stored plan changed since it was published: refused, as a drive would
         return fail(wording.stored_plan_refused(run=row.id, error=error))
-    findings = preflight.check(plan, host(args, row, pooled=pooled), store.steps(row.id))
+    after = becoming or {}
+    rows = [replace(r, status=after[r.step_id]) if r.step_id in after else r for r in store.steps(row.id)]
+    findings = preflight.check(plan, host(args, row, pooled=pooled), rows)
     return _said(findings, fmt, wording.preflight_failed_unchanged(run=row.id))
 
 

@@ -103,7 +103,10 @@ def _text(done: retention.Selection, dry_run: bool) -> str:
         for verb, (run, tree) in said
     ]
     lines.append(wording.pruned_count(count=len(done.runs), verb="would be deleted" if dry_run else "deleted"))
-    lines += [wording.unsettled_kept(count=n, status=status) for status, n in sorted(done.kept.items())]
+    lines += [
+        wording.paused_kept(count=n) if status == "paused" else wording.unsettled_kept(count=n, status=status)
+        for status, n in sorted(done.kept.items())
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -120,12 +123,16 @@ def delete(store: Store, state_dir: Path, run_id: str, hints: Hints, fmt: str) -
         return fail(wording.delete_a_child(run=row.id, root=root, command=hints("delete", root)))
     if row.status not in ("completed", "failed"):
         return fail(wording.delete_unsettled(run=row.id, status=row.status, command=hints("abandon", row.id)))
+    if row.paused is not None:
+        return fail(wording.delete_paused(run=row.id, command=hints("unpause", row.id)))
     try:
         with store.lock(row.id):
             current = store.run(row.id)
             if current is None or current.status not in ("completed", "failed"):  # resumed meanwhile
                 status = current.status if current else "gone"
                 return fail(wording.delete_unsettled(run=row.id, status=status, command=hints("abandon", row.id)))
+            if current.paused is not None:  # paused meanwhile: a pause takes no lock
+                return fail(wording.delete_paused(run=row.id, command=hints("unpause", row.id)))
             repos = kept.before_deletion(store, store.run_tree(row.id))  # git's work, outside the transaction
             with store.transaction():
                 tree = store.run_tree(row.id)

@@ -9,19 +9,21 @@ from typing import Any
 from akm_run.database import Database
 from akm_run.rows import AttemptRow, Event, RunRow, StepRow, UnitRow
 from akm_run.signing import Signer
+from akm_run.strictjson import dumps
 from akm_run.trust import Signature
 
 RUN_COLUMNS = (
     "id, ref, title, plan_hash, plan_json, params_json, status, current_step, parent_run_id, parent_unit_id, "
     "invocation_key, exported_json, failure_json, notes, units_dispatched, created_at, updated_at, workdir, agent_cmd, "
-    "base_commit, base_repo"
+    "base_commit, base_repo, paused"
 )
 ATTEMPT_COLUMNS = (
     "attempt, dispatch_id, status, reason, exit_code, pid, host, stderr_tail, started_at, finished_at, output_json, "
     "message, worktree"
 )
 UNIT_COLUMNS = (
-    "unit_id, step_id, item_index, input_hash, status, output_json, failure_reason, failure_message, child_run_id"
+    "unit_id, step_id, item_index, input_hash, status, output_json, failure_reason, failure_message, child_run_id, "
+    "superseded"
 )
 EVENT_COLUMNS = "seq, run_id, kind, step_id, unit_id, data_json, at"
 RUN_EVENTS = f"SELECT {EVENT_COLUMNS} FROM events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?"
@@ -74,10 +76,37 @@ class Queries(Database):
     def steps(self, run_id: str) -> list[StepRow]:
         rows = self._execute(
             "SELECT step_id, idx, status, output_json, notes, failure_reason, failure_message, gate_iteration, "
-            'gate_loops, gate_feedback, "group" FROM steps WHERE run_id = ? ORDER BY idx, "group" IS NOT NULL',
+            'gate_loops, gate_feedback, "group", paused FROM steps WHERE run_id = ? ORDER BY idx, "group" IS NOT NULL',
             (run_id,),
         ).fetchall()
         return [StepRow(*r) for r in rows]
+
+    def units(self, run_id: str, step_id: str) -> list[UnitRow]:
+        """A step's units, superseded ones too (akm-run retry), in item order."""
+        rows = self._execute(
+            f"SELECT {UNIT_COLUMNS} FROM units WHERE run_id = ? AND step_id = ? ORDER BY item_index, unit_id",
+            (run_id, step_id),
+        ).fetchall()
+        return [UnitRow(*r) for r in rows]
+
+    def pauses(self, run_id: str) -> tuple[str | None, dict[str, str]]:
+        """What holds a run back (akm-run pause): the pause of the run or of the nearest paused run
+        above it (a pause holds its whole tree; JSON text, `runId` naming an ancestor), and its
+        paused steps' pauses. One statement: a drive reads it before every start."""
+        rows = self._execute(
+            "WITH RECURSIVE up(id, parent, paused, depth) AS ("
+            "SELECT id, parent_run_id, paused, 0 FROM runs WHERE id = ? UNION ALL "
+            "SELECT r.id, r.parent_run_id, r.paused, up.depth + 1 FROM runs r JOIN up ON r.id = up.parent) "
+            "SELECT 'run', id, paused, depth FROM up WHERE paused IS NOT NULL UNION ALL "
+            "SELECT 'step', step_id, paused, 0 FROM steps WHERE run_id = ? AND paused IS NOT NULL",
+            (run_id, run_id),
+        ).fetchall()
+        held = sorted((depth, name, paused) for kind, name, paused, depth in rows if kind == "run")
+        run = None
+        if held:
+            depth, name, paused = held[0]
+            run = paused if depth == 0 else dumps({**json.loads(paused), "runId": name})
+        return run, {name: paused for kind, name, paused, _ in rows if kind == "step"}
 
     def step(self, run_id: str, step_id: str) -> StepRow | None:
         return next((s for s in self.steps(run_id) if s.step_id == step_id), None)
@@ -106,7 +135,7 @@ class Queries(Database):
         """Every unit of a run (in step order, then item order) with its attempts."""
         units = self._execute(
             "SELECT u.unit_id, u.step_id, u.item_index, u.input_hash, u.status, u.output_json, u.failure_reason, "
-            "u.failure_message, u.child_run_id FROM units u JOIN steps s ON s.run_id = u.run_id AND "
+            "u.failure_message, u.child_run_id, u.superseded FROM units u JOIN steps s ON s.run_id = u.run_id AND "
             "s.step_id = u.step_id WHERE u.run_id = ? ORDER BY s.idx, u.item_index, u.created_at, u.unit_id",
             (run_id,),
         ).fetchall()

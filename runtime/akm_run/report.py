@@ -33,12 +33,12 @@ def result_document(result: Result, run: RunRow) -> dict[str, Any]:
     document: dict[str, Any] = {
         "runId": run.id,
         "ref": run.ref,
-        "status": "active" if result.status == "aborted" else result.status,
+        "status": "active" if result.status in ("aborted", "paused") else result.status,
         "planHash": run.plan_hash,
     }
     if result.status == "completed":
         document["exported"] = result.exported
-    for key in ("failure", "blocked", "error"):
+    for key in ("failure", "blocked", "error", "paused"):
         if getattr(result, key) is not None:
             document[key] = getattr(result, key)
     return document
@@ -63,9 +63,18 @@ def result_text(result: Result, run: RunRow, hints: Hints) -> str:
         blocked = result.blocked or {}
         where = f" at step {blocked['stepId']}" if blocked.get("stepId") else ""
         lines = [f"{head} blocked{where}", *("  " + line for line in str(blocked.get("notes", "")).splitlines())]
+    elif result.status == "paused":
+        lines = [f"{head} {_paused_text(result.paused or {}, hints, run.id)}"]
     else:
         lines = [f"{head} is {result.status}"]
     return "\n".join(lines) + "\n"
+
+
+def _paused_text(held: dict[str, Any], hints: Hints, run_id: str) -> str:
+    """How a drive that a pause ended says so, and the command that lifts the pause."""
+    paused_run, steps = held.get("runId", run_id), [held["stepId"]] if "stepId" in held else []
+    what = wording.steps_of_run(steps=steps[0], run=paused_run) if steps else wording.the_run(run=paused_run)
+    return wording.drive_paused(by=held.get("by", "?"), what=what, command=hints("unpause", paused_run, *steps))
 
 
 # -- `akm-run status` ---------------------------------------------------------------------------------
@@ -92,6 +101,8 @@ def status_document(store: Store, run: RunRow, hints: Hints) -> dict[str, Any]:
         summary["exported"] = run.exported
     if run.status == "failed" and run.failure is not None:
         summary["failure"] = run.failure
+    if run.paused is not None:
+        summary["paused"] = run.paused
     steps = []
     order = lanes.plan_order(run)
     rows = sorted(store.steps(run.id), key=lambda r: order.get(r.step_id, (len(order), None))[0])
@@ -115,8 +126,10 @@ def status_document(store: Store, run: RunRow, hints: Hints) -> dict[str, Any]:
         if row.failure_reason:
             entry["failureReason"] = row.failure_reason
             entry["failureMessage"] = row.failure_message
-        if row.status == "completed":
+        if row.status == "completed" or (row.status == "skipped" and row.output is not None):
             entry["output"] = row.output
+        if row.paused is not None:
+            entry["paused"] = row.paused
         steps.append(entry)
     document: dict[str, Any] = {"run": summary, "steps": steps}
     if worktrees := [k.document() for k in kept.kept(store, [run.id])]:
@@ -156,7 +169,8 @@ def status_text(document: dict[str, Any]) -> str:
     lines = [
         f"run {run['id']}  {run['ref']}  {json.dumps(run['title'], ensure_ascii=False)}",
         f"status: {run['status']}{_why(run.get('failure'))}   plan {run['planHash'][:19]}…   created {run['createdAt']}"
-        + (f"   parent {run['parentRunId']}" if "parentRunId" in run else ""),
+        + (f"   parent {run['parentRunId']}" if "parentRunId" in run else "")
+        + _pause_mark(run),
     ]
     if "signedBy" in run:
         lines.append(f"signed by {run['signedBy']['principal']} ({run['signedBy']['fingerprint']})")
@@ -174,16 +188,21 @@ def status_text(document: dict[str, Any]) -> str:
             line += f" ({step['failureReason']})" + (
                 f": {step['failureMessage']}" if step.get("failureMessage") else ""
             )
-        lines.append(line.rstrip())
+        lines.append((line + _pause_mark(step)).rstrip())
         if "units" in step:
             lines += lanes.summary_lines(step["units"], indent + "    ")
-        if step["status"] in ("blocked", "failed", "pending") and "notes" in step:
+        if step["status"] in ("blocked", "failed", "pending", "skipped") and "notes" in step:
             lines += [f"{indent}    {note}" for note in step["notes"].splitlines()]
     lines += [kept.line(entry) for entry in document.get("worktrees", [])]
     if "children" in document:
         lines.append("children:")
         lines += _tree(document["children"], "  ")
     return "\n".join(lines) + "\n"
+
+
+def _pause_mark(entry: dict[str, Any]) -> str:
+    """`‖ paused by NAME` after a paused run's status, or a paused step's (akm-run pause)."""
+    return f"   ‖ paused by {entry['paused']['by']}" if "paused" in entry else ""
 
 
 def _why(failure: dict[str, Any] | None) -> str:

@@ -65,7 +65,7 @@ def select(store: Store, rule: Rule) -> Selection:
     chosen = [r for r in settled if r.updated_at < rule.before and _matches(r, rule.statuses) and r.id not in newest]
     chosen = chosen[: rule.limit] if rule.limit is not None else chosen
     kept: dict[str, int] = {}
-    for run in store.top_level_runs(UNSETTLED, rule.ref):
+    for run in [r for r in settled if r.status == "paused"] + store.top_level_runs(UNSETTLED, rule.ref):
         if run.updated_at < rule.before:
             kept[run.status] = kept.get(run.status, 0) + 1
     return Selection([(run, store.run_tree(run.id)) for run in chosen], kept)
@@ -88,8 +88,8 @@ def delete(store: Store, state_dir: Path, selection: Selection) -> Selection:
             with store.transaction():
                 for run, tree in batch:
                     current = store.run(run.id)
-                    if current is None or current.status not in ("completed", "failed"):
-                        continue  # changed since it was selected (resumed meanwhile)
+                    if current is None or current.status not in ("completed", "failed") or current.paused is not None:
+                        continue  # changed since it was selected (resumed or paused meanwhile)
                     if not store.hold_for_deletion(run.id, held):
                         busy.append((run, tree))
                         continue

@@ -35,6 +35,7 @@ class RunRow:
     agent_cmd: str | None
     base_commit: str | None = None  # the commit its worktrees check out (worktree isolation), else None
     base_repo: str | None = None  # the root of the repository that commit was read from
+    paused_json: str | None = None  # `akm-run pause RUN`: {"by", "now"} (a flag, not a status)
 
     @property
     def params(self) -> dict[str, Any]:
@@ -48,6 +49,10 @@ class RunRow:
     @property
     def failure(self) -> dict[str, Any] | None:
         return None if self.failure_json is None else json.loads(self.failure_json)
+
+    @property
+    def paused(self) -> dict[str, Any] | None:
+        return None if self.paused_json is None else json.loads(self.paused_json)
 
 
 @dataclass(slots=True)
@@ -63,10 +68,15 @@ class StepRow:
     gate_loops: int
     gate_feedback: str | None
     group: str | None = None  # the `parallel` block a member stands in
+    paused_json: str | None = None  # `akm-run pause RUN STEP`: {"by", "now"}
 
     @property
     def output(self) -> Any:
         return None if self.output_json is None else json.loads(self.output_json)
+
+    @property
+    def paused(self) -> dict[str, Any] | None:
+        return None if self.paused_json is None else json.loads(self.paused_json)
 
 
 @dataclass(slots=True)
@@ -80,6 +90,7 @@ class UnitRow:
     failure_reason: str | None
     failure_message: str | None
     child_run_id: str | None
+    superseded: int = 0  # `akm-run retry`: the unit runs again as `<journal id>~r<n>`
 
     @property
     def output(self) -> Any:

@@ -41,7 +41,7 @@ def test_akm_run_bash_completion() -> None:
         'COMP_WORDS=(akm-run run --exp); COMP_CWORD=2; _akm_run; echo "${COMPREPLY[@]}"\n'
     )
     lines = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, timeout=60).stdout.splitlines()
-    assert lines == ["resume", "--expect-hash"]
+    assert lines == ["resume retry", "--expect-hash"]
 
 
 def test_akm_run_zsh_and_fish_scripts() -> None:

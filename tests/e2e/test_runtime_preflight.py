@@ -290,3 +290,23 @@ def test_no_preflight_reaches_the_worker_too(pooled: Runtime) -> None:
     assert result.returncode == 1 and json.loads(result.stdout)["failure"]["reason"] == "secret_missing"
     assert (pooled.root / "touched").exists()  # no check anywhere: the first step ran, the second failed
     assert [kind for (kind,) in pooled.sql("SELECT kind FROM events WHERE kind LIKE 'preflight%'")] == []
+
+
+def test_retry_on_the_pool_preflights_the_steps_it_reopens_before_it_changes_the_run(pooled: Runtime) -> None:
+    both = pooled.env(AKM_TEST_PREFLIGHT_A="a", AKM_TEST_PREFLIGHT_B="b")
+    pooled.start_worker(env=both)
+    code, document = pooled.run_json(pooled.compile("wf.akm", APPROVED), env=both)
+    assert code == 3, document
+    run_id = document["runId"]
+    assert pooled.akm("approve", run_id, "signoff", "--by", "ada", env=both).returncode == 0
+    driven = pooled.akm("run", run_id, "--format", "json", env=both)
+    assert driven.returncode == 0 and json.loads(driven.stdout)["status"] == "completed", driven.stderr
+    before = pooled.dump()
+    refused = pooled.akm("retry", run_id, "b", "--by", "ada", env=pooled.env(AKM_TEST_PREFLIGHT_A="a"))
+    assert refused.returncode == 5 and f"preflight failed: run {run_id} was not changed" in refused.stderr
+    assert "error [secret] b: secret `AKM_TEST_PREFLIGHT_B` is not set" in refused.stderr
+    assert pooled.dump() == before  # b had completed: the step it reopens is checked all the same
+    retried = pooled.akm("retry", run_id, "b", "--by", "ada", "--no-preflight")
+    assert retried.returncode == 0 and "preflight" in retried.stderr, retried.stderr
+    driven = pooled.akm("run", run_id, "--format", "json", env=both)
+    assert driven.returncode == 0 and json.loads(driven.stdout)["status"] == "completed", driven.stderr

@@ -192,3 +192,21 @@ def test_retention_prunes_after_each_drive(runtime: Runtime) -> None:
     assert "retention ($AKM_RUN_RETENTION): 3 run(s) deleted" in driven.stderr
     left = {row[0] for row in runtime.sql("SELECT id FROM runs WHERE parent_run_id IS NULL")}
     assert runs["blocked"] in left and runs["recent"] in left and runs["failed"] not in left and len(left) == 3
+
+
+def test_a_paused_run_is_never_pruned_nor_deleted_even_once_it_failed(runtime: Runtime) -> None:
+    runs = _journal(runtime)
+    assert runtime.akm("pause", runs["failed"], "--by", "ops").returncode == 0
+    _age(runtime, 40, runs["failed"])  # the pause updated it
+    listed = json.loads(runtime.akm("prune", "--older-than", "30d", "--dry-run", "--format", "json").stdout)
+    assert runs["failed"] not in [r["id"] for r in listed["wouldDelete"]]
+    assert listed["kept"] == {"blocked": 1, "paused": 1}
+    text = runtime.akm("prune", "--older-than", "30d")
+    assert text.returncode == 0 and "1 paused run(s) kept; unpause them first" in text.stdout, text.stderr
+    refused = runtime.akm("delete", runs["failed"])
+    assert refused.returncode == 2
+    assert f"run {runs['failed']} is paused: lift the pause with `akm-run unpause {runs['failed']}" in refused.stderr
+    assert _rows(runtime, [runs["failed"]])["runs"] == 1
+    assert runtime.akm("unpause", runs["failed"]).returncode == 0
+    assert runtime.akm("delete", runs["failed"]).returncode == 0
+    assert _rows(runtime, [runs["failed"]]) == dict.fromkeys(TABLES, 0)

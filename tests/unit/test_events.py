@@ -60,6 +60,12 @@ def written(tmp_path: Path) -> dict[str, set[str]]:
     store.fail_unit("r1", "b:solo", "b", None, "input_unresolved", "m")
     store.complete_step("r1", "a", 1)
     store.fail_step("r1", "b", "units_failed", "m")
+    store.skip_by_operator("r1", "b", None, "skipped by al", "al", None)
+    store.retry_steps("r1", "a", ["a"], ["a:solo"], "al")
+    store.pause("r1", [], {"by": "al", "now": False})
+    store.pause("r1", ["b"], {"by": "al", "now": True})
+    store.unpause("r1", [], "al")
+    store.unpause("r1", ["b"], "al")
     store.skip_step("c1", "a", "route")
     store.reject_gate("c1", "b", 0, "too short")
     store.block_step("c1", "b", "why", "gate_rejected")
@@ -161,6 +167,7 @@ class Journal:
     def __init__(self, history: list[str], script: list[tuple[list[str], bool]], status: str = "active") -> None:
         self.events = [_event(seq=i + 1, run_id="r", kind=k, data={}) for i, k in enumerate(history)]
         self.script, self.status, self.polls = script, status, 0
+        self.paused: str | None = None
 
     def timeline(self, run_id: str, after: int, *, children: bool, limit: int) -> list[Event]:
         return [e for e in self.events if e.seq > after][:limit]
@@ -177,7 +184,12 @@ class Journal:
             self.events.append(_event(seq=len(self.events) + 1, run_id="r", kind=kind, data={}))
             if kind in ("run.completed", "run.failed", "run.blocked"):
                 self.status = kind.removeprefix("run.")
+            elif kind in ("run.paused", "run.unpaused"):
+                self.paused = '{"by": "al"}' if kind == "run.paused" else None
         return held
+
+    def pauses(self, run_id: str) -> tuple[str | None, dict[str, str]]:
+        return self.paused, {}
 
 
 def followed(journal: Journal, pending: bool = False) -> tuple[int, list[str]]:
@@ -195,6 +207,9 @@ def test_a_follower_exits_as_the_run_settles_or_its_drive_ends() -> None:
     code, shown = followed(Journal(["run.published"], [([], True), (["step.started", "run.blocked"], True)]))
     assert (code, shown) == (3, ["run.published", "step.started", "run.blocked"])
     assert followed(Journal(["run.published"], [([], True), (["unit.aborted"], False)]))[0] == 130
+    # A drive that a pause ended leaves the run active, and `run` exits 3 for it: so does the follower.
+    assert followed(Journal(["run.published"], [([], True), (["run.paused"], False)]))[0] == 3
+    assert followed(Journal(["run.published"], [([], True), (["run.paused", "run.unpaused"], False)]))[0] == 130
     # The drive's last events and its lock's release fall between two polls: its end is read.
     assert followed(Journal(["run.published"], [([], True), (["run.completed"], False)]))[0] == 0
     assert followed(Journal(["run.published"], [([], True), ([], False), (["run.completed"], True)]), True)[0] == 0

@@ -381,3 +381,48 @@ def test_a_timeline_reads_a_run_or_its_tree_after_a_seq_a_page_at_a_time(store: 
     ]
     assert tree[0].data["ref"] == "workflows/w" and store.published_at("r1") == tree[0].at
     assert store.published_at("nothing") is None
+
+
+def test_an_operator_skip_keeps_its_output_and_says_who(store: Store) -> None:
+    store.publish_run("r1", PLAN2, "sha256:x", {})
+    store.fail_step("r1", "a", "exit", "boom")
+    store.skip_by_operator("r1", "a", {"ok": True}, "skipped by al", "al", None)
+    step = store.step("r1", "a")
+    assert step is not None and (step.status, step.output, step.notes, step.failure_reason) == (
+        "skipped",
+        {"ok": True},
+        "skipped by al",
+        None,
+    )
+    assert store.events("r1")[-1] == ("step.skipped", "a", None, {"by": "al", "note": None, "operator": True})
+
+
+def test_a_retry_reopens_its_steps_and_supersedes_only_its_units(store: Store) -> None:
+    store.publish_run("r1", PLAN2, "sha256:x", {})
+    for unit in ("a:solo", "b:solo"):
+        store.begin_attempt("r1", unit, unit[0], None, "sha256:h", "d-1", new_unit=True)
+        store.complete_attempt("r1", unit, unit[0], 1, 1, None)
+    store.complete_step("r1", "a", 1)
+    store.retry_steps("r1", "a", ["a"], ["a:solo"], "al")
+    a, a_unit, b_unit = store.step("r1", "a"), store.unit("r1", "a:solo"), store.unit("r1", "b:solo")
+    assert a is not None and (a.status, a.output_json) == ("pending", None)
+    assert a_unit is not None and a_unit.superseded and b_unit is not None and not b_unit.superseded
+    assert [u.unit_id for u in store.units("r1", "a")] == ["a:solo"]
+    assert store.events("r1")[-1] == ("step.reopened", "a", None, {"by": "al", "steps": ["a"], "units": ["a:solo"]})
+
+
+def test_pauses_are_flags_beside_the_statuses_and_each_change_is_an_event(store: Store) -> None:
+    store.publish_run("r1", PLAN2, "sha256:x", {})
+    assert store.pauses("r1") == (None, {})
+    store.pause("r1", [], {"by": "al", "now": False})
+    store.pause("r1", ["b"], {"by": "bo", "now": True})
+    run_pause, step_pauses = store.pauses("r1")
+    assert run_pause is not None and json.loads(run_pause) == {"by": "al", "now": False}
+    assert {s: json.loads(p) for s, p in step_pauses.items()} == {"b": {"by": "bo", "now": True}}
+    run, b = store.run("r1"), store.step("r1", "b")
+    assert run is not None and run.status == "active" and run.paused == {"by": "al", "now": False}
+    assert b is not None and b.status == "pending" and b.paused == {"by": "bo", "now": True}
+    store.unpause("r1", [], "al")
+    store.unpause("r1", ["b"], "bo")
+    assert store.pauses("r1") == (None, {})
+    assert _kinds(store, "r1") == ["run.paused", "step.paused", "run.unpaused", "step.unpaused"]

@@ -1,0 +1,177 @@
+"""The operator verbs `skip`, `retry`, `pause` and `unpause`: each parses nothing more than its
+arguments and calls akm_run.operator, over the store and lock handling akm_run.commands shares."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+from collections.abc import Callable
+from typing import Any
+
+from akm_run import core, exitcodes, operator, preflighting, wording
+from akm_run import planformat as pf
+from akm_run.commands import _continued, _locked, hints_for
+from akm_run.console import as_given, emit, fail, utf8
+from akm_run.engine import stored_plan
+from akm_run.hints import Hints
+from akm_run.rows import RunRow, StepRow, StepStatus
+from akm_run.store import Store
+from akm_run.stores import existing as _existing
+from akm_run.stores import shared_store as _shared
+from akm_run.strictjson import NotStrict, loads
+from akm_run.wording import Failure
+
+
+def _by(args: argparse.Namespace) -> str | Failure:
+    """Who makes the change: --by, else the OS user name (as `approve` records it)."""
+    by: str = args.by or getpass.getuser()
+    return by if utf8(by) else wording.user_not_text(name=as_given(by))
+
+
+def _step_of(plan: pf.Plan, store: Store, row: RunRow, step_id: str) -> StepRow | Failure:
+    current = store.step(row.id, step_id)
+    if current is None or not any(s["stepId"] == step_id for s in core.every_step(plan)):
+        return wording.no_step(run=row.id, step=step_id, steps=", ".join(s.step_id for s in store.steps(row.id)))
+    return current
+
+
+def _stated_output(args: argparse.Namespace) -> tuple[bool, Any] | Failure:
+    """The output `skip` was given (strict JSON, from --output or --output-file), or why it is unusable."""
+    text: str | None = args.output
+    if args.output_file is not None:
+        try:
+            text = args.output_file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            return wording.skip_output_unreadable(path=args.output_file, error=error)
+    if text is None:
+        return False, None
+    try:
+        return True, loads(text)
+    except (ValueError, NotStrict) as error:
+        return wording.skip_output_invalid(step=args.step_id, error=f"not strict JSON: {error}")
+
+
+def _said(
+    args: argparse.Namespace, document: dict[str, Any], done: list[tuple[str, str]], hint: Hints
+) -> Callable[[bool], None]:
+    """What a change says once made: its document with --format json, else its lines and what comes next."""
+
+    def say(submitted: bool) -> None:
+        if args.format == "json":
+            emit({**document, "submitted": submitted}, "", "json")
+        else:
+            _continued(done, submitted, hint)
+
+    return say
+
+
+def skip(args: argparse.Namespace) -> int:
+    by, stated, hint = _by(args), _stated_output(args), hints_for(args)
+    if isinstance(by, Failure):
+        return fail(by)
+    if isinstance(stated, Failure):
+        return fail(stated)
+    done: list[tuple[str, str]] = []
+
+    def change(store: Store, row: RunRow) -> int:
+        plan = stored_plan(row)
+        current = _step_of(plan, store, row, args.step_id)
+        if isinstance(current, Failure):
+            return fail(current)
+        decision = operator.Skip(args.step_id, by, args.note, *stated)
+        approve = hint("approve", row.id, args.step_id, "--reject")
+        if (refused := operator.skip_refusal(plan, row, current, decision, approve)) is not None:
+            return fail(refused)
+        if (checked := _preflighted(args, store, row, {args.step_id: "skipped"})) is not None:
+            return checked  # the drive it submits would fail its preflight: the run is not changed
+        operator.skip(store, plan, row, decision)
+        done.append((wording.skipped(step=args.step_id, run=row.id), row.id))
+        document.update(runId=row.id, stepId=args.step_id, output=decision.output, by=by)
+        return exitcodes.COMPLETED
+
+    document: dict[str, Any] = {}
+    return _locked(args, change, then=_said(args, document, done, hint))
+
+
+def retry(args: argparse.Namespace) -> int:
+    by, hint = _by(args), hints_for(args)
+    if isinstance(by, Failure):
+        return fail(by)
+    done: list[tuple[str, str]] = []
+
+    def change(store: Store, row: RunRow) -> int:
+        plan = stored_plan(row)
+        current = _step_of(plan, store, row, args.step_id)
+        if isinstance(current, Failure):
+            return fail(current)
+        asked = operator.Retry(args.step_id, by, args.unit)
+        reopened = operator.retry_refusal(plan, row, current, asked) or operator.reopening(store, plan, row, asked)
+        if isinstance(reopened, Failure):
+            return fail(reopened)
+        if (checked := _preflighted(args, store, row, dict.fromkeys(reopened.steps, "pending"))) is not None:
+            return checked
+        if args.format != "json":  # the set, before anything changes
+            print(wording.retry_reopens(step=args.step_id, run=row.id, steps=", ".join(reopened.steps)), flush=True)
+        operator.retry(store, row, asked, reopened)
+        steps, units = ", ".join(reopened.steps), len(reopened.units)
+        done.append((wording.retried(steps=steps, run=row.id, units=units), row.id))
+        document.update(runId=row.id, stepId=args.step_id, steps=reopened.steps, units=reopened.units, by=by)
+        return exitcodes.COMPLETED
+
+    document: dict[str, Any] = {}
+    return _locked(args, change, then=_said(args, document, done, hint))
+
+
+def _preflighted(args: argparse.Namespace, store: Store, row: RunRow, becoming: dict[str, StepStatus]) -> int | None:
+    """`skip` and `retry` on the pool, which submit the run's next drive: exit 5, before the run is
+    changed, when the steps that can still run once `becoming` is done would fail their preflight."""
+    if _shared(args) is None or preflighting.skipped(args):
+        return None
+    return preflighting.before_drive(args, store, row, becoming=becoming)
+
+
+def pause(args: argparse.Namespace) -> int:
+    return _flag(args, pausing=True)
+
+
+def unpause(args: argparse.Namespace) -> int:
+    return _flag(args, pausing=False)
+
+
+def _flag(args: argparse.Namespace, *, pausing: bool) -> int:
+    """`pause` and `unpause`: one short transaction, never the run lock (a live driver reads it)."""
+    by, hint = _by(args), hints_for(args)
+    if isinstance(by, Failure):
+        return fail(by)
+    store, row = _existing(args, args.run_id)
+    if store is None or row is None:
+        return fail(wording.no_run_to_change(run=args.run_id))
+    steps: list[str] = list(dict.fromkeys(args.steps))
+    known = [s.step_id for s in store.steps(row.id)]
+    if missing := [s for s in steps if s not in known]:
+        return fail(wording.no_step(run=row.id, step=missing[0], steps=", ".join(known)))
+    what = wording.steps_of_run(steps=", ".join(steps), run=row.id) if steps else wording.the_run(run=row.id)
+    document: dict[str, Any] = {"runId": row.id, "steps": steps, "by": by}
+    if pausing:
+        operator.pause(store, row, steps, by, now=args.now)
+        text = wording.paused(what=what, by=by, command=hint("unpause", row.id, *steps))
+        document["now"] = args.now
+    elif lifted := operator.unpause(store, row, steps, by):
+        root = row
+        while root.parent_run_id is not None and (parent := store.run(root.parent_run_id)) is not None:
+            root = parent  # a child run goes on with the drive of its top-level run
+        text = wording.unpaused(what=what, by=by, command=hint("run", root.id))
+        document["lifted"] = lifted
+    else:
+        text = wording.not_paused(what=what)
+        document["lifted"] = []
+    emit(document, text + "\n", args.format)
+    return exitcodes.COMPLETED
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "skip": skip,
+    "retry": retry,
+    "pause": pause,
+    "unpause": unpause,
+}

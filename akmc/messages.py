@@ -451,6 +451,12 @@ def idle_suppression(*, codes: str, line: int) -> None: ...
 )
 def continuing_read(*, reader: str, ref: str, step: str, source: str) -> None: ...
 @message(
+    "W706",
+    "`limits {{ max_tokens }}` is set, but no agent unit can run in this workflow or its children",
+    "only an agent reports token usage, so the budget can never bind; remove `max_tokens`, or add an `agent` step",
+)
+def tokens_without_agents() -> None: ...
+@message(
     "W708",
     "this shell command runs workspace file `{path}`, which the plan does not freeze",
     'use `script "{path}"` instead: its bytes are frozen into the plan and hashed in its read set, so an edit '

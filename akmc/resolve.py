@@ -37,6 +37,7 @@ class StepModel:
     retry: Retry | None = None
     on_error: str | None = None
     concurrency: int = DEFAULT_CONCURRENCY
+    max_tokens: int | None = None
 
     @property
     def id(self) -> str:
@@ -55,6 +56,8 @@ class StepModel:
         kind = self.target_kind
         if kind is None:
             return True  # an unusable step is reported already; do not pile on
+        if setting == "max_tokens":  # only an agent reports usage (a map honours it over `agent`)
+            return self.target is not None and self.target.kind == "agent"
         return setting in HONOURED[kind] or (setting == "concurrency" and self.kind == "map")
 
 
@@ -68,7 +71,9 @@ class Model:
     index: dict[str, int] = field(default_factory=dict)
     concurrency: int = DEFAULT_CONCURRENCY
     max_units: int | None = None
+    max_tokens: int | None = None
     timeout_ms: int | None = None
+    default_max_tokens: int | None = None
     default_timeout_ms: int | None = None
     default_retry: Retry | None = None
     default_on_error: str | None = None
@@ -142,12 +147,14 @@ def _limits(model: Model, section: ast.Section, report: Report) -> None:
     if "concurrency" in values:
         model.concurrency = values["concurrency"]
     model.max_units = values.get("max_units")
+    model.max_tokens = values.get("max_tokens")
     model.timeout_ms = values.get("timeout")
 
 
 def _defaults(model: Model, section: ast.Section, report: Report) -> None:
     values = check_settings([s for s in section.settings if isinstance(s, ast.Setting)], "defaults", report)
     model.default_timeout_ms = values.get("timeout")
+    model.default_max_tokens = values.get("max_tokens")
     model.default_retry = values.get("retry")
     model.default_on_error = values.get("on_error")
     for env in section.settings:
@@ -253,11 +260,16 @@ def _items(sm: StepModel, report: Report) -> _Items:
 
 def _settle(model: Model, sm: StepModel, values: dict[str, Any]) -> None:
     """The step's effective settings: its own, else the workflow's defaults, for what its kind honours."""
-    defaults = {"timeout": model.default_timeout_ms, "retry": model.default_retry}
-    for name in ("timeout", "retry"):
+    defaults = {
+        "timeout": model.default_timeout_ms,
+        "retry": model.default_retry,
+        "max_tokens": model.default_max_tokens,
+    }
+    for name in ("timeout", "retry", "max_tokens"):
         if name not in values and sm.honours(name) and defaults[name] is not None:
             values[name] = defaults[name]
     sm.timeout_ms = values.get("timeout") if sm.honours("timeout") else None
+    sm.max_tokens = values.get("max_tokens") if sm.honours("max_tokens") else None
     retry = values.get("retry") if sm.honours("retry") else None
     sm.retry = retry if retry is not None and retry.max > 0 else None
     sm.on_error = values.get("on_error", model.default_on_error) or "fail"
@@ -286,7 +298,9 @@ def _honoured(
     kind = sm.target_kind
     if kind is None:
         return
-    what = {"unit": "", "uses": "a `uses` target", "approval": "an approval", "route": "a `route` step"}[kind]
+    what = {"unit": _unit_what(sm), "uses": "a `uses` target", "approval": "an approval", "route": "a `route` step"}[
+        kind
+    ]
     found: list[tuple[str, ast.Span]] = [(s.name.text, s.name.span) for s in settings if s.name.text in HOME]
     if env is not None:
         found.append(("env", keyword(env.span, "env")))
@@ -296,6 +310,12 @@ def _honoured(
         if name in ("concurrency", "max_loops", "max_units") or sm.honours(name):
             continue  # misplaced ones are reported where they stand
         report.add(messages.setting_no_effect(name=name, what=what), span, help=WHY_NOT.get((kind, name)))
+
+
+def _unit_what(sm: StepModel) -> str:
+    """A shell or script step, named for E207 on a setting only an agent honours (`max_tokens`)."""
+    kind = sm.target.kind if sm.target is not None else "unit"
+    return f"a `map` over `{kind}`" if sm.kind == "map" else f"a `{kind}` step"
 
 
 def _work(sm: StepModel, item: Any, report: Report) -> None:

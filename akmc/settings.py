@@ -1,5 +1,5 @@
-"""Settings (`timeout`, `retry`, `on_error`, `concurrency`, `max_loops`, `max_units`): where each may
-stand, which step kinds honour it, and its value checked and normalised (E207, E601, W703)."""
+"""Settings (`timeout`, `retry`, `on_error`, `concurrency`, `max_loops`, `max_units`, `max_tokens`):
+where each may stand, which step kinds honour it, and its value checked and normalised (E207, E601, W703)."""
 
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ from akmc.records import build, record
 DEFAULT_CONCURRENCY = 4
 
 # Where each setting may stand.
-STEP_SETTINGS = {"timeout", "retry", "on_error"}
+STEP_SETTINGS = {"timeout", "retry", "on_error", "max_tokens"}
 PLACES = {
     "step": STEP_SETTINGS,
     "defaults": STEP_SETTINGS,
-    "map": {"concurrency", "timeout", "retry"},
+    "map": {"concurrency", "timeout", "retry", "max_tokens"},
     "gate": {"max_loops"},
-    "limits": {"concurrency", "max_units", "timeout"},
+    "limits": {"concurrency", "max_units", "timeout", "max_tokens"},
 }
 HOME = {
     "timeout": "a step, a `map` block, `defaults` or `limits`",
@@ -28,6 +28,7 @@ HOME = {
     "concurrency": "a `map` block or `limits`",
     "max_loops": "a `gate` block",
     "max_units": "`limits`",
+    "max_tokens": "an `agent` step, a `map` block over `agent`, `defaults` or `limits`",
 }
 
 # Which step kinds honour which setting (the table in the language reference). A step's kind here is
@@ -46,6 +47,8 @@ WHY_NOT = {
     ("approval", "timeout"): "an approval waits for a person, not a process",
     ("approval", "retry"): "an approval runs no process that could be retried",
     ("approval", "gate"): "an approval runs no process that a check could re-run",
+    ("uses", "max_tokens"): "bound the child's agents with its steps' `max_tokens`, or this workflow's `limits`",
+    ("unit", "max_tokens"): "only an agent reports token usage; bound the whole run with `limits { max_tokens }`",
 }
 
 
@@ -104,7 +107,7 @@ def _setting_value(setting: ast.Setting, place: str, report: Report) -> Any:
         return None
     if name == "retry":
         return _retry(value, report)
-    # integers: concurrency, max_units, max_loops
+    # integers: concurrency, max_units, max_loops, max_tokens (E102 bounds a literal to 2^53 - 1)
     if not isinstance(value, ast.Literal) or isinstance(value.value, bool) or not isinstance(value.value, int):
         report.add(messages.integer_setting(name=name), value.span)
         return None

@@ -20,11 +20,11 @@ SECTIONS = ["description", "params", "outputs", "limits", "defaults", "step"]
 TARGETS = ["shell", "script", "agent", "uses", "approval"]
 KEYWORDS = {
     "workflow": SECTIONS,
-    "step": [*TARGETS, "map", "route", "gate", "env", "inputs", "output", "timeout", "retry", "on_error"],
-    "map": [*TARGETS, "concurrency", "timeout", "retry", "env"],
+    "step": [*TARGETS, "map", "route", "gate", "env", "inputs", "output", "timeout", "retry", "on_error", "max_tokens"],
+    "map": [*TARGETS, "concurrency", "timeout", "retry", "max_tokens", "env"],
     "gate": ["check", "max_loops"],
-    "limits": ["concurrency", "max_units", "timeout"],
-    "defaults": ["timeout", "retry", "on_error", "env"],
+    "limits": ["concurrency", "max_units", "timeout", "max_tokens"],
+    "defaults": ["timeout", "retry", "on_error", "max_tokens", "env"],
 }
 VALUES = {
     "on_error": ["fail", "continue"],

@@ -44,6 +44,8 @@ def limits_text(limits: dict[str, Any]) -> str:
     shown = [f"concurrency {limits['concurrency']}"]
     if "maxUnits" in limits:
         shown.append(f"max_units {limits['maxUnits']}")
+    if "maxTokens" in limits:
+        shown.append(f"max_tokens {limits['maxTokens']:,}")
     if "timeoutMs" in limits:
         shown.append(f"timeout {duration(limits['timeoutMs'])}")
     return ", ".join(shown)
@@ -115,6 +117,8 @@ def step_lines(step: dict[str, Any], indent: str, number: str = "") -> list[str]
         lines += target_lines(step["gate"]["check"], sub + "  ")
     if "timeoutMs" in step:
         lines.append(f"{sub}timeout: {duration(step['timeoutMs'])}")
+    if "maxTokens" in step:
+        lines.append(f"{sub}max_tokens: {step['maxTokens']:,}")
     if "retry" in step:
         lines.append(f"{sub}retry: {retry_text(step['retry'])}")
     lines.append(f"{sub}on_error: {step['onError']}")

@@ -141,6 +141,8 @@ def render(plan: dict[str, Any], digest: str) -> str:
     limit_text = [f"concurrency {limits['concurrency']}"]
     if "maxUnits" in limits:
         limit_text.append(f"max_units {limits['maxUnits']}")
+    if "maxTokens" in limits:
+        limit_text.append(f"max_tokens {limits['maxTokens']:,}")
     if "timeoutMs" in limits:
         limit_text.append(f"timeout {duration(limits['timeoutMs'])}")
     params = []

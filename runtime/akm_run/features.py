@@ -16,8 +16,12 @@ from akm_run import wording
 from akm_run.planformat import Feature, PlanError
 
 # A plan-level key or a step's key that means the plan uses the feature.
-PLAN_DETECTORS: Mapping[Feature, Callable[[Mapping[str, Any]], bool]] = {}
-STEP_DETECTORS: Mapping[Feature, Callable[[Mapping[str, Any]], bool]] = {}
+PLAN_DETECTORS: Mapping[Feature, Callable[[Mapping[str, Any]], bool]] = {
+    "tokens": lambda plan: "maxTokens" in plan["limits"],
+}
+STEP_DETECTORS: Mapping[Feature, Callable[[Mapping[str, Any]], bool]] = {
+    "tokens": lambda step: "maxTokens" in step,
+}
 
 # The features this runtime honours.
 SUPPORTED: frozenset[Feature] = frozenset()

@@ -220,6 +220,7 @@ class _Work(_Step):
     gate: NotRequired[Gate]
     retry: NotRequired[Retry]
     timeoutMs: NotRequired[Millis]
+    maxTokens: NotRequired[Annotated[int, Range(1, MAX_INT)]]  # per unit, over its attempts (agent only)
     env: NotRequired[Annotated[list[EnvEntry], Items(low=1), SortedBy("name")]]
 
 
@@ -262,6 +263,7 @@ class Limits(TypedDict):
     concurrency: Annotated[int, Range(1, MAX_CONCURRENCY)]
     maxUnits: NotRequired[Annotated[int, Range(1, MAX_INT)]]
     timeoutMs: NotRequired[Millis]
+    maxTokens: NotRequired[Annotated[int, Range(1, MAX_INT)]]  # the run and every child it composes
 
 
 class ReadEntry(TypedDict):

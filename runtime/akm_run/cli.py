@@ -69,6 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
     events_options(command("events", "Show a run's events in commit order; --follow waits for more."))
     resume = command("resume", "Reopen a blocked or failed run: its blocked and failed steps become pending.")
     resume.add_argument("run_id", metavar="RUN")
+    resume.add_argument("--extra-tokens", type=int, metavar="N", help="raise the run's token allowance by N first")
+    resume.add_argument("--by", default=None, help="who raises it (default: $USER)")
     approve = command("approve", "Approve (or --reject) a blocked approval step.")
     approve.add_argument("run_id", metavar="RUN")
     approve.add_argument("step_id", metavar="STEP")

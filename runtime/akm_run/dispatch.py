@@ -36,6 +36,7 @@ class Request:
     scratch: Path | None = None  # the drive's private directory for unit files (None: a temporary one)
     dispatch_id: str = ""  # the attempt's dispatch id (identity.dispatch_id; also in the context)
     width: int = 1  # how many units of its step may run at once (a map's concurrency; 1 for a single unit)
+    max_tokens: int | None = None  # the smallest token budget left over the unit (budgets.remaining)
 
 
 class Dispatcher(Protocol):
@@ -77,6 +78,7 @@ class ProcessDispatcher:
             request.timeout_ms,
             self.settings.workdir,
             self.settings.agent_cmd,
+            request.max_tokens,
         )
 
         def spawned(pid: int) -> None:

@@ -24,7 +24,7 @@ STEP_DETECTORS: Mapping[Feature, Callable[[Mapping[str, Any]], bool]] = {
 }
 
 # The features this runtime honours.
-SUPPORTED: frozenset[Feature] = frozenset()
+SUPPORTED: frozenset[Feature] = frozenset({"tokens"})
 
 
 def plans(plan: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:

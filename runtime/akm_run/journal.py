@@ -7,6 +7,7 @@ dispatchers are the same on both. Every transition is one short transaction and 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
@@ -27,6 +28,13 @@ class Journal(Protocol):
     def attempts(self, run_id: str, unit_id: str) -> list[AttemptRow]: ...
     def child_units(self, run_id: str) -> list[UnitRow]: ...
     def interrupted_attempts(self, run_id: str) -> list[tuple[str, str, AttemptRow]]: ...
+    def token_account(self, run_id: str) -> tuple[str | None, int, int] | None: ...
+    def run_limits(self, run_id: str) -> Mapping[str, Any]: ...
+    def raise_tokens(self, run_id: str, extra: int) -> None: ...
+    def has_event(self, run_id: str, kind: str, step_id: str) -> bool: ...
+    def event(
+        self, run_id: str, kind: str, step_id: str | None = None, unit_id: str | None = None, **data: Any
+    ) -> None: ...
 
     # -- runs
     def publish_run(
@@ -81,9 +89,24 @@ class Journal(Protocol):
     def attempt_process(self, run_id: str, unit_id: str, attempt: int, pid: int, host: str) -> None: ...
     def set_child_run(self, run_id: str, unit_id: str, child_run_id: str) -> None: ...
     def complete_attempt(
-        self, run_id: str, unit_id: str, step_id: str, attempt: int, output: Any, stderr_tail: str | None
+        self,
+        run_id: str,
+        unit_id: str,
+        step_id: str,
+        attempt: int,
+        output: Any,
+        stderr_tail: str | None,
+        usage: dict[str, Any] | None = None,
     ) -> None: ...
-    def fail_attempt(self, run_id: str, unit_id: str, step_id: str, attempt: int, failure: AttemptFailure) -> None: ...
+    def fail_attempt(
+        self,
+        run_id: str,
+        unit_id: str,
+        step_id: str,
+        attempt: int,
+        failure: AttemptFailure,
+        usage: dict[str, Any] | None = None,
+    ) -> None: ...
     def abort_attempt(
         self, run_id: str, unit_id: str, step_id: str, attempt: int, message: str | None, stderr_tail: str | None
     ) -> None: ...

@@ -33,6 +33,8 @@ class RunRow:
     updated_at: float
     workdir: str | None  # absolute; None for runs published before it was stored
     agent_cmd: str | None
+    tokens_spent: int = 0  # reported by the agent units of the run and of every run it composes
+    tokens_raised: int = 0  # added to `limits.maxTokens` by `resume --extra-tokens`
 
     @property
     def params(self) -> dict[str, Any]:
@@ -98,10 +100,15 @@ class AttemptRow:
     finished_at: float | None = None
     output_json: str | None = None
     message: str | None = None
+    usage_json: str | None = None  # the attempt's last usage report (operations.md D8)
 
     @property
     def output(self) -> Any:
         return None if self.output_json is None else json.loads(self.output_json)
+
+    @property
+    def usage(self) -> dict[str, Any] | None:
+        return None if self.usage_json is None else dict(json.loads(self.usage_json))
 
 
 @dataclass(frozen=True, slots=True)

@@ -161,3 +161,37 @@ def raise_allowance(journal: Journal, run: RunRow, extra: int, by: str) -> str |
         account = journal.token_account(run.id)
     raised = limit + (account[2] if account else extra)
     return wording.tokens_raised(run=run.id, extra=f"{extra:,}", limit=f"{raised:,}")
+
+
+def run_usage(journal: Journal, run: RunRow) -> dict[str, Any] | None:
+    """`status`'s `run.usage`: the tokens the run's tree spent, its allowance (`limit`, with what
+    `resume --extra-tokens` added) and `unmetered` when an agent unit under a budget reported none.
+    None for a run with no budget and no spend."""
+    limit = journal.run_limits(run.id).get("maxTokens")
+    if limit is None and not run.tokens_spent:
+        return None
+    usage: dict[str, Any] = {"tokens": run.tokens_spent}
+    if limit is not None:
+        usage["limit"] = limit + run.tokens_raised
+    if run.tokens_raised:
+        usage["raised"] = run.tokens_raised
+    if journal.has_event(run.id, "budget.unmetered"):
+        usage["unmetered"] = True
+    return usage
+
+
+def usage_lines(usage: Mapping[str, Any]) -> list[str]:
+    """`status`'s lines for `run.usage`: `tokens 1,234,567 / 2,000,000 (62%)`, and the warning."""
+    spent = f"{usage['tokens']:,}"
+    if "limit" in usage:
+        percent = usage["tokens"] * 100 // usage["limit"]
+        lines = [wording.tokens_of_limit(spent=spent, limit=f"{usage['limit']:,}", percent=percent)]
+    else:
+        lines = [wording.tokens_spent(spent=spent)]
+    return lines + ([f"warning: {wording.unmetered()}"] if usage.get("unmetered") else [])
+
+
+def attempt_usage_line(usage: Mapping[str, Any]) -> str:
+    """`logs`' line for an attempt's usage: the tokens counted, then every field as reported."""
+    fields = ", ".join(f"{key} {json.dumps(value, ensure_ascii=False)}" for key, value in sorted(usage.items()))
+    return f"usage: {tokens_of(usage):,} tokens ({fields})"

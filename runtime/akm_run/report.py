@@ -6,7 +6,7 @@ import json
 import time
 from typing import Any
 
-from akm_run import children, operations
+from akm_run import budgets, children, operations
 from akm_run.core import DriveResult as Result
 from akm_run.hints import Hints
 from akm_run.rows import AttemptRow, RunRow
@@ -90,6 +90,8 @@ def status_document(store: Store, run: RunRow, hints: Hints) -> dict[str, Any]:
         summary["exported"] = run.exported
     if run.status == "failed" and run.failure is not None:
         summary["failure"] = run.failure
+    if (usage := budgets.run_usage(store, run)) is not None:
+        summary["usage"] = usage
     steps = []
     rows = store.steps(run.id)
     if any(r.status == "running" for r in rows) and not store.driven(run.id):
@@ -150,6 +152,8 @@ def status_text(document: dict[str, Any]) -> str:
         lines.append(f"signed by {run['signedBy']['principal']} ({run['signedBy']['fingerprint']})")
     if "exported" in run:
         lines.append(f"exported: {_json(run['exported'])}")
+    if "usage" in run:
+        lines += budgets.usage_lines(run["usage"])
     lines.append("steps:")
     width = max((len(s["stepId"]) for s in document["steps"]), default=0)
     for step in document["steps"]:
@@ -254,6 +258,8 @@ def _attempt(row: AttemptRow) -> dict[str, Any]:
         entry["output"] = row.output
     if row.stderr_tail:
         entry["stderrTail"] = row.stderr_tail
+    if row.usage_json is not None:
+        entry["usage"] = row.usage
     return entry
 
 
@@ -275,6 +281,8 @@ def logs_text(document: dict[str, Any]) -> str:
             )
             if "message" in attempt:
                 lines.append(f"    message: {attempt['message']}")
+            if "usage" in attempt:
+                lines.append(f"    {budgets.attempt_usage_line(attempt['usage'])}")
             if "output" in attempt:
                 lines.append(f"    stdout: {_json(attempt['output'])}")
             if "stderrTail" in attempt:

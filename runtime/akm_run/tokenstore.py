@@ -50,8 +50,10 @@ class Tokens(Queries):
         """Inside the caller's transaction: `resume --extra-tokens` adds to the run's allowance."""
         self._execute("UPDATE runs SET tokens_raised = tokens_raised + ? WHERE id = ?", (extra, run_id))
 
-    def has_event(self, run_id: str, kind: str, step_id: str) -> bool:
+    def has_event(self, run_id: str, kind: str, step_id: str | None = None) -> bool:
+        """Whether the run has an event of this kind (of this step, when one is named)."""
         row = self._execute(
-            "SELECT 1 FROM events WHERE run_id = ? AND kind = ? AND step_id = ? LIMIT 1", (run_id, kind, step_id)
+            "SELECT 1 FROM events WHERE run_id = ? AND kind = ? AND (CAST(? AS TEXT) IS NULL OR step_id = ?) LIMIT 1",
+            (run_id, kind, step_id, step_id),
         ).fetchone()
         return row is not None

@@ -193,7 +193,7 @@ class Attempts:
         else:
             message = wording.run_budget_spent(run=left.which, spent=spent, limit=limit)
         with self.store.transaction(durable=False):
-            self.store.event(self.run_id, "budget.exceeded", unit.step["stepId"], unit.place.journal, budget=left.which)
+            self.store.exceed_budget(self.run_id, unit.step["stepId"], unit.place.journal, budget=left.which)
             return self.fail(FailUnit(unit.step, unit.place, "budget_exceeded", message))
 
     def _metered(self, unit: Unit, outcome: End, left: budgets.Left | None) -> None:
@@ -202,9 +202,7 @@ class Attempts:
         if left is None or outcome.usage is not None or outcome.status == "aborted" or step_id in self.unmetered:
             return
         self.unmetered.add(step_id)
-        with self.store.transaction(durable=False):
-            if not self.store.has_event(self.run_id, "budget.unmetered", step_id):
-                self.store.event(self.run_id, "budget.unmetered", step_id, unit.place.journal)
+        self.store.unmetered(self.run_id, step_id, unit.place.journal)
 
     def _dispatch(
         self,
@@ -265,7 +263,7 @@ class Attempts:
         with self.store.transaction(durable=False):
             self.store.fail_attempt(run_id, journal, step_id, attempt, failure, outcome.usage)
             if outcome.reason == "budget_exceeded":  # the hook for the `budget` notification (D4)
-                self.store.event(run_id, "budget.exceeded", step_id, journal, attempt=attempt)
+                self.store.exceed_budget(run_id, step_id, journal, attempt=attempt)
         return core.unit_end(outcome)
 
     def _interrupted(self, unit: Unit, attempt: int) -> None:

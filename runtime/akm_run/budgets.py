@@ -8,6 +8,7 @@ never budgeted. The last usage line of an attempt wins (the report is cumulative
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import stat
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from akm_run import strictjson, wording
+from akm_run import console, strictjson, wording
 from akm_run.journal import Journal
 from akm_run.rows import RunRow
 
@@ -149,18 +150,23 @@ def stored(usage: Usage | None) -> str | None:
     return None if usage is None else json.dumps(usage.fields, sort_keys=True, ensure_ascii=False)
 
 
-def raise_allowance(journal: Journal, run: RunRow, extra: int, by: str) -> str | None:
-    """`resume --extra-tokens`: add `extra` to the run's allowance, audited as `budget.raised`;
-    what was done, in words, or None when the run has no token budget to raise."""
+def raised(journal: Journal, run: RunRow, extra: int, by: str | None) -> wording.Failure | None:
+    """`resume --extra-tokens N [--by NAME]`: add N to the run's allowance, audited as
+    `budget.raised`, and say so; the refusal when N is below 1, NAME is not text or the run has
+    no token budget (nothing changes then)."""
+    who = by or getpass.getuser()
+    if extra < 1:
+        return wording.extra_tokens_below_one(extra=extra)
+    if not console.utf8(who):
+        return wording.user_not_text(name=console.as_given(who))
     limit = journal.run_limits(run.id).get("maxTokens")
     if limit is None:
-        return None
-    with journal.transaction():
-        journal.raise_tokens(run.id, extra)
-        journal.event(run.id, "budget.raised", by=by, extra=extra)
-        account = journal.token_account(run.id)
-    raised = limit + (account[2] if account else extra)
-    return wording.tokens_raised(run=run.id, extra=f"{extra:,}", limit=f"{raised:,}")
+        return wording.no_token_budget(run=run.id)
+    journal.raise_tokens(run.id, extra, who)
+    account = journal.token_account(run.id)
+    allowance = limit + (account[2] if account else extra)
+    print(wording.tokens_raised(run=run.id, extra=f"{extra:,}", limit=f"{allowance:,}"))
+    return None
 
 
 def run_usage(journal: Journal, run: RunRow) -> dict[str, Any] | None:

@@ -383,20 +383,12 @@ def _locked(
 
 def resume(args: argparse.Namespace) -> int:
     hint = hints_for(args)
-    by = args.by or getpass.getuser()
-    if args.extra_tokens is not None and args.extra_tokens < 1:
-        return fail(wording.extra_tokens_below_one(extra=args.extra_tokens))
-    if not utf8(by):
-        return fail(wording.user_not_text(name=as_given(by)))
 
     def reopen(store: Store, row: RunRow) -> int:
         if row.failure is not None and row.failure.get("reason") == operations.ABANDONED["reason"]:
             return fail(wording.abandoned_for_good(run=row.id))
-        if args.extra_tokens is not None:
-            raised = budgets.raise_allowance(store, row, args.extra_tokens, by)
-            if raised is None:
-                return fail(wording.no_token_budget(run=row.id))
-            print(raised)
+        if args.extra_tokens is not None and (refused := budgets.raised(store, row, args.extra_tokens, args.by)):
+            return fail(refused)
         if row.status in ("active", "completed"):
             if row.status == "active":
                 print(wording.active_nothing_to_reopen(run=row.id, command=hint("run", row.id)))

@@ -12,6 +12,11 @@ from akm_run.queries import Queries
 
 
 class Tokens(Queries):
+    def event(
+        self, run_id: str, kind: str, step_id: str | None = None, unit_id: str | None = None, **data: Any
+    ) -> None:
+        raise NotImplementedError  # akm_run.store.Store's
+
     def token_account(self, run_id: str) -> tuple[str | None, int, int] | None:
         """(parent run id, tokens spent, tokens raised) of a run; None when it is gone."""
         row = self._execute(
@@ -46,9 +51,22 @@ class Tokens(Queries):
         )
         self._spend(run_id, usage)
 
-    def raise_tokens(self, run_id: str, extra: int) -> None:
-        """Inside the caller's transaction: `resume --extra-tokens` adds to the run's allowance."""
-        self._execute("UPDATE runs SET tokens_raised = tokens_raised + ? WHERE id = ?", (extra, run_id))
+    def raise_tokens(self, run_id: str, extra: int, by: str) -> None:
+        """`resume --extra-tokens`: add to the run's allowance, audited with who did it."""
+        with self.transaction():
+            self._execute("UPDATE runs SET tokens_raised = tokens_raised + ? WHERE id = ?", (extra, run_id))
+            self.event(run_id, "budget.raised", by=by, extra=extra)
+
+    def exceed_budget(self, run_id: str, step_id: str, unit_id: str, **data: Any) -> None:
+        """A token budget refused a unit before dispatch (`budget`: "unit" or the run whose budget
+        is spent) or ended an attempt past it (`attempt`); the hook of D4's `budget` notification."""
+        self.event(run_id, "budget.exceeded", step_id, unit_id, **data)
+
+    def unmetered(self, run_id: str, step_id: str, unit_id: str) -> None:
+        """An agent unit under a budget reported no usage: once per step."""
+        with self.transaction(durable=False):
+            if not self.has_event(run_id, "budget.unmetered", step_id):
+                self.event(run_id, "budget.unmetered", step_id, unit_id)
 
     def has_event(self, run_id: str, kind: str, step_id: str | None = None) -> bool:
         """Whether the run has an event of this kind (of this step, when one is named)."""

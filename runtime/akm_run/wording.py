@@ -10,82 +10,15 @@ uses it, and that docs/runtime-messages.md lists every error with its exit code.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Generic, NamedTuple, ParamSpec
 
 from akm_run.exitcodes import INTERNAL, LOCKED, REFUSED, USAGE
-
-P = ParamSpec("P")
-
-
-class Failure(NamedTuple):
-    """What ends a command: the message said on stderr and the exit code it ends with."""
-
-    text: str
-    exit: int
-
-
-class Template(Generic[P]):
-    """One wording: a `str.format` template; `exit` is the exit code of an error, None for words."""
-
-    __slots__ = ("exit", "fields", "text")
-
-    def __init__(self, text: str, exit: int | None, fields: Callable[P, None]) -> None:
-        self.text, self.exit, self.fields = text, exit, fields
-
-    def render(self, **fields: Any) -> str:
-        return self.text.format(**fields)
-
-    @property
-    def name(self) -> str:
-        return self.fields.__name__
-
-    def __repr__(self) -> str:
-        return f"<{self.name}>"
-
-
-class Words(Template[P]):
-    """A reason, or a line a command prints: its text."""
-
-    def __call__(self, *args: P.args, **fields: P.kwargs) -> str:
-        assert not args, "message fields are named"
-        return self.render(**fields)
-
-
-class Error(Template[P]):
-    """A message that ends a command with its exit code."""
-
-    def __call__(self, *args: P.args, **fields: P.kwargs) -> Failure:
-        assert not args, "message fields are named"
-        assert self.exit is not None
-        return Failure(self.render(**fields), self.exit)
-
-
-REGISTRY: list[Template[Any]] = []  # every template, in the order below
-
-
-def words(text: str) -> Callable[[Callable[P, None]], Words[P]]:
-    """Register the decorated signature (its keyword-only parameters are the fields) as words."""
-
-    def register(fields: Callable[P, None]) -> Words[P]:
-        template = Words(text, None, fields)
-        REGISTRY.append(template)
-        return template
-
-    return register
-
-
-def error(exit: int, text: str) -> Callable[[Callable[P, None]], Error[P]]:
-    """Register the decorated signature as an error that ends a command with `exit`."""
-
-    def register(fields: Callable[P, None]) -> Error[P]:
-        template = Error(text, exit, fields)
-        REGISTRY.append(template)
-        return template
-
-    return register
-
+from akm_run.templates import REGISTRY as REGISTRY
+from akm_run.templates import Error as Error
+from akm_run.templates import Failure as Failure
+from akm_run.templates import Template as Template
+from akm_run.templates import Words as Words
+from akm_run.templates import error, words
 
 # -- a plan file and its plan (akm_run.plan): the reason after "refused PATH: WHERE: " -------------
 
@@ -491,7 +424,7 @@ def bad_kind_glob(*, error: Exception) -> None: ...
 def since_negative(*, since: int) -> None: ...
 
 
-# -- token budgets (akm_run.budgets, operations.md D8) --------------------------------------------
+# -- token budgets (akm_run.budgets, akm_run.units, operations.md D8) ----------------------------
 
 
 @words("{what} reported {tokens} tokens, past the {left} left of its token budget (max_tokens); {stopped}")

@@ -5,10 +5,11 @@ that the runtime ends it. Each test runs on both stores."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Any
 
-from helpers import Runtime, source
+from helpers import REPO, Runtime, source
 
 # Spends its map item's number of tokens (100 for a single unit); the prompt says how it behaves:
 # "fail" exits 1 after reporting, "silent" reports nothing. Past AKM_MAX_TOKENS it lingers, so the
@@ -162,3 +163,35 @@ def test_spend_survives_a_crash_after_an_attempt_ended(runtime: Runtime) -> None
     code, document = runtime.run_json(run.id, *agent)
     assert code == 0, document
     assert _spent(runtime, run.id) == (399, 0)  # nothing lost, nothing counted twice
+
+
+# What `claude -p --output-format json` prints: one result object with its cost and usage.
+FAKE_CLAUDE = source("""
+    #!/bin/sh
+    cat > prompt.txt
+    echo '{"type": "result", "subtype": "success", "is_error": false, "result": "looks good",'\\
+    ' "total_cost_usd": 0.0421, "usage": {"input_tokens": 1200, "cache_creation_input_tokens": 300,'\\
+    ' "cache_read_input_tokens": 500, "output_tokens": 150}}'
+""")
+
+
+def test_the_claude_adapter_in_the_docs_reports_usage(runtime: Runtime) -> None:
+    adapter = (REPO / "examples" / "adapters" / "claude_usage.py").read_text()
+    runtime.write({"adapters/claude_usage.py": adapter, "bin/claude": FAKE_CLAUDE})
+    (runtime.root / "bin" / "claude").chmod(0o755)
+    src = 'workflow "review" {\n  limits { max_tokens = 100_000 }\n  step review {\n    agent "review it"\n  }\n}\n'
+    plan = runtime.compile("review.akm", src)
+    env = runtime.unit_env(PATH=f"{runtime.root / 'bin'}:{os.environ['PATH']}")
+    code, document = runtime.run_json(plan, "--agent-cmd", f"{sys.executable} adapters/claude_usage.py", env=env)
+    assert code == 0, document
+    [attempt] = runtime.store().attempts(document["runId"], "review:solo")
+    assert attempt.output == "looks good"
+    assert attempt.usage == {
+        "input_tokens": 2000,
+        "output_tokens": 150,
+        "cached_input_tokens": 800,
+        "cost_usd": 0.0421,
+    }
+    assert "Token budget for this task: 100000 tokens" in (runtime.root / "prompt.txt").read_text()
+    assert "tokens 2,150 / 100,000 (2%)" in runtime.akm("status", document["runId"]).stdout
+    assert "cost_usd 0.0421" in runtime.akm("logs", document["runId"]).stdout

@@ -1,5 +1,6 @@
-"""Settings (`timeout`, `retry`, `on_error`, `concurrency`, `max_loops`, `max_units`, `max_tokens`):
-where each may stand, which step kinds honour it, and its value checked and normalised (E207, E601, W703)."""
+"""Settings (`timeout`, `retry`, `on_error`, `concurrency`, `fail_fast`, `max_loops`, `max_units`,
+`max_tokens`): where each may stand, which step kinds honour it, and its value checked and normalised
+(E207, E601, W703)."""
 
 from __future__ import annotations
 
@@ -15,20 +16,25 @@ DEFAULT_CONCURRENCY = 4
 # Where each setting may stand.
 STEP_SETTINGS = {"timeout", "retry", "on_error", "max_tokens"}
 PLACES = {
-    "step": STEP_SETTINGS,
+    "step": STEP_SETTINGS | {"fail_fast"},  # `fail_fast` only on a map step (E207 elsewhere)
     "defaults": STEP_SETTINGS,
-    "map": {"concurrency", "timeout", "retry", "max_tokens"},
+    "map": {"concurrency", "timeout", "retry", "fail_fast", "max_tokens"},
     "gate": {"max_loops"},
-    "limits": {"concurrency", "max_units", "timeout", "max_tokens"},
+    "parallel": {"concurrency", "fail_fast", "on_error"},
+    "limits": {"concurrency", "max_units", "timeout", "exclusive", "max_tokens"},
 }
 HOME = {
     "timeout": "a step, a `map` block, `defaults` or `limits`",
     "retry": "a step, a `map` block or `defaults`",
+    # Worded as the second edition worded them (their golden messages are pinned): a `parallel`
+    # block takes `on_error` and `concurrency` too, as the language reference says.
     "on_error": "a step or `defaults`",
     "concurrency": "a `map` block or `limits`",
+    "fail_fast": "a `map` block or its step, or a `parallel` block",
     "max_loops": "a `gate` block",
     "max_units": "`limits`",
     "max_tokens": "an `agent` step, a `map` block over `agent`, `defaults` or `limits`",
+    "exclusive": "`limits`",
 }
 
 # Which step kinds honour which setting (the table in the language reference). A step's kind here is
@@ -39,6 +45,7 @@ HONOURED = {
     "uses": {"on_error", "gate"},
     "approval": {"on_error"},
     "route": {"on_error"},
+    "parallel": {"on_error", "concurrency", "fail_fast"},
 }
 WHY_NOT = {
     ("uses", "timeout"): "bound the child with its own `limits { timeout }`",
@@ -84,9 +91,13 @@ def check_settings(settings: list[ast.Setting], place: str, report: Report) -> d
 
 def _misplaced(setting: ast.Setting, place: str, report: Report) -> None:
     name = setting.name.text
-    where = {"step": "a step", "defaults": "`defaults`", "map": "a `map` block", "gate": "a `gate` block"}.get(
-        place, f"`{place}`"
-    )
+    where = {
+        "step": "a step",
+        "defaults": "`defaults`",
+        "map": "a `map` block",
+        "gate": "a `gate` block",
+        "parallel": "a `parallel` block",
+    }.get(place, f"`{place}`")
     if name in HOME:
         report.add(messages.misplaced_setting(name=name, where=where, home=HOME[name]), setting.name.span)
         return
@@ -98,6 +109,10 @@ def _misplaced(setting: ast.Setting, place: str, report: Report) -> None:
 
 def _setting_value(setting: ast.Setting, place: str, report: Report) -> Any:
     name, value = setting.name.text, setting.value
+    if name == "exclusive":
+        return _exclusive(value, report)
+    if isinstance(value, ast.Reference):  # only `exclusive` takes one; the others say what they take
+        value = ast.Word(value.text, value.span)
     if name == "timeout":
         return _duration(value, name, report)
     if name == "on_error":
@@ -107,6 +122,11 @@ def _setting_value(setting: ast.Setting, place: str, report: Report) -> Any:
         return None
     if name == "retry":
         return _retry(value, report)
+    if name == "fail_fast":
+        if isinstance(value, ast.Literal) and isinstance(value.value, bool):
+            return value.value
+        report.add(messages.boolean_setting(name=name), value.span)
+        return None
     # integers: concurrency, max_units, max_loops, max_tokens (E102 bounds a literal to 2^53 - 1)
     if not isinstance(value, ast.Literal) or isinstance(value.value, bool) or not isinstance(value.value, int):
         report.add(messages.integer_setting(name=name), value.span)
@@ -122,6 +142,17 @@ def _setting_value(setting: ast.Setting, place: str, report: Report) -> Any:
         report.add(messages.too_many_loops(limit=MAX_LOOPS, value=number), value.span)
         return None
     return number
+
+
+def _exclusive(value: ast.Value | ast.Reference, report: Report) -> bool | ast.Reference | None:
+    """`true` (one unsettled run of the workflow), a param (one per value of it), or `false` (the
+    default: concurrent runs allowed, so no key)."""
+    if isinstance(value, ast.Literal) and isinstance(value.value, bool):
+        return True if value.value else None
+    if isinstance(value, ast.Reference) and value.root == "params":
+        return value
+    report.add(messages.exclusive_value(), value.span)
+    return None
 
 
 def _duration(value: ast.Value, name: str, report: Report) -> int | None:

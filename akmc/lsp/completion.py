@@ -16,18 +16,33 @@ from akmc.spans import Span
 from akmc.typecheck import type_of
 from akmc.workspace import discover, ref_of
 
-SECTIONS = ["description", "params", "outputs", "limits", "defaults", "step"]
+SECTIONS = ["description", "params", "outputs", "limits", "defaults", "step", "parallel"]
 TARGETS = ["shell", "script", "agent", "uses", "approval"]
 KEYWORDS = {
     "workflow": SECTIONS,
-    "step": [*TARGETS, "map", "route", "gate", "env", "inputs", "output", "timeout", "retry", "on_error", "max_tokens"],
-    "map": [*TARGETS, "concurrency", "timeout", "retry", "max_tokens", "env"],
+    "step": [
+        *TARGETS,
+        "map",
+        "route",
+        "gate",
+        "env",
+        "inputs",
+        "output",
+        "timeout",
+        "retry",
+        "on_error",
+        "fail_fast",
+        "max_tokens",
+    ],
+    "map": [*TARGETS, "concurrency", "fail_fast", "timeout", "retry", "max_tokens", "env"],
     "gate": ["check", "max_loops"],
-    "limits": ["concurrency", "max_units", "timeout", "max_tokens"],
+    "parallel": ["step", "concurrency", "fail_fast", "on_error"],
+    "limits": ["concurrency", "max_units", "timeout", "exclusive", "max_tokens"],
     "defaults": ["timeout", "retry", "on_error", "max_tokens", "env"],
 }
 VALUES = {
     "on_error": ["fail", "continue"],
+    "fail_fast": ["true", "false"],
     "on": ["exit", "timeout", "spawn_error", "output_invalid"],
 }
 TYPE_NAMES = ["string", "int", "number", "bool", "null", "any", "list", "map"]
@@ -73,6 +88,7 @@ def block_at(text: str, offset: int) -> tuple[str, str]:
     head = text[max(0, stack[-1] - 200) : stack[-1]]
     patterns = [
         ("step", rf"\bstep\s+({_STEP})\s*$"),
+        ("parallel", rf"\bparallel\s+({_STEP})\s*$"),
         ("workflow", r'\bworkflow\s+"(?:[^"\\\n]|\\.)*"\s*$'),
         ("uses", r'\buses\s+"([^"\n]*)"\s*$'),
         ("map", r"\bmap\s+[^{}=]*$"),
@@ -137,11 +153,15 @@ def _output_fields(analysis: Analysis | None, step: str, path: str) -> list[lsp.
 
 
 def _steps(analysis: Analysis | None, text: str, offset: int, block: str, name: str) -> list[lsp.CompletionItem]:
-    """The steps a reference here may name: those before the step being written."""
+    """The steps a reference here may name: those before the step being written (for a step of a
+    `parallel` block, those before its block)."""
     if analysis is None or analysis.model is None:
         return []
     names = [sm.id for sm in analysis.model.steps]
     current = name if block == "step" else _enclosing_step(text, offset)
+    group = next((sm.group for sm in analysis.model.steps if sm.id == current), None)
+    if group is not None:
+        current = group
     if current in names:
         names = names[: names.index(current)]
     types_ = analysis.typed.steps if analysis.typed is not None else {}

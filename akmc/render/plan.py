@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from akm_run.needs import summary as needs_of
 from akmc.render.characters import visible
-from akmc.render.summary import binding_text, duration, schema_text, value
+from akmc.render.summary import binding_text, duration, limits_text, schema_text, value
 
 INLINE_WIDTH = 100
 
@@ -40,17 +41,6 @@ def output_line(name: str, output: dict[str, Any]) -> str:
     return f"{name}{typed} <- {output['from']}"
 
 
-def limits_text(limits: dict[str, Any]) -> str:
-    shown = [f"concurrency {limits['concurrency']}"]
-    if "maxUnits" in limits:
-        shown.append(f"max_units {limits['maxUnits']}")
-    if "maxTokens" in limits:
-        shown.append(f"max_tokens {limits['maxTokens']:,}")
-    if "timeoutMs" in limits:
-        shown.append(f"timeout {duration(limits['timeoutMs'])}")
-    return ", ".join(shown)
-
-
 def retry_text(retry: dict[str, Any]) -> str:
     text = f"max {retry['max']}, on {', '.join(retry['on'])}"
     return text + (f", backoff {duration(retry['backoffMs'])}" if "backoffMs" in retry else "")
@@ -66,8 +56,8 @@ def env_line(entry: dict[str, Any]) -> str:
 
 def label(step: dict[str, Any]) -> str:
     """`[shell]`, `[map agent]`, `[route]`, `[child-workflow]`."""
-    if step["kind"] == "route":
-        return "[route]"
+    if step["kind"] in ("route", "parallel"):
+        return f"[{step['kind']}]"
     kind = step["target"]["kind"]
     return f"[map {kind}]" if step["kind"] == "map" else f"[{kind}]"
 
@@ -99,6 +89,8 @@ def step_lines(step: dict[str, Any], indent: str, number: str = "") -> list[str]
     number = number or f"{step['index'] + 1}."
     lines = [indent + step_header(step, number)]
     sub = indent + "     "
+    if step["kind"] == "parallel":
+        return lines + _block_lines(step, sub, number)
     if step["kind"] == "route":
         lines.append(f"{sub}on: {step['input']}")
         lines += [f"{sub}{value(case['match'])} -> {case['next']}" for case in step["cases"]]
@@ -106,7 +98,8 @@ def step_lines(step: dict[str, Any], indent: str, number: str = "") -> list[str]
             lines.append(f"{sub}_ -> {step['default']}")
     else:
         if step["kind"] == "map":
-            lines.append(f"{sub}over: {step['over']}  (concurrency {step['concurrency']})")
+            keeps_going = ", fail_fast false: every item runs" if step.get("failFast") is False else ""
+            lines.append(f"{sub}over: {step['over']}  (concurrency {step['concurrency']}{keeps_going})")
         lines += target_lines(step["target"], sub)
     if "inputs" in step:
         lines.append(f"{sub}inputs: {', '.join(step['inputs'])}")
@@ -132,6 +125,19 @@ def step_lines(step: dict[str, Any], indent: str, number: str = "") -> list[str]
     return lines
 
 
+def _block_lines(step: dict[str, Any], sub: str, number: str) -> list[str]:
+    """A `parallel` block's settings, then its members numbered under it (`4.1`, `4.2`, …)."""
+    at_once = f"{step['concurrency']} at a time" if "concurrency" in step else "every member at once"
+    keeps_going = ", fail_fast false: every member runs" if step.get("failFast") is False else ""
+    lines = [f"{sub}runs: {at_once}{keeps_going}", f"{sub}on_error: {step['onError']}"]
+    for position, member in enumerate(step["members"], start=1):
+        if isinstance(member, str):  # a diff lists a block's members by id, each a step of its own
+            lines.append(f"{sub}{number.rstrip('.')}.{position} {member}")
+        else:
+            lines += step_lines(member, sub, f"{number.rstrip('.')}.{position}")
+    return lines
+
+
 def _title(plan: dict[str, Any]) -> str:
     return f"workflow {visible(plan['ref'])}  {value(plan['title'])}"
 
@@ -151,8 +157,25 @@ def head_lines(plan: dict[str, Any], indent: str) -> list[str]:
     return lines
 
 
+def needs_lines(plan: dict[str, Any], indent: str) -> list[str]:
+    """What a host must provide to run the plan and its children, as `akm-run preflight` checks it."""
+    found = needs_of(plan)
+    if not found:
+        return [f"{indent}needs: nothing from the host"]
+    lines = [f"{indent}needs:"]
+    if "secret" in found:
+        lines.append(f"{indent}  secrets: {', '.join(found['secret'])}")
+    if "passthrough" in found:
+        lines.append(f"{indent}  passthrough: {', '.join(found['passthrough'])}")
+    if "agent" in found:
+        lines.append(f"{indent}  an agent command")
+    if "interpreter" in found:
+        lines.append(f"{indent}  interpreters: {', '.join(visible(i) for i in found['interpreter'])}")
+    return lines
+
+
 def _body(plan: dict[str, Any], indent: str, prefix: str) -> list[str]:
-    lines = [*head_lines(plan, indent), f"{indent}steps:"]
+    lines = [*head_lines(plan, indent), *(needs_lines(plan, indent) if not prefix else []), f"{indent}steps:"]
     for step in plan["steps"]:
         lines += step_lines(step, indent + "  ", f"{prefix}{step['index'] + 1}.")
     return lines
@@ -194,7 +217,7 @@ def render_markdown(plan: dict[str, Any], digest: str) -> str:
     summary += f"{steps} step{'s' * (steps != 1)} at every level"
     summary += f", {children} child workflow{'s' * (children != 1)}" if children else ""
     document = markdown.Document(summary + f", plan `{digest}`")
-    document.details("workflow", head_lines(plan, ""), open_=True)
+    document.details("workflow", [*head_lines(plan, ""), *needs_lines(plan, "")], open_=True)
     for step in plan["steps"]:
         document.details(step_header(step), [line[5:] for line in step_lines(step, "")[1:]])
     document.details("read set", read_set_lines(plan, ""))

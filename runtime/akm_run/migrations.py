@@ -119,6 +119,18 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
         allowed_signers TEXT NOT NULL
     );
     """,
+    # Retention (`akm-run prune`, `delete`): an event may be deleted once its run row is gone, and
+    # only then; prune deletes a run's rows first and its events after, in one transaction.
+    """
+    DROP TRIGGER events_append_only_delete;
+    CREATE TRIGGER events_append_only_delete BEFORE DELETE ON events
+        WHEN EXISTS (SELECT 1 FROM runs WHERE id = OLD.run_id)
+        BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
+    """,
+    # parallel blocks: a step of a `parallel` block names its block (operations.md D1)
+    """
+    ALTER TABLE steps ADD COLUMN "group" TEXT;
+    """,
     # Token budgets (operations.md D8): what each attempt reported, the tokens a run and everything
     # it composes spent, and what `resume --extra-tokens` added to its allowance.
     """
@@ -235,6 +247,25 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
         allowed_signers TEXT NOT NULL
     );
     """,
+    # The guard checks each row now (a statement-level trigger cannot see the rows), with the
+    # journal's schema fixed in the function so that a session on another search_path is refused too.
+    """
+    DROP TRIGGER events_append_only_delete ON events;
+    CREATE OR REPLACE FUNCTION events_append_only_delete() RETURNS trigger LANGUAGE plpgsql
+        SET search_path FROM CURRENT
+        AS $$ BEGIN
+            IF EXISTS (SELECT 1 FROM runs WHERE id = OLD.run_id) THEN
+                RAISE EXCEPTION 'events are append-only';
+            END IF;
+            RETURN OLD;
+        END $$;
+    CREATE TRIGGER events_append_only_delete BEFORE DELETE ON events
+        FOR EACH ROW EXECUTE FUNCTION events_append_only_delete();
+    """,
+    # parallel blocks: a step of a `parallel` block names its block (operations.md D1)
+    """
+    ALTER TABLE steps ADD COLUMN "group" TEXT;
+    """,
     """
     ALTER TABLE attempts ADD COLUMN usage_json TEXT;
     ALTER TABLE runs ADD COLUMN tokens_spent BIGINT NOT NULL DEFAULT 0;
@@ -262,6 +293,7 @@ EVENT_KINDS = (
     "unit.aborted",  # an attempt ended by an abort (signal, run timeout)
     "unit.interrupted",  # a crash reclaim found the attempt still marked running
     "gate.rejected",
+    "preflight.failed",  # a worker's preflight found an error: the drive ended before any dispatch
     "budget.exceeded",  # a token budget refused a unit before dispatch or ended an attempt past it
     "budget.unmetered",  # an agent unit under a token budget reported no usage (once per step)
     "budget.raised",  # akm-run resume --extra-tokens raised a run's allowance

@@ -198,6 +198,19 @@ def _tagged(tag: str, variants: Mapping[str, Check]) -> Check:
     return check
 
 
+def _either(members: list[tuple[bool, Check]]) -> Check:
+    """(whether the member is an object, its check): the member of the value's kind decides."""
+
+    def check(value: Any, path: str) -> None:
+        for is_object, each in members:
+            if is_object == isinstance(value, dict):
+                each(value, path)
+                return
+        members[0][1](value, path)  # no member of its kind: the first says what was expected
+
+    return check
+
+
 def _sorted_unique(key: str) -> Check:
     def check(value: Any, path: str) -> None:
         names = [entry[key] for entry in value]
@@ -265,6 +278,9 @@ class _Decoder:
     def tagged(self, node: planshape.Tagged) -> Check:
         return _tagged(node.tag, {kind: self.record(ref.name) for kind, ref in node.variants.items()})
 
+    def either(self, node: planshape.Either) -> Check:
+        return _either([(type(member).__name__ == "Ref", self.node(member)) for member in node.members])
+
     def jsonvalue(self, node: planshape.JsonValue) -> Check:
         return json_value
 
@@ -288,17 +304,22 @@ def _decode_plan() -> Check:
 def _semantics(plan: dict[str, Any], path: str) -> None:
     features.check_declared(plan, path)
     params = plan.get("params", {})
+    exclusive = plan["limits"].get("exclusive")
+    if isinstance(exclusive, dict) and exclusive["param"] not in params:
+        reference = json.dumps(f"params.{exclusive['param']}")
+        raise PlanError(f"{path}.limits.exclusive.param", wording.undeclared_param(reference=reference))
     for name, param in params.items():
         if "default" in param:
             default_fits(param["default"], param["schema"], f"{path}.params.{name}.default")
-    index_of: dict[str, int] = {}
-    for i, step in enumerate(plan["steps"]):
-        where = f"{path}.steps[{i}]"
-        if step["index"] != i:
+    index_of: dict[str, int] = {}  # a member's is its block's: it reads what is before the block
+    placed = _placed(plan, path)
+    for where, step, i in placed:
+        if "index" in step and step["index"] != i:
             raise PlanError(f"{where}.index", wording.misplaced_step(index=step["index"], position=i))
         if step["stepId"] in index_of:
             raise PlanError(f"{where}.stepId", wording.duplicate_step(step=json.dumps(step["stepId"])))
         index_of[step["stepId"]] = i
+    members = {step["stepId"] for where, step, _ in placed if "index" not in step}
 
     def reads(reference: str, where: str, before: int) -> None:
         match = REFERENCE.fullmatch(reference)
@@ -309,8 +330,7 @@ def _semantics(plan: dict[str, Any], path: str) -> None:
         if step is not None and index_of.get(step, before) >= before:
             raise PlanError(where, wording.not_earlier(reference=json.dumps(reference)))
 
-    for i, step in enumerate(plan["steps"]):
-        where = f"{path}.steps[{i}]"
+    for where, step, i in placed:
         for j, reference in enumerate(step.get("inputs", [])):
             reads(reference, f"{where}.inputs[{j}]", i)
         if step["kind"] == "map":
@@ -321,13 +341,22 @@ def _semantics(plan: dict[str, Any], path: str) -> None:
             if "default" in step:
                 nexts.append((f"{where}.default", step["default"]))
             for at, target in nexts:
-                if index_of.get(target, -1) <= i:
+                if index_of.get(target, -1) <= i or target in members:
                     raise PlanError(at, wording.route_not_later(target=json.dumps(target)))
         target = step.get("target")
         if target is not None and target["kind"] == "child-workflow":
             _child_bindings(target, f"{where}.target", i, reads, step["kind"] == "map")
     for name, output in plan.get("outputs", {}).items():
         reads(output["from"], f"{path}.outputs.{name}.from", len(plan["steps"]))
+
+
+def _placed(plan: dict[str, Any], path: str) -> list[tuple[str, dict[str, Any], int]]:
+    """(JSON path, step, spine index) of every step: a `parallel` block, then its members."""
+    placed = []
+    for i, step in enumerate(plan["steps"]):
+        placed.append((f"{path}.steps[{i}]", step, i))
+        placed += [(f"{path}.steps[{i}].members[{j}]", m, i) for j, m in enumerate(step.get("members", []))]
+    return placed
 
 
 def _child_bindings(
@@ -350,11 +379,11 @@ def _child_bindings(
 
 def _hashes(plan: dict[str, Any], path: str, depth: int, embedded: list[int]) -> None:
     """Each embedded child's planHash matches its plan; depth and total embedded bytes stay in bounds."""
-    for i, step in enumerate(plan["steps"]):
+    for at, step, _ in _placed(plan, path):
         target = step.get("target")
         if target is None or target["kind"] != "child-workflow":
             continue
-        where = f"{path}.steps[{i}].target"
+        where = f"{at}.target"
         if depth + 1 > MAX_DEPTH:
             raise PlanError(where, wording.composition_too_deep(limit=MAX_DEPTH))
         data = canonical_bytes(target["plan"])

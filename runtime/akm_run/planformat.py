@@ -28,6 +28,7 @@ MAX_STEPS = 256
 MAX_PARAMS = 64
 MAX_OUTPUTS = 64
 MAX_CONCURRENCY = 64
+MAX_MEMBERS = 64  # the steps of one `parallel` block
 MAX_TIMEOUT_MS = 24 * 3600 * 1000  # every duration in a plan (timeouts, backoff) lies in [1, this]
 MIN_DURATION_MS = 1
 MAX_RETRY = 10
@@ -203,17 +204,22 @@ class EnvPassthrough(TypedDict):
 EnvEntry: TypeAlias = Union[EnvLiteral, EnvSecret, EnvPassthrough]
 
 
-class _Step(TypedDict):
-    """What every step has."""
+class _Member(TypedDict):
+    """What every step has; a step of a `parallel` block has nothing more (it has no `index`)."""
 
     stepId: StepId
-    index: Annotated[int, Range(0, MAX_STEPS - 1)]
     onError: OnError
     inputs: NotRequired[Annotated[list[Reference], Items(low=1)]]
     outputSchema: NotRequired[Schema]
 
 
-class _Work(_Step):
+class _Step(_Member):
+    """What every step of the spine has: its place on it."""
+
+    index: Annotated[int, Range(0, MAX_STEPS - 1)]
+
+
+class _Work(_Member):
     """What a step that runs units has (a unit or a map step)."""
 
     target: Target
@@ -224,14 +230,27 @@ class _Work(_Step):
     env: NotRequired[Annotated[list[EnvEntry], Items(low=1), SortedBy("name")]]
 
 
-class UnitStep(_Work):
+class MemberUnit(_Work):
     kind: Literal["unit"]
 
 
-class MapStep(_Work):
-    kind: Literal["map"]
+class _MapWork(_Work):
     over: Reference
     concurrency: Annotated[int, Range(1, MAX_CONCURRENCY)]
+    # `fail_fast = false`: every item runs whatever its siblings do (absent when true; "keepGoing").
+    failFast: NotRequired[Literal[False]]
+
+
+class MemberMap(_MapWork):
+    kind: Literal["map"]
+
+
+class UnitStep(MemberUnit, _Step):
+    kind: Literal["unit"]
+
+
+class MapStep(MemberMap, _Step):
+    kind: Literal["map"]
 
 
 class Case(TypedDict):
@@ -246,8 +265,24 @@ class RouteStep(_Step):
     default: NotRequired[StepId]
 
 
-Step: TypeAlias = Union[UnitStep, MapStep, RouteStep]
-WorkStep: TypeAlias = Union[UnitStep, MapStep]
+Member: TypeAlias = Union[MemberUnit, MemberMap]  # a step of a `parallel` block: a unit or a map
+
+
+class ParallelStep(TypedDict):
+    """Steps that run at once (`parallel`): one position on the spine, its members in source order."""
+
+    stepId: StepId
+    index: Annotated[int, Range(0, MAX_STEPS - 1)]
+    onError: OnError
+    kind: Literal["parallel"]
+    members: Annotated[list[Member], Items(1, MAX_MEMBERS)]
+    concurrency: NotRequired[Annotated[int, Range(1, MAX_CONCURRENCY)]]  # absent: every member at once
+    failFast: NotRequired[Literal[False]]
+
+
+Step: TypeAlias = Union[UnitStep, MapStep, RouteStep, ParallelStep]
+WorkStep: TypeAlias = Union[MemberUnit, MemberMap]  # a unit or map step, of the spine or of a block
+AnyStep: TypeAlias = Union[Step, Member]  # a step of the spine or of a block
 
 
 class Param(TypedDict):
@@ -259,11 +294,19 @@ class Param(TypedDict):
 Output = TypedDict("Output", {"from": Reference, "schema": NotRequired[Schema]})
 
 
+class ExclusiveParam(TypedDict):
+    """One unsettled top-level run per (ref, value of this param)."""
+
+    param: Name
+
+
 class Limits(TypedDict):
     concurrency: Annotated[int, Range(1, MAX_CONCURRENCY)]
     maxUnits: NotRequired[Annotated[int, Range(1, MAX_INT)]]
     timeoutMs: NotRequired[Millis]
     maxTokens: NotRequired[Annotated[int, Range(1, MAX_INT)]]  # the run and every child it composes
+    # `true`: one unsettled top-level run of the ref per store; the decoder checks that a param is declared.
+    exclusive: NotRequired[Union[Literal[True], ExclusiveParam]]
 
 
 class ReadEntry(TypedDict):

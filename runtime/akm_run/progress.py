@@ -40,6 +40,9 @@ class Progress:
     def step_ended(self, where: str, step_id: str, status: str, seconds: float) -> None:
         """A step completed, failed or blocked in this drive."""
 
+    def members(self, where: str, running: int, total: int) -> None:
+        """How many members of the `parallel` block at the run's current step are running now."""
+
     def unit_started(self, count: int = 1) -> None:
         with self._lock:
             self.in_flight += count
@@ -85,6 +88,7 @@ class Live(Progress):
         super().__init__()
         self.stream = stream
         self.runs: dict[str, tuple[str, int, int]] = {}  # per run: (current step, steps done, total); last shown
+        self.blocks: dict[str, tuple[int, int]] = {}  # per run at a `parallel` block: (members running, members)
 
     def step_started(self, where: str, step_id: str, done: int, total: int) -> None:
         with self._lock:
@@ -96,15 +100,25 @@ class Live(Progress):
         with self._lock:
             current, done, total = self.runs.pop(where, (f"{where}{step_id}", 0, 0))
             self.runs[where] = (current, done + (status == "completed"), total)
+            self.blocks.pop(where, None)
+            self._draw()
+
+    def members(self, where: str, running: int, total: int) -> None:
+        with self._lock:
+            self.blocks[where] = (running, total)
             self._draw()
 
     def _units_changed(self) -> None:
         self._draw()
 
     def _draw(self) -> None:
-        current, done, total = next(reversed(self.runs.values()), ("", 0, 0))
+        where, (current, done, total) = next(reversed(self.runs.items()), ("", ("", 0, 0)))
         units = f"{self.in_flight} unit{'s' if self.in_flight != 1 else ''} in flight"
-        line = escaped(f"steps {done}/{total} done, at {current}, {units}")[: _columns(self.stream) - 1]
+        at = f"at {current}, {units}"
+        if where in self.blocks:  # `steps 3/8 done, at checks (2 of 3 members running, 5 units in flight)`
+            running, members = self.blocks[where]
+            at = f"at {current} ({running} of {members} members running, {units})"
+        line = escaped(f"steps {done}/{total} done, {at}")[: _columns(self.stream) - 1]
         self.stream.write(f"\r\033[K{line}")
         self.stream.flush()
 

@@ -74,7 +74,7 @@ class Queries(Database):
     def steps(self, run_id: str) -> list[StepRow]:
         rows = self._execute(
             "SELECT step_id, idx, status, output_json, notes, failure_reason, failure_message, gate_iteration, "
-            "gate_loops, gate_feedback FROM steps WHERE run_id = ? ORDER BY idx",
+            'gate_loops, gate_feedback, "group" FROM steps WHERE run_id = ? ORDER BY idx, "group" IS NOT NULL',
             (run_id,),
         ).fetchall()
         return [StepRow(*r) for r in rows]

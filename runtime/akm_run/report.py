@@ -6,7 +6,7 @@ import json
 import time
 from typing import Any
 
-from akm_run import budgets, children, operations
+from akm_run import budgets, children, lanes, operations
 from akm_run.core import DriveResult as Result
 from akm_run.hints import Hints
 from akm_run.rows import AttemptRow, RunRow
@@ -93,7 +93,10 @@ def status_document(store: Store, run: RunRow, hints: Hints) -> dict[str, Any]:
     if (usage := budgets.run_usage(store, run)) is not None:
         summary["usage"] = usage
     steps = []
-    rows = store.steps(run.id)
+    order = lanes.plan_order(run)
+    rows = sorted(store.steps(run.id), key=lambda r: order.get(r.step_id, (len(order), None))[0])
+    mapped = lanes.map_steps(run)
+    units = [u for u, _ in store.run_attempts(run.id)] if mapped else []
     if any(r.status == "running" for r in rows) and not store.driven(run.id):
         for row in rows:  # its driver died: nothing runs, and the next drive starts the step again
             if row.status == "running":
@@ -101,6 +104,11 @@ def status_document(store: Store, run: RunRow, hints: Hints) -> dict[str, Any]:
                 row.notes = f"Its driver stopped before the step finished; continue with `{hints('run', run.id)}`."
     for row in rows:
         entry: dict[str, Any] = {"stepId": row.step_id, "status": row.status}
+        if row.group is not None:
+            entry["group"] = row.group
+        own = [u for u in units if u.step_id == row.step_id]
+        if row.step_id in mapped and own and lanes.shown(mapped[row.step_id], row.status, own):
+            entry["units"] = lanes.units_summary(own)
         notes = children.step_notes(store, hints, run.id, row)
         if notes and row.status in ("blocked", "failed", "skipped", "pending"):
             entry["notes"] = notes
@@ -157,14 +165,17 @@ def status_text(document: dict[str, Any]) -> str:
     lines.append("steps:")
     width = max((len(s["stepId"]) for s in document["steps"]), default=0)
     for step in document["steps"]:
-        line = f"  {STEP_GLYPHS[step['status']]} {step['stepId'].ljust(width)}  {step['status']}"
+        indent = "    " if "group" in step else "  "  # a `parallel` block's members stand under it
+        line = f"{indent}{STEP_GLYPHS[step['status']]} {step['stepId'].ljust(width)}  {step['status']}"
         if "failureReason" in step:
             line += f" ({step['failureReason']})" + (
                 f": {step['failureMessage']}" if step.get("failureMessage") else ""
             )
         lines.append(line.rstrip())
+        if "units" in step:
+            lines += lanes.summary_lines(step["units"], indent + "    ")
         if step["status"] in ("blocked", "failed", "pending") and "notes" in step:
-            lines += [f"      {note}" for note in step["notes"].splitlines()]
+            lines += [f"{indent}    {note}" for note in step["notes"].splitlines()]
     if "children" in document:
         lines.append("children:")
         lines += _tree(document["children"], "  ")

@@ -62,6 +62,7 @@ class StepRow:
     gate_iteration: int
     gate_loops: int
     gate_feedback: str | None
+    group: str | None = None  # the `parallel` block a member stands in
 
     @property
     def output(self) -> Any:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from akm_run.deletions import Deletions
+from akm_run.exclusive import Exclusion
 from akm_run.migrations import EVENT_KINDS
 from akm_run.rows import AttemptFailure, AttemptStatus, RunStatus, StepStatus
 from akm_run.strictjson import dumps
@@ -18,7 +20,7 @@ from akm_run.tokenstore import Tokens
 from akm_run.trust import Signature
 
 
-class Store(Tokens):
+class Store(Tokens, Deletions, Exclusion):
     """A run journal (akm_run.journal.Journal): its reads and its transitions, on a dialect's database."""
 
     def event(
@@ -45,14 +47,26 @@ class Store(Tokens):
         workdir: str | None = None,
         agent_cmd: str | None = None,
         signature: Signature | None = None,
+        preflight_skipped: bool = False,
     ) -> str:
         """Create a run and its step rows, remembering its workdir and agent command (and its
         signature, in the same transaction); with an invocation key, return the existing run instead
-        when one was already published under it (the UNIQUE index arbitrates racing publishers)."""
+        when one was already published under it (the UNIQUE index arbitrates racing publishers). An
+        exclusive top-level plan raises exclusive.RunInTheWay while another run holds its key.
+        `preflight_skipped` is recorded in the `run.published` event (`--no-preflight`)."""
         started = (workdir, agent_cmd)
         try:
             return self._publish(
-                run_id, plan, plan_hash, params, parent_run_id, parent_unit_id, invocation_key, started, signature
+                run_id,
+                plan,
+                plan_hash,
+                params,
+                parent_run_id,
+                parent_unit_id,
+                invocation_key,
+                started,
+                signature,
+                preflight_skipped,
             )
         except self.IntegrityError:
             if invocation_key is None:
@@ -71,6 +85,7 @@ class Store(Tokens):
         invocation_key: str | None,
         started: tuple[str | None, str | None],
         signature: Signature | None,
+        preflight_skipped: bool = False,
     ) -> str:
         now = time.time()
         described = (run_id, plan["ref"], plan["title"], plan_hash, dumps(plan), dumps(params))
@@ -79,18 +94,22 @@ class Store(Tokens):
                 row = self._execute("SELECT id FROM runs WHERE invocation_key = ?", (invocation_key,)).fetchone()
                 if row is not None:
                     return str(row[0])
+            if parent_run_id is None:  # raises RunInTheWay: nothing is published
+                self.refuse_second_run(plan, params)
             self._execute(
                 "INSERT INTO runs (id, ref, title, plan_hash, plan_json, params_json, status, parent_run_id, "
                 "parent_unit_id, invocation_key, created_at, updated_at, workdir, agent_cmd) "
                 "VALUES (?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, ?, ?, ?, ?)",
                 (*described, parent_run_id, parent_unit_id, invocation_key, now, now, *started),
             )
-            for step in plan["steps"]:
-                self._execute(
-                    "INSERT INTO steps (run_id, step_id, idx, status, updated_at) VALUES (?, ?, ?, 'pending', ?)",
-                    (run_id, step["stepId"], step["index"], now),
-                )
-            signed: dict[str, Any] = {}
+            for step in plan["steps"]:  # a `parallel` block's members: at its index, naming it
+                for each, group in [(step, None), *((m, step["stepId"]) for m in step.get("members", []))]:
+                    self._execute(
+                        'INSERT INTO steps (run_id, step_id, idx, status, updated_at, "group") '
+                        "VALUES (?, ?, ?, 'pending', ?, ?)",
+                        (run_id, each["stepId"], step["index"], now, group),
+                    )
+            signed: dict[str, Any] = {"preflight": "skipped"} if preflight_skipped else {}
             if signature is not None:
                 signer = signature.signer
                 self._execute(
@@ -184,9 +203,13 @@ class Store(Tokens):
     def complete_step(self, run_id: str, step_id: str, output: Any) -> None:
         self._move_step(run_id, step_id, "completed", {"output_json": dumps(output)}, {})
 
-    def fail_step(self, run_id: str, step_id: str, reason: str | None, message: str | None, null: bool = False) -> None:
-        """`null`: the step says `on_error = continue`, so its output is stored as null (later steps read null)."""
-        columns = {"failure_reason": reason, "failure_message": message} | ({"output_json": "null"} if null else {})
+    def fail_step(
+        self, run_id: str, step_id: str, reason: str | None, message: str | None, null: bool = False, output: Any = None
+    ) -> None:
+        """`null`: the step says `on_error = continue`, so its output is stored as null (later steps read
+        null). `output`: the partial list of a map that kept going (null at each failed item), stored as is."""
+        stored = {"output_json": dumps(output)} if output is not None else {"output_json": "null"} if null else {}
+        columns = {"failure_reason": reason, "failure_message": message} | stored
         self._move_step(run_id, step_id, "failed", columns, {"reason": reason, "message": message})
 
     def block_step(self, run_id: str, step_id: str, notes: str | None, reason: str | None = None) -> None:

@@ -1,5 +1,8 @@
-"""The typed templates akm_run.wording's registry is made of (see there): `words`, `error` and
-the `Failure` an error renders to, apart from the wording itself, which has room to grow."""
+"""Typed message templates: what akm_run.wording registers each of akm-run's messages with.
+
+A template is a `str.format` text whose keyword-only parameters are its fields, so mypy checks
+every call. An `error` ends a command with its exit code and renders to a `Failure`; `words` are
+the rest. REGISTRY holds every template in the order akm_run.wording defines them."""
 
 from __future__ import annotations
 

@@ -7,10 +7,9 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
-from helpers import Runtime, git, source
+from helpers import Runtime, git, run_cli, source
 
 WAITS = source("""
     workflow "t" {
@@ -33,14 +32,7 @@ def plan_file(tmp_path: Path) -> Path:
 def akm(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
     """A bare `akm-run ARGS` in `cwd`: no variable names a state directory or a database."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AKM_")}
-    return subprocess.run(
-        [sys.executable, "-m", "akm_run", *map(str, args)],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+    return run_cli(*args, cwd=cwd, module="akm_run", env=env)
 
 
 def listed(cwd: Path) -> tuple[list[str], str]:

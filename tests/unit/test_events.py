@@ -44,7 +44,7 @@ def written(tmp_path: Path) -> dict[str, set[str]]:
     """The `data` keys each kind has when every journal transition runs once (on a real SQLite store)."""
     store = SQLiteStore(tmp_path / "state")
     signature = Signature(b"{}", b"sig", Signer("ada", "SHA256:x"), "ada ssh-ed25519 AAAA")
-    store.publish_run("r1", PLAN, "sha256:x", {}, signature=signature)
+    store.publish_run("r1", PLAN, "sha256:x", {}, signature=signature, preflight_skipped=True)
     store.publish_run("c1", PLAN, "sha256:x", {}, parent_run_id="r1", parent_unit_id="a:solo", invocation_key="k")
     store.start_step("r1", "a", 0)
     attempt = store.begin_attempt("r1", "a:solo", "a", None, "sha256:h", "d-1", new_unit=True)
@@ -72,6 +72,7 @@ def written(tmp_path: Path) -> dict[str, set[str]]:
     store.decide_step("c1", "a", {"approved": True}, "al", approved=True)
     store.reject_step("c1", "b", {"approved": False}, "rejected by bo", "bo")
     store.fail_run("c1", {"stepId": "b", "reason": "approval_rejected", "message": "m"}, clear_notes=True)
+    store.event("r1", "preflight.failed", findings=[])
     store.complete_run("r1", {})
     store.abandon_run("c1", {"stepId": None, "reason": "abandoned", "message": "m"})
     keys: dict[str, set[str]] = {}
@@ -124,8 +125,9 @@ class NoStore:
         from akm_run.rows import RunRow
 
         parent = "p" if run_id == "c" else None
-        return RunRow(run_id, f"workflows/{run_id}", run_id, "", "{}", "{}", "active", 0, parent, None, None,
-                      None, None, None, 0, 0.0, 0.0, None, None)  # fmt: skip
+        ref = f"workflows/{run_id}"
+        plain = (None, None, None, None, None, 0, 0.0, 0.0, None, None)
+        return RunRow(run_id, ref, run_id, "", "{}", "{}", "active", 0, parent, *plain)
 
 
 def test_an_event_as_json_carries_its_lane_and_its_attempt() -> None:

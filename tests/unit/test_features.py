@@ -91,3 +91,29 @@ def test_a_runtime_refuses_a_feature_it_does_not_honour(
     assert str(refused.value) == 'plan.features: plan needs akm-run support for "stall": upgrade akm-run'
     monkeypatch.setattr(features, "SUPPORTED", frozenset({timeouts_are_a_feature}))
     features.require_supported(plan)
+
+
+def _map(step_id: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "stepId": step_id,
+        "kind": "map",
+        "onError": "fail",
+        "over": "params.items",
+        "concurrency": 2,
+        "target": {"kind": "shell", "command": "true"},
+        **extra,
+    }
+
+
+def test_a_map_that_keeps_going_uses_keep_going() -> None:
+    plan = _plan(_map("each", failFast=False))
+    plan["params"] = {"items": {"schema": {"type": "array"}}}
+    assert features.used(plan) == ["keepGoing"]
+    with pytest.raises(PlanError, match=r'declares features \[\], but the plan uses \["keepGoing"\]'):
+        verify_plan(plan)
+    plan["features"] = ["keepGoing"]
+    verify_plan(plan)
+    features.require_supported(plan)  # this runtime honours it
+    plan["steps"][0]["failFast"] = True  # absent when true: never written
+    with pytest.raises(PlanError, match=r"plan.steps\[0\].failFast"):
+        verify_plan(plan)

@@ -216,7 +216,7 @@ def show_result(store: Store, result: DriveResult, hints: Hints, fmt: str) -> in
 def pooled_run(args: argparse.Namespace, shared: SharedStore, store: Store, run_id: str, timeout_ms: int | None) -> int:
     """`run` on the shared store: submit the run's next drive to the worker pool and follow it to its
     end (or, with --detach, print the run id); the same documents and exit codes as a local drive."""
-    from akm_run import drives, submitting  # DBOS and psycopg (PG_IMPORT)
+    from akm_run import drives, stopping, submitting  # DBOS and psycopg (PG_IMPORT)
     from akm_run.pgstore import PostgresStore  # psycopg (PG_IMPORT)
 
     assert isinstance(store, PostgresStore)
@@ -227,7 +227,7 @@ def pooled_run(args: argparse.Namespace, shared: SharedStore, store: Store, run_
     )
     shows = progress.for_this_process()
     stop = threading.Event()
-    on_signals(lambda signum, frame: stop.set())
+    stopping.on_stop_signals(stop, run_id, hints)
     try:
         if args.detach:
             submitting.submit_once(shared.url, submitted)

@@ -195,3 +195,37 @@ def test_the_claude_adapter_in_the_docs_reports_usage(runtime: Runtime) -> None:
     assert "Token budget for this task: 100000 tokens" in (runtime.root / "prompt.txt").read_text()
     assert "tokens 2,150 / 100,000 (2%)" in runtime.akm("status", document["runId"]).stdout
     assert "cost_usd 0.0421" in runtime.akm("logs", document["runId"]).stdout
+
+
+USAGE_FINDING = {
+    "check": "usage",
+    "severity": "info",
+    "stepPath": "fan",
+    "message": "the plan has token budgets (max_tokens): they bind only if the agent command reports usage",
+    "hint": 'have the agent command (or its adapter) write {"usage": {"input_tokens": N, "output_tokens": N}}'
+    " lines to $AKM_PROGRESS",
+}
+
+
+def test_preflight_reminds_a_budgeted_plan_that_its_agent_must_report_usage(runtime: Runtime) -> None:
+    plan, agent = runtime.compile("fan.akm", FAN), _agent(runtime)
+    text = runtime.akm("preflight", plan, *agent)
+    as_json = runtime.akm("preflight", plan, *agent, "--format", "json")
+    assert text.returncode == as_json.returncode == 0, text.stderr
+    assert json.loads(as_json.stdout) == {"ok": True, "findings": [USAGE_FINDING]}
+    head = f"info [usage] fan: {USAGE_FINDING['message']}\n    hint: {USAGE_FINDING['hint']}\n"
+    assert text.stdout == head
+    unbudgeted = runtime.compile("free.akm", FAN.replace("limits { max_tokens = 250 }", ""))
+    assert json.loads(runtime.akm("preflight", unbudgeted, *agent, "--format", "json").stdout)["findings"] == []
+    shells = runtime.compile("shells.akm", FAN.replace('agent "spend"', 'shell "true"'))
+    assert json.loads(runtime.akm("preflight", shells, "--format", "json").stdout)["findings"] == []
+
+
+def test_run_says_the_reminder_on_stderr_and_goes_on(runtime: Runtime) -> None:
+    plan, agent = runtime.compile("fan.akm", FAN.replace("250", "1_000")), _agent(runtime)
+    ran = runtime.akm("run", plan, *agent)
+    assert ran.returncode == 0, ran.stderr
+    assert f"info [usage] fan: {USAGE_FINDING['message']}" in ran.stderr
+    settled = json.loads(runtime.akm("list", "--format", "json").stdout)["runs"][0]["id"]
+    again = runtime.akm("preflight", settled, *agent, "--format", "json")  # nothing left to run: no reminder
+    assert again.returncode == 0 and json.loads(again.stdout)["findings"] == [], again.stdout

@@ -13,9 +13,7 @@ instructions = sys.stdin.read()
 budget = os.environ.get("AKM_MAX_TOKENS")  # what is left of every budget over this unit, if any
 if budget is not None:
     instructions += f"\n\n(Token budget for this task: {budget} tokens. Be brief.)"
-done = subprocess.run(
-    ["claude", "-p", "--output-format", "json"], input=instructions, capture_output=True, text=True
-)
+done = subprocess.run(["claude", "-p", "--output-format", "json"], input=instructions, capture_output=True, text=True)
 sys.stderr.write(done.stderr)
 try:
     result = json.loads(done.stdout)

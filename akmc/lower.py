@@ -250,6 +250,8 @@ def _work(sm: StepModel, lowering: Lowering, children: Mapping[str, Child]) -> p
     env = _env(sm.env)
     if env:
         step["env"] = env
+    if sm.isolation == "worktree":
+        step["isolation"] = "worktree"
     if sm.target is None:
         cast(dict[str, Any], step).pop("target")
     return step

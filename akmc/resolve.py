@@ -42,6 +42,7 @@ class StepModel:
     timeout_ms: int | None = None
     retry: Retry | None = None
     on_error: str | None = None
+    isolation: str | None = None  # "worktree", or None: the attempts run in the workdir
     concurrency: int = DEFAULT_CONCURRENCY
     max_tokens: int | None = None
     fail_fast: bool = True  # a map's: `false` runs every item whatever its siblings do (operations.md D3)
@@ -85,6 +86,7 @@ class Model:
     default_timeout_ms: int | None = None
     default_retry: Retry | None = None
     default_on_error: str | None = None
+    default_isolation: str | None = None
     default_env: dict[str, ast.EnvEntry] = field(default_factory=dict)
     # (reference, reader index, whether `item` may stand there): every reference, wherever it stands
     references: list[tuple[ast.Reference, int, bool]] = field(default_factory=list)
@@ -169,6 +171,7 @@ def _defaults(model: Model, section: ast.Section, report: Report) -> None:
     model.default_max_tokens = values.get("max_tokens")
     model.default_retry = values.get("retry")
     model.default_on_error = values.get("on_error")
+    model.default_isolation = values.get("isolation")
     for env in section.settings:
         if isinstance(env, ast.Env):
             _env(env, model.default_env, report)
@@ -312,6 +315,8 @@ def _settle(model: Model, sm: StepModel, values: dict[str, Any]) -> None:
     retry = values.get("retry") if sm.honours("retry") else None
     sm.retry = retry if retry is not None and retry.max > 0 else None
     sm.on_error = values.get("on_error", model.default_on_error) or "fail"
+    isolation = values.get("isolation", model.default_isolation) if sm.honours("isolation") else None
+    sm.isolation = isolation if isolation == "worktree" else None  # `none` switches a default off
     sm.fail_fast = values.get("fail_fast", True) if sm.kind == "map" else True
     if sm.honours("env"):
         sm.env = {**model.default_env, **sm.env}

@@ -1,4 +1,4 @@
-"""Settings (`timeout`, `retry`, `on_error`, `concurrency`, `fail_fast`, `max_loops`, `max_units`,
+"""Settings (`timeout`, `retry`, `on_error`, `isolation`, `concurrency`, `fail_fast`, `max_loops`, `max_units`,
 `max_tokens`): where each may stand, which step kinds honour it, and its value checked and normalised
 (E207, E601, W703)."""
 
@@ -14,11 +14,11 @@ from akmc.records import build, record
 DEFAULT_CONCURRENCY = 4
 
 # Where each setting may stand.
-STEP_SETTINGS = {"timeout", "retry", "on_error", "max_tokens"}
+STEP_SETTINGS = {"timeout", "retry", "on_error", "isolation", "max_tokens"}
 PLACES = {
     "step": STEP_SETTINGS | {"fail_fast"},  # `fail_fast` only on a map step (E207 elsewhere)
     "defaults": STEP_SETTINGS,
-    "map": {"concurrency", "timeout", "retry", "fail_fast", "max_tokens"},
+    "map": {"concurrency", "timeout", "retry", "fail_fast", "isolation", "max_tokens"},
     "gate": {"max_loops"},
     "parallel": {"concurrency", "fail_fast", "on_error"},
     "limits": {"concurrency", "max_units", "timeout", "exclusive", "max_tokens"},
@@ -29,6 +29,7 @@ HOME = {
     # Worded as the second edition worded them (their golden messages are pinned): a `parallel`
     # block takes `on_error` and `concurrency` too, as the language reference says.
     "on_error": "a step or `defaults`",
+    "isolation": "a step, a `map` block or `defaults`",
     "concurrency": "a `map` block or `limits`",
     "fail_fast": "a `map` block or its step, or a `parallel` block",
     "max_loops": "a `gate` block",
@@ -41,7 +42,7 @@ HOME = {
 # its target's kind (shell, script and agent are "unit"), or "route"; a `map` step honours what its
 # target's kind honours, plus `concurrency`.
 HONOURED = {
-    "unit": {"timeout", "retry", "on_error", "env", "gate"},
+    "unit": {"timeout", "retry", "on_error", "isolation", "env", "gate"},
     "uses": {"on_error", "gate"},
     "approval": {"on_error"},
     "route": {"on_error"},
@@ -54,9 +55,13 @@ WHY_NOT = {
     ("approval", "timeout"): "an approval waits for a person, not a process",
     ("approval", "retry"): "an approval runs no process that could be retried",
     ("approval", "gate"): "an approval runs no process that a check could re-run",
+    ("uses", "isolation"): "set `isolation` on the child's own steps: they run in worktrees of this run's base commit",
+    ("approval", "isolation"): "an approval runs no process that could run in a worktree",
+    ("route", "isolation"): "a route runs no process that could run in a worktree",
     ("uses", "max_tokens"): "bound the child's agents with its steps' `max_tokens`, or this workflow's `limits`",
     ("unit", "max_tokens"): "only an agent reports token usage; bound the whole run with `limits { max_tokens }`",
 }
+ISOLATION = ("worktree", "none")  # `none` switches a default off
 
 
 @record
@@ -122,6 +127,11 @@ def _setting_value(setting: ast.Setting, place: str, report: Report) -> Any:
         return None
     if name == "retry":
         return _retry(value, report)
+    if name == "isolation":
+        if isinstance(value, ast.Word) and value.text in ISOLATION:
+            return value.text
+        report.add(messages.isolation_value(), value.span, help=_word_hint(value, ISOLATION))
+        return None
     if name == "fail_fast":
         if isinstance(value, ast.Literal) and isinstance(value.value, bool):
             return value.value
@@ -142,6 +152,10 @@ def _setting_value(setting: ast.Setting, place: str, report: Report) -> Any:
         report.add(messages.too_many_loops(limit=MAX_LOOPS, value=number), value.span)
         return None
     return number
+
+
+def _word_hint(value: ast.Value, choices: tuple[str, ...]) -> str | None:
+    return did_you_mean(value.text, set(choices)) if isinstance(value, ast.Word) else None
 
 
 def _exclusive(value: ast.Value | ast.Reference, report: Report) -> bool | ast.Reference | None:

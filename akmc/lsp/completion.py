@@ -32,17 +32,19 @@ KEYWORDS = {
         "retry",
         "on_error",
         "fail_fast",
+        "isolation",
         "max_tokens",
     ],
-    "map": [*TARGETS, "concurrency", "fail_fast", "timeout", "retry", "max_tokens", "env"],
+    "map": [*TARGETS, "concurrency", "fail_fast", "timeout", "retry", "isolation", "max_tokens", "env"],
     "gate": ["check", "max_loops"],
     "parallel": ["step", "concurrency", "fail_fast", "on_error"],
     "limits": ["concurrency", "max_units", "timeout", "exclusive", "max_tokens"],
-    "defaults": ["timeout", "retry", "on_error", "max_tokens", "env"],
+    "defaults": ["timeout", "retry", "on_error", "isolation", "max_tokens", "env"],
 }
 VALUES = {
     "on_error": ["fail", "continue"],
     "fail_fast": ["true", "false"],
+    "isolation": ["worktree", "none"],
     "on": ["exit", "timeout", "spawn_error", "output_invalid"],
 }
 TYPE_NAMES = ["string", "int", "number", "bool", "null", "any", "list", "map"]

@@ -115,6 +115,10 @@ def step_lines(step: dict[str, Any], indent: str, number: str = "") -> list[str]
     if "retry" in step:
         lines.append(f"{sub}retry: {retry_text(step['retry'])}")
     lines.append(f"{sub}on_error: {step['onError']}")
+    if "isolation" in step:
+        lines.append(
+            f"{sub}isolation: {step['isolation']}  (each attempt in its own git worktree at the run's base commit)"
+        )
     if "env" in step:
         lines.append(f"{sub}env:")
         lines += [f"{sub}  {env_line(entry)}" for entry in step["env"]]
@@ -171,6 +175,8 @@ def needs_lines(plan: dict[str, Any], indent: str) -> list[str]:
         lines.append(f"{indent}  an agent command")
     if "interpreter" in found:
         lines.append(f"{indent}  interpreters: {', '.join(visible(i) for i in found['interpreter'])}")
+    if "git" in found:
+        lines.append(f"{indent}  a git work tree")
     return lines
 
 

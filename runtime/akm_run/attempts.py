@@ -238,6 +238,7 @@ class Attempts:
             dispatch,
             unit.width,
             None if left is None else left.tokens,
+            isolated="isolation" in unit.step and not unit.gate_check,  # a gate's check runs in the workdir
         )
         while not self.slots.acquire(timeout=0.05):
             if self.abort.is_set():

@@ -113,6 +113,8 @@ def _publish(
     except ParamsError as error:
         return _failed("child_workflow_publish_failed", f"bindings do not fit child workflow {target['ref']}: {error}")
     key = identity.invocation_key(parent.run_id, parent.unit, parent.input_hash)
+    row = journal.run(parent.run_id)
+    base = (row.base_commit, row.base_repo or "") if row is not None and row.base_commit is not None else None
     try:
         child_run_id = journal.publish_run(
             identity.new_run_id(),
@@ -124,6 +126,7 @@ def _publish(
             invocation_key=key,
             workdir=str(settings.workdir.absolute()),
             agent_cmd=settings.agent_cmd,
+            base=base,  # a child's worktrees check out its root's base commit
         )
         journal.set_child_run(parent.run_id, parent.unit, child_run_id)
     except Exception as error:  # noqa: BLE001 - the parent attempt must end honestly

@@ -23,6 +23,7 @@ from akm_run.engine import Engine, Options, stored_plan
 from akm_run.exclusive import RunInTheWay, in_the_way
 from akm_run.hints import Hints
 from akm_run.identity import new_run_id
+from akm_run.isolation import publishing_base
 from akm_run.locks import LockHeld
 from akm_run.params import ParamsError, collect
 from akm_run.plan import PlanError, plan_hash
@@ -139,6 +140,8 @@ def _publish(
     if _shared(args) is None and (refused := _unwritable(directory)) is not None:
         return refused
     workdir = (args.workdir or Path(".")).absolute()
+    if isinstance(base := publishing_base(plan, workdir, path), Failure):  # before anything is published
+        return fail(base)
     agent_cmd = args.agent_cmd or os.environ.get("AKM_AGENT_CMD") or None
     store = _open(args) or SQLiteStore(directory)
     try:
@@ -151,6 +154,7 @@ def _publish(
             workdir=str(workdir),
             agent_cmd=agent_cmd,
             preflight_skipped=not checking,
+            base=base,
         )
     except RunInTheWay as way:
         return fail(in_the_way(way, plan["ref"], hints_for(args)))

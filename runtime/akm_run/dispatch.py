@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from akm_run import children, units
+from akm_run import children, isolation, units
 from akm_run import planformat as pf
 from akm_run.core import DriveResult, End, Placement
 from akm_run.hints import Hints
@@ -37,6 +37,7 @@ class Request:
     dispatch_id: str = ""  # the attempt's dispatch id (identity.dispatch_id; also in the context)
     width: int = 1  # how many units of its step may run at once (a map's concurrency; 1 for a single unit)
     max_tokens: int | None = None  # the smallest token budget left over the unit (budgets.remaining)
+    isolated: bool = False  # the step says `isolation = worktree`: the attempt runs in its own worktree
 
 
 class Dispatcher(Protocol):
@@ -54,6 +55,7 @@ class Settings:
     agent_cmd: str | None
     environ: Mapping[str, str] | None
     hints: Hints
+    state_dir: Path | None = None  # under it, isolated attempts' worktrees (None: isolation.worker_state())
 
 
 class ProcessDispatcher:
@@ -70,15 +72,21 @@ class ProcessDispatcher:
         self.journal, self.settings, self.abort, self.on_spawn = journal, settings, abort, on_spawn
 
     def dispatch(self, request: Request) -> End:
+        if request.isolated:
+            return isolation.isolated(self.journal, self.settings, request, self._execute)
+        return self._execute(request, self.settings.workdir, {})
+
+    def _execute(self, request: Request, workdir: Path, isolated: dict[str, str]) -> End:
         spec = units.Unit(
             dict(request.target),
             request.context,
             [dict(e) for e in request.env],
             request.output_schema,
             request.timeout_ms,
-            self.settings.workdir,
+            workdir,
             self.settings.agent_cmd,
             request.max_tokens,
+            isolated,
         )
 
         def spawned(pid: int) -> None:

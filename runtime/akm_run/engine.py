@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from akm_run import children, core, decisions, features, numbers, progress, units
+from akm_run import children, core, decisions, features, isolation, numbers, progress, units
 from akm_run import planformat as pf
 from akm_run.attempts import Attempts, StepStart
 from akm_run.core import Aborted, DriveResult, End
@@ -78,7 +78,8 @@ class Engine:
     pooled: bool = False
 
     def __post_init__(self) -> None:
-        settings = Settings(self.options.workdir, self.options.agent_cmd, self.options.environ, self.options.hints)
+        options = self.options
+        settings = Settings(options.workdir, options.agent_cmd, options.environ, options.hints, options.state_dir)
         process = self.process or ProcessDispatcher(self.store, settings, self.abort)
         self.dispatcher: Dispatcher = Routing(process, ChildDispatcher(self.store, settings, self.drive))
 
@@ -95,6 +96,7 @@ class Engine:
             if run.status != "active":
                 return settled(run, self.store, self.options.hints)
             self._reclaim(run_id)
+            isolation.say_if_moved(run, self.options.workdir)
             return _Drive(self, run, plan).run()
 
     def _reclaim(self, run_id: str) -> None:
@@ -105,6 +107,7 @@ class Engine:
         for unit_id, step_id, attempt in self.store.interrupted_attempts(run_id):
             units.stop_leftover(attempt.pid, attempt.host)
             self.store.interrupt_attempt(run_id, unit_id, step_id, attempt.attempt)
+            isolation.reclaim(self.store, self.options.state_dir, run_id, unit_id, step_id, attempt.attempt)
 
 
 def stored_plan(run: RunRow) -> pf.Plan:

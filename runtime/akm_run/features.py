@@ -23,11 +23,12 @@ PLAN_DETECTORS: Mapping[Feature, Callable[[Mapping[str, Any]], bool]] = {
 STEP_DETECTORS: Mapping[Feature, Callable[[Mapping[str, Any]], bool]] = {
     "keepGoing": lambda step: step.get("failFast") is False,
     "parallel": lambda step: step["kind"] == "parallel",
+    "worktree": lambda step: "isolation" in step,
     "tokens": lambda step: "maxTokens" in step,
 }
 
 # The features this runtime honours.
-SUPPORTED: frozenset[Feature] = frozenset({"exclusive", "keepGoing", "parallel", "tokens"})
+SUPPORTED: frozenset[Feature] = frozenset({"exclusive", "keepGoing", "parallel", "worktree", "tokens"})
 
 
 def every_step(plan: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:

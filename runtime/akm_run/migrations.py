@@ -131,6 +131,13 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE steps ADD COLUMN "group" TEXT;
     """,
+    # Worktree isolation: the commit and repository a run's worktrees are checked out from, frozen
+    # when it is published; the worktree an attempt left behind for review.
+    """
+    ALTER TABLE runs ADD COLUMN base_commit TEXT;
+    ALTER TABLE runs ADD COLUMN base_repo TEXT;
+    ALTER TABLE attempts ADD COLUMN worktree TEXT;
+    """,
     # Token budgets (operations.md D8): what each attempt reported, the tokens a run and everything
     # it composes spent, and what `resume --extra-tokens` added to its allowance.
     """
@@ -267,6 +274,11 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE steps ADD COLUMN "group" TEXT;
     """,
     """
+    ALTER TABLE runs ADD COLUMN base_commit TEXT;
+    ALTER TABLE runs ADD COLUMN base_repo TEXT;
+    ALTER TABLE attempts ADD COLUMN worktree TEXT;
+    """,
+    """
     ALTER TABLE attempts ADD COLUMN usage_json TEXT;
     ALTER TABLE runs ADD COLUMN tokens_spent BIGINT NOT NULL DEFAULT 0;
     ALTER TABLE runs ADD COLUMN tokens_raised BIGINT NOT NULL DEFAULT 0;
@@ -294,6 +306,8 @@ EVENT_KINDS = (
     "unit.interrupted",  # a crash reclaim found the attempt still marked running
     "gate.rejected",
     "preflight.failed",  # a worker's preflight found an error: the drive ended before any dispatch
+    "worktree.retained",  # an attempt's worktree had changes: kept for review, its path journaled
+    "worktree.removed",  # an attempt's worktree was removed (clean after its attempt, or pruned)
     "budget.exceeded",  # a token budget refused a unit before dispatch or ended an attempt past it
     "budget.unmetered",  # an agent unit under a token budget reported no usage (once per step)
     "budget.raised",  # akm-run resume --extra-tokens raised a run's allowance

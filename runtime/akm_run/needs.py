@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-NeedKind = Literal["secret", "passthrough", "agent", "interpreter"]
-NEED_KINDS: tuple[NeedKind, ...] = ("secret", "passthrough", "agent", "interpreter")
+NeedKind = Literal["secret", "passthrough", "agent", "interpreter", "git"]
+NEED_KINDS: tuple[NeedKind, ...] = ("secret", "passthrough", "agent", "interpreter", "git")
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +29,8 @@ class Condition:
 
 @dataclass(frozen=True, slots=True)
 class Need:
-    """One thing one step needs: a secret or passthrough name, an agent command, an interpreter.
+    """One thing one step needs: a secret or passthrough name, an agent command, an interpreter, a
+    git work tree (its attempts run in worktrees).
 
     `place` is the spine position of the step at every level (top-level index first), `step_path`
     its name (`deploy/workflows/child:hi`), `condition` set when a route may skip the step."""
@@ -133,6 +134,8 @@ def _step(step: Mapping[str, Any], here: tuple[int, ...], path: str, condition: 
             yield Need("secret", entry["secret"], here, path, condition)
         elif entry["kind"] == "passthrough":
             yield Need("passthrough", entry["name"], here, path, condition)
+    if "isolation" in step:
+        yield Need("git", "", here, path, condition)
     for target in _targets(step):
         if target["kind"] == "agent":
             yield Need("agent", "", here, path, condition)
@@ -143,7 +146,8 @@ def _step(step: Mapping[str, Any], here: tuple[int, ...], path: str, condition: 
 
 
 def summary(plan: Mapping[str, Any]) -> dict[NeedKind, list[str]]:
-    """The distinct needs of a plan by kind, each list sorted (the agent's is `[""]` when needed)."""
+    """The distinct needs of a plan by kind, each list sorted (the agent's and git's are `[""]` when
+    needed)."""
     found: dict[NeedKind, set[str]] = {kind: set() for kind in NEED_KINDS}
     for need in needs(plan):
         found[need.kind].add(need.name)

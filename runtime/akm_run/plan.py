@@ -18,6 +18,7 @@ from akm_run import features, strictjson, wording
 from akm_run.digest import canonical_bytes, tagged_sha256
 from akm_run.planformat import (
     FORMAT,
+    ISOLATED_TARGETS,
     MAX_DEPTH,
     MAX_EMBEDDED_BYTES,
     MAX_FILE_BYTES,
@@ -344,6 +345,8 @@ def _semantics(plan: dict[str, Any], path: str) -> None:
                 if index_of.get(target, -1) <= i or target in members:
                     raise PlanError(at, wording.route_not_later(target=json.dumps(target)))
         target = step.get("target")
+        if "isolation" in step and (target is None or target["kind"] not in ISOLATED_TARGETS):
+            raise PlanError(f"{where}.isolation", wording.isolation_without_process())
         if target is not None and target["kind"] == "child-workflow":
             _child_bindings(target, f"{where}.target", i, reads, step["kind"] == "map")
     for name, output in plan.get("outputs", {}).items():

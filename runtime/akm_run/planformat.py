@@ -40,6 +40,9 @@ ON_ERROR: tuple[OnError, ...] = ("fail", "continue")
 # The third-edition constructs a plan may use (`plan.features`, derived by akm_run.features).
 Feature = Literal["exclusive", "keepGoing", "notify", "parallel", "stall", "tokens", "worktree"]
 FEATURES: tuple[Feature, ...] = ("exclusive", "keepGoing", "notify", "parallel", "stall", "tokens", "worktree")
+# How a unit's attempts are isolated from each other (`isolation = worktree`; absent: none).
+Isolation = Literal["worktree"]
+ISOLATED_TARGETS = ("shell", "script", "agent")  # the targets that run a process in a directory
 
 # -- patterns (matched in full) -------------------------------------------------------------------------
 
@@ -228,6 +231,8 @@ class _Work(_Member):
     timeoutMs: NotRequired[Millis]
     maxTokens: NotRequired[Annotated[int, Range(1, MAX_INT)]]  # per unit, over its attempts (agent only)
     env: NotRequired[Annotated[list[EnvEntry], Items(low=1), SortedBy("name")]]
+    # Each attempt runs in its own git worktree at the run's base commit (shell, script, agent only).
+    isolation: NotRequired[Isolation]
 
 
 class MemberUnit(_Work):

@@ -24,7 +24,8 @@ from akm_run.wording import Failure
 def host(args: argparse.Namespace, row: RunRow | None = None, *, pooled: bool) -> Host:
     """The host a command checks: its workdir and agent command (the command line's, else the run's,
     else `.` and $AKM_AGENT_CMD) and, on SQLite, its state directory. On the pool a run's own
-    workdir is the worker's to check (a worker without it runs units in its own workdir)."""
+    workdir is the worker's to check (a worker without it runs units in its own workdir), and so is
+    its repository (`git`)."""
     given: Path | None = getattr(args, "workdir", None)
     if given is not None:
         workdir, named = given.absolute(), wording.given_workdir(workdir=given)
@@ -34,7 +35,8 @@ def host(args: argparse.Namespace, row: RunRow | None = None, *, pooled: bool) -
         workdir, named = Path(".").absolute(), wording.given_workdir(workdir=".")
     agent_cmd = getattr(args, "agent_cmd", None) or (row.agent_cmd if row is not None else None)
     directory = None if pooled else state_dir(args)
-    return Host(os.environ, workdir, named, agent_cmd, directory)
+    base = row.base_commit if row is not None else None
+    return Host(os.environ, workdir, named, agent_cmd, directory, base, git=not (pooled and row is not None))
 
 
 def skipped(args: argparse.Namespace) -> bool:

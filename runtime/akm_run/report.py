@@ -6,7 +6,7 @@ import json
 import time
 from typing import Any
 
-from akm_run import budgets, children, lanes, operations
+from akm_run import budgets, children, kept, lanes, operations, wording
 from akm_run.core import DriveResult as Result
 from akm_run.hints import Hints
 from akm_run.rows import AttemptRow, RunRow
@@ -86,6 +86,8 @@ def status_document(store: Store, run: RunRow, hints: Hints) -> dict[str, Any]:
     signer = signed_by(store, run)
     if signer is not None:
         summary["signedBy"] = signer.document()
+    if run.base_commit is not None:
+        summary["base"] = {"commit": run.base_commit, "repo": run.base_repo}
     if run.status == "completed":
         summary["exported"] = run.exported
     if run.status == "failed" and run.failure is not None:
@@ -119,6 +121,8 @@ def status_document(store: Store, run: RunRow, hints: Hints) -> dict[str, Any]:
             entry["output"] = row.output
         steps.append(entry)
     document: dict[str, Any] = {"run": summary, "steps": steps}
+    if worktrees := [k.document() for k in kept.kept(store, [run.id])]:
+        document["worktrees"] = worktrees
     tree = child_tree(store, run, hints)
     if tree:
         document["children"] = tree
@@ -158,6 +162,9 @@ def status_text(document: dict[str, Any]) -> str:
     ]
     if "signedBy" in run:
         lines.append(f"signed by {run['signedBy']['principal']} ({run['signedBy']['fingerprint']})")
+    if "base" in run:
+        base = run["base"]
+        lines.append(wording.base_line(commit=base["commit"][:7], repo=kept.short(base["repo"] or "")))
     if "exported" in run:
         lines.append(f"exported: {_json(run['exported'])}")
     if "usage" in run:
@@ -176,6 +183,7 @@ def status_text(document: dict[str, Any]) -> str:
             lines += lanes.summary_lines(step["units"], indent + "    ")
         if step["status"] in ("blocked", "failed", "pending") and "notes" in step:
             lines += [f"{indent}    {note}" for note in step["notes"].splitlines()]
+    lines += [kept.line(entry) for entry in document.get("worktrees", [])]
     if "children" in document:
         lines.append("children:")
         lines += _tree(document["children"], "  ")
@@ -236,6 +244,7 @@ def logs_document(store: Store, run: RunRow, step: str | None, item: int | None,
     """Every attempt of the run's units (optionally of one step, one map item, one attempt number),
     with what it printed; stored values are already redacted."""
     units = []
+    changed = {(k.unit_id, k.attempt): k.changed for k in kept.kept(store, [run.id])}
     for unit, attempts in store.run_attempts(run.id):
         if step is not None and unit.step_id != step:
             continue
@@ -248,12 +257,12 @@ def logs_document(store: Store, run: RunRow, step: str | None, item: int | None,
             entry["childRunId"] = unit.child_run_id
         if unit.failure_reason is not None:
             entry["failure"] = {"reason": unit.failure_reason, "message": unit.failure_message}
-        entry["attempts"] = [_attempt(a) for a in attempts if attempt is None or a.attempt == attempt]
+        entry["attempts"] = [_attempt(a, changed) for a in attempts if attempt is None or a.attempt == attempt]
         units.append(entry)
     return {"runId": run.id, "ref": run.ref, "status": run.status, "units": units}
 
 
-def _attempt(row: AttemptRow) -> dict[str, Any]:
+def _attempt(row: AttemptRow, changed: dict[tuple[str, int], int]) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "attempt": row.attempt,
         "dispatchId": row.dispatch_id,
@@ -269,6 +278,8 @@ def _attempt(row: AttemptRow) -> dict[str, Any]:
         entry["output"] = row.output
     if row.stderr_tail:
         entry["stderrTail"] = row.stderr_tail
+    if row.worktree is not None:
+        entry["worktree"] = {"path": row.worktree, "changedFiles": changed.get((row.unit_id, row.attempt), 0)}
     if row.usage_json is not None:
         entry["usage"] = row.usage
     return entry
@@ -292,6 +303,8 @@ def logs_text(document: dict[str, Any]) -> str:
             )
             if "message" in attempt:
                 lines.append(f"    message: {attempt['message']}")
+            if "worktree" in attempt:
+                lines.append(f"    {kept.line(attempt['worktree'])}")
             if "usage" in attempt:
                 lines.append(f"    {budgets.attempt_usage_line(attempt['usage'])}")
             if "output" in attempt:

@@ -33,6 +33,8 @@ class RunRow:
     updated_at: float
     workdir: str | None  # absolute; None for runs published before it was stored
     agent_cmd: str | None
+    base_commit: str | None = None  # the commit its worktrees check out (worktree isolation), else None
+    base_repo: str | None = None  # the root of the repository that commit was read from
     tokens_spent: int = 0  # reported by the agent units of the run and of every run it composes
     tokens_raised: int = 0  # added to `limits.maxTokens` by `resume --extra-tokens`
 
@@ -101,6 +103,7 @@ class AttemptRow:
     finished_at: float | None = None
     output_json: str | None = None
     message: str | None = None
+    worktree: str | None = None  # the kept worktree of this attempt (absolute), until it is removed
     usage_json: str | None = None  # the attempt's last usage report (operations.md D8)
 
     @property

@@ -47,14 +47,16 @@ class Store(Tokens, Deletions, Exclusion):
         workdir: str | None = None,
         agent_cmd: str | None = None,
         signature: Signature | None = None,
+        base: tuple[str, str] | None = None,
         preflight_skipped: bool = False,
     ) -> str:
-        """Create a run and its step rows, remembering its workdir and agent command (and its
-        signature, in the same transaction); with an invocation key, return the existing run instead
-        when one was already published under it (the UNIQUE index arbitrates racing publishers). An
-        exclusive top-level plan raises exclusive.RunInTheWay while another run holds its key.
-        `preflight_skipped` is recorded in the `run.published` event (`--no-preflight`)."""
-        started = (workdir, agent_cmd)
+        """Create a run and its step rows, remembering its workdir and agent command, its base
+        (commit, repository) when it uses worktrees, and its signature, in the same transaction; with
+        an invocation key, return the existing run instead when one was already published under it
+        (the UNIQUE index arbitrates racing publishers). An exclusive top-level plan raises
+        exclusive.RunInTheWay while another run holds its key. `preflight_skipped` is recorded in the
+        `run.published` event (`--no-preflight`)."""
+        started = (workdir, agent_cmd, *(base or (None, None)))
         try:
             return self._publish(
                 run_id,
@@ -83,7 +85,7 @@ class Store(Tokens, Deletions, Exclusion):
         parent_run_id: str | None,
         parent_unit_id: str | None,
         invocation_key: str | None,
-        started: tuple[str | None, str | None],
+        started: tuple[str | None, ...],
         signature: Signature | None,
         preflight_skipped: bool = False,
     ) -> str:
@@ -98,8 +100,8 @@ class Store(Tokens, Deletions, Exclusion):
                 self.refuse_second_run(plan, params)
             self._execute(
                 "INSERT INTO runs (id, ref, title, plan_hash, plan_json, params_json, status, parent_run_id, "
-                "parent_unit_id, invocation_key, created_at, updated_at, workdir, agent_cmd) "
-                "VALUES (?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, ?, ?, ?, ?)",
+                "parent_unit_id, invocation_key, created_at, updated_at, workdir, agent_cmd, base_commit, base_repo) "
+                "VALUES (?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (*described, parent_run_id, parent_unit_id, invocation_key, now, now, *started),
             )
             for step in plan["steps"]:  # a `parallel` block's members: at its index, naming it
@@ -412,6 +414,26 @@ class Store(Tokens, Deletions, Exclusion):
             "output_json = ?, message = ? WHERE run_id = ? AND unit_id = ? AND attempt = ?",
             (status, *ended, run_id, unit_id, attempt),
         )
+
+    # An attempt's worktree (worktree isolation): kept for review when it has changes, else removed.
+
+    def keep_worktree(self, run_id: str, unit_id: str, step_id: str, attempt: int, path: str, changed: int) -> None:
+        """The attempt's worktree had `changed` changed files: it stays, its path journaled."""
+        with self.transaction(durable=False):
+            self._execute(
+                "UPDATE attempts SET worktree = ? WHERE run_id = ? AND unit_id = ? AND attempt = ?",
+                (path, run_id, unit_id, attempt),
+            )
+            self.event(run_id, "worktree.retained", step_id, unit_id, attempt=attempt, path=path, changed=changed)
+
+    def remove_worktree(self, run_id: str, unit_id: str, step_id: str, attempt: int, path: str, *, by: str) -> None:
+        """The attempt's worktree is gone: `by` is "attempt" (clean when it ended) or "prune"."""
+        with self.transaction(durable=False):
+            self._execute(
+                "UPDATE attempts SET worktree = NULL WHERE run_id = ? AND unit_id = ? AND attempt = ?",
+                (run_id, unit_id, attempt),
+            )
+            self.event(run_id, "worktree.removed", step_id, unit_id, attempt=attempt, path=path, by=by)
 
     def fail_unit(
         self, run_id: str, unit_id: str, step_id: str, item_index: int | None, reason: str, message: str

@@ -59,6 +59,7 @@ class Unit:
     workdir: Path = Path(".")
     agent_cmd: str | None = None
     max_tokens: int | None = None  # AKM_MAX_TOKENS: an attempt reporting more is ended (budget_exceeded)
+    isolated: dict[str, str] = field(default_factory=dict)  # AKM_WORKTREE, AKM_BASE_COMMIT of a worktree
 
 
 def environment(unit: Unit, environ: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
@@ -90,6 +91,7 @@ def environment(unit: Unit, environ: Mapping[str, str]) -> tuple[dict[str, str],
             "AKM_UNIT_ID": context["unitId"],
             "AKM_DISPATCH_ID": context["dispatchId"],
             "AKM_ATTEMPT": str(context["attempt"]),
+            **unit.isolated,
         }
     )
     return env, secrets

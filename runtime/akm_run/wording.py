@@ -475,7 +475,10 @@ def failed_member(*, step: str, reason: str) -> None: ...
 def blocked_member(*, step: str) -> None: ...
 
 
-# The wording of preflight and of token budgets (akm_run.budgets, operations.md D8), each in its own
-# module for length; imported last, as they were written last.
+# The wording of preflight, in its own module for length; imported last, as it was written last.
+# -- token budgets (akm_run.budgets, operations.md D8), in its own module for length
 from akm_run.wording_budgets import *  # noqa: E402, F403
 from akm_run.wording_preflight import *  # noqa: E402, F403
+
+# -- worktree isolation (akm_run.worktrees, akm_run.isolation, akm_run.kept), in its own module for length
+from akm_run.wording_worktrees import *  # noqa: E402, F403

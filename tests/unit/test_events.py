@@ -55,6 +55,8 @@ def written(tmp_path: Path) -> dict[str, set[str]]:
     store.interrupt_attempt("r1", "a:solo", "a", 3)
     store.begin_attempt("r1", "a:solo", "a", None, "sha256:h", "d-1", new_unit=False)
     store.complete_attempt("r1", "a:solo", "a", 4, 1, None, {"input_tokens": 1, "output_tokens": 2})
+    store.keep_worktree("r1", "a:solo", "a", 4, "/state/worktrees/r1/a:solo~a4", 2)
+    store.remove_worktree("r1", "a:solo", "a", 4, "/state/worktrees/r1/a:solo~a4", by="prune")
     store.exceed_budget("r1", "a", "a:solo", budget="r1")
     store.exceed_budget("r1", "a", "a:solo", attempt=4)
     store.unmetered("r1", "a", "a:solo")

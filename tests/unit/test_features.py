@@ -93,6 +93,22 @@ def test_a_runtime_refuses_a_feature_it_does_not_honour(
     features.require_supported(plan)
 
 
+def test_isolation_is_the_worktree_feature_and_this_runtime_honours_it() -> None:
+    plan = _plan(_shell("a", isolation="worktree"), _shell("b"))
+    assert features.used(plan) == ["worktree"]
+    plan["features"] = ["worktree"]
+    verify_plan(plan)
+    features.require_supported(plan)
+
+
+def test_isolation_on_a_target_that_runs_no_process_is_refused() -> None:
+    approval = {"kind": "approval", "message": "ok?"}
+    plan = _plan({**_shell("a", isolation="worktree"), "target": approval})
+    plan["features"] = ["worktree"]
+    with pytest.raises(PlanError, match=r"plan\.steps\[0\]\.isolation: `isolation` is only for shell"):
+        verify_plan(plan)
+
+
 def _map(step_id: str, **extra: Any) -> dict[str, Any]:
     return {
         "stepId": step_id,

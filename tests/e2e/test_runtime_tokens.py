@@ -9,7 +9,7 @@ import os
 import sys
 from typing import Any
 
-from helpers import REPO, Runtime, source
+from helpers import REPO, Runtime, committed, source
 
 # Spends its map item's number of tokens (100 for a single unit); the prompt says how it behaves:
 # "fail" exits 1 after reporting, "silent" reports nothing. Past AKM_MAX_TOKENS it lingers, so the
@@ -89,6 +89,24 @@ def test_a_run_budget_ends_the_attempt_past_it_and_resume_raises_it(runtime: Run
     assert [k for k, _ in kinds] == ["budget.exceeded", "budget.raised"]
     assert kinds[1][1] == {"by": "ops", "extra": 300}
     assert "tokens 500 / 550 (90%)" in runtime.akm("status", run_id).stdout
+
+
+def test_an_agent_in_a_worktree_reports_usage_and_is_held_to_its_budget(runtime: Runtime) -> None:
+    """AKM_PROGRESS and AKM_MAX_TOKENS reach a unit whose working directory is its own worktree."""
+    src = FAN.replace('agent "spend"  concurrency = 1', 'agent "spend"  concurrency = 1  isolation = worktree')
+    plan = runtime.compile("fan.akm", src)
+    runtime.write({"scripts/agent.py": AGENT, ".gitignore": ".workers/\n"})
+    committed(runtime.root)
+    agent = ("--agent-cmd", f"{sys.executable} {runtime.root / 'scripts' / 'agent.py'}")
+    code, document = runtime.run_json(plan, *agent)
+    run_id = document["runId"]
+    assert code == 1 and document["failure"]["reason"] == "budget_exceeded", document
+    assert _spent(runtime, run_id) == (300, 0)
+    attempts = [u["attempts"] for u in json.loads(runtime.akm("logs", run_id, "--format", "json").stdout)["units"]]
+    assert [a[0]["output"]["left"] for a in attempts[:2]] == [250, 150]
+    assert attempts[1][0]["usage"] == {"input_tokens": 90, "output_tokens": 10, "cost_usd": 0.25}
+    assert attempts[2][0]["reason"] == "budget_exceeded"
+    assert [kind for kind, _ in _kinds(runtime, run_id, "worktree.")] == ["worktree.removed"] * 3
 
 
 def test_a_unit_budget_counts_every_attempt_and_is_never_retried(runtime: Runtime) -> None:

@@ -213,6 +213,7 @@ class Session:
         plan: dict[str, Any] = dict(lower(model, typed, loaded, ref=ref, children=children))
         result.deps = self._deps(result, reads, children)
         chain, embedded = compose.bounds(report, ref, sites)
+        compose.unbound_budget(report, result.workflow, plan)
         data = canonical_bytes(plan)
         compose.plan_size(report, plan, len(data), keyword(result.workflow.span, "workflow"))
         if not report.has_errors:

@@ -6,10 +6,11 @@ child compiled for one parent is the same plan every other parent embeds and `ak
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from akm_run import features
 from akm_run.plan import MAX_DEPTH, MAX_EMBEDDED_BYTES, MAX_PLAN_BYTES, REF, canonical_bytes
 from akmc import ast, messages
 from akmc import types as t
@@ -154,3 +155,16 @@ def plan_size(report: Report, plan: dict[str, Any], size: int, span: ast.Span) -
         report.add(messages.plan_too_large(size=size, limit=MAX_PLAN_BYTES), span)
     else:
         report.add(messages.plan_too_large_at(size=size, limit=MAX_PLAN_BYTES, step=largest["stepId"]), span)
+
+
+def unbound_budget(report: Report, workflow: ast.Workflow, plan: Mapping[str, Any]) -> None:
+    """W706: `limits { max_tokens }` with no agent unit anywhere in the tree, so it can never bind."""
+    if "maxTokens" not in plan["limits"]:
+        return
+    for each in features.plans(plan):
+        if any(step.get("target", {}).get("kind") == "agent" for step in each["steps"]):
+            return
+    for section in workflow.sections:
+        for setting in section.settings if section.kind == "limits" else []:
+            if isinstance(setting, ast.Setting) and setting.name.text == "max_tokens":
+                report.add(messages.tokens_without_agents(), setting.name.span)

@@ -164,6 +164,8 @@ def _limits(model: Model) -> pf.Limits:
     limits = pf.Limits(concurrency=model.concurrency)
     if model.max_units is not None:
         limits["maxUnits"] = model.max_units
+    if model.max_tokens is not None:
+        limits["maxTokens"] = model.max_tokens
     if model.timeout_ms is not None:
         limits["timeoutMs"] = model.timeout_ms
     if model.exclusive is True:
@@ -243,6 +245,8 @@ def _work(sm: StepModel, lowering: Lowering, children: Mapping[str, Child]) -> p
         step["retry"] = _retry(sm.retry)
     if sm.timeout_ms is not None:
         step["timeoutMs"] = sm.timeout_ms
+    if sm.max_tokens is not None:
+        step["maxTokens"] = sm.max_tokens
     env = _env(sm.env)
     if env:
         step["env"] = env

@@ -9,58 +9,10 @@ A test checks that each template's fields are its parameters and that every cata
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Generic, NamedTuple, ParamSpec
-
-P = ParamSpec("P")
-
-
-class Message(NamedTuple):
-    """One diagnostic's code and rendered words, before it has a place in a file."""
-
-    template: Template[Any]
-    text: str
-    help: str | None = None
-
-    @property
-    def code(self) -> str:
-        return self.template.code
-
-
-class Template(Generic[P]):
-    """One wording of a code: `str.format` templates for the message and its fixed help line."""
-
-    __slots__ = ("code", "fields", "help", "text")
-
-    def __init__(self, code: str, text: str, help: str | None, fields: Callable[P, None]) -> None:
-        self.code, self.text, self.help, self.fields = code, text, help, fields
-
-    def __call__(self, *args: P.args, **fields: P.kwargs) -> Message:
-        assert not args, "message fields are named"
-        help_text = self.help.format(**fields) if self.help is not None else None
-        return Message(self, self.text.format(**fields), help_text)
-
-    @property
-    def name(self) -> str:
-        return self.fields.__name__
-
-    def __repr__(self) -> str:
-        return f"<{self.code} {self.name}>"
-
-
-REGISTRY: list[Template[Any]] = []  # every template, in the order below
-
-
-def message(code: str, text: str, help: str | None = None) -> Callable[[Callable[P, None]], Template[P]]:
-    """Register the decorated signature (its keyword-only parameters are the fields) as `code`'s template."""
-
-    def register(fields: Callable[P, None]) -> Template[P]:
-        template = Template(code, text, help, fields)
-        REGISTRY.append(template)
-        return template
-
-    return register
-
+from akmc.message_templates import REGISTRY as REGISTRY
+from akmc.message_templates import Message as Message
+from akmc.message_templates import Template as Template
+from akmc.message_templates import message
 
 # -- E1xx: reading and parsing the source ----------------------------------------------------------
 
@@ -490,6 +442,12 @@ def idle_suppression(*, codes: str, line: int) -> None: ...
     "resolve; make step `{step}` `on_error = fail`, or read it where `T | null` is declared",
 )
 def continuing_read(*, reader: str, ref: str, step: str, source: str) -> None: ...
+@message(
+    "W706",
+    "`limits {{ max_tokens }}` is set, but no agent unit can run in this workflow or its children",
+    "only an agent reports token usage, so the budget can never bind; remove `max_tokens`, or add an `agent` step",
+)
+def tokens_without_agents() -> None: ...
 @message(
     "W708",
     "this shell command runs workspace file `{path}`, which the plan does not freeze",

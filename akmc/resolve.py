@@ -44,6 +44,7 @@ class StepModel:
     on_error: str | None = None
     isolation: str | None = None  # "worktree", or None: the attempts run in the workdir
     concurrency: int = DEFAULT_CONCURRENCY
+    max_tokens: int | None = None
     fail_fast: bool = True  # a map's: `false` runs every item whatever its siblings do (operations.md D3)
 
     @property
@@ -63,6 +64,8 @@ class StepModel:
         kind = self.target_kind
         if kind is None:
             return True  # an unusable step is reported already; do not pile on
+        if setting == "max_tokens":  # only an agent reports usage (a map honours it over `agent`)
+            return self.target is not None and self.target.kind == "agent"
         return setting in HONOURED[kind] or (setting in ("concurrency", "fail_fast") and self.kind == "map")
 
 
@@ -76,7 +79,9 @@ class Model:
     index: dict[str, int] = field(default_factory=dict)
     concurrency: int = DEFAULT_CONCURRENCY
     max_units: int | None = None
+    max_tokens: int | None = None
     timeout_ms: int | None = None
+    default_max_tokens: int | None = None
     exclusive: bool | ast.Reference | None = None  # `limits { exclusive = true | params.NAME }`
     default_timeout_ms: int | None = None
     default_retry: Retry | None = None
@@ -153,6 +158,7 @@ def _limits(model: Model, section: ast.Section, report: Report) -> None:
     if "concurrency" in values:
         model.concurrency = values["concurrency"]
     model.max_units = values.get("max_units")
+    model.max_tokens = values.get("max_tokens")
     model.timeout_ms = values.get("timeout")
     model.exclusive = values.get("exclusive")
     if isinstance(model.exclusive, ast.Reference):  # a param reference like any other: E205 when unknown
@@ -162,6 +168,7 @@ def _limits(model: Model, section: ast.Section, report: Report) -> None:
 def _defaults(model: Model, section: ast.Section, report: Report) -> None:
     values = check_settings([s for s in section.settings if isinstance(s, ast.Setting)], "defaults", report)
     model.default_timeout_ms = values.get("timeout")
+    model.default_max_tokens = values.get("max_tokens")
     model.default_retry = values.get("retry")
     model.default_on_error = values.get("on_error")
     model.default_isolation = values.get("isolation")
@@ -295,11 +302,16 @@ def _items(sm: StepModel, report: Report) -> _Items:
 
 def _settle(model: Model, sm: StepModel, values: dict[str, Any]) -> None:
     """The step's effective settings: its own, else the workflow's defaults, for what its kind honours."""
-    defaults = {"timeout": model.default_timeout_ms, "retry": model.default_retry}
-    for name in ("timeout", "retry"):
+    defaults = {
+        "timeout": model.default_timeout_ms,
+        "retry": model.default_retry,
+        "max_tokens": model.default_max_tokens,
+    }
+    for name in ("timeout", "retry", "max_tokens"):
         if name not in values and sm.honours(name) and defaults[name] is not None:
             values[name] = defaults[name]
     sm.timeout_ms = values.get("timeout") if sm.honours("timeout") else None
+    sm.max_tokens = values.get("max_tokens") if sm.honours("max_tokens") else None
     retry = values.get("retry") if sm.honours("retry") else None
     sm.retry = retry if retry is not None and retry.max > 0 else None
     sm.on_error = values.get("on_error", model.default_on_error) or "fail"
@@ -345,7 +357,14 @@ def _honoured(
     for name, span in found:
         if name in ("concurrency", "max_loops", "max_units", "exclusive") or sm.honours(name):
             continue  # misplaced ones are reported where they stand
-        report.add(messages.setting_no_effect(name=name, what=what), span, help=WHY_NOT.get((kind, name)))
+        shown = _unit_what(sm) if kind == "unit" and name == "max_tokens" else what
+        report.add(messages.setting_no_effect(name=name, what=shown), span, help=WHY_NOT.get((kind, name)))
+
+
+def _unit_what(sm: StepModel) -> str:
+    """A shell or script step, named for E207 on a setting only an agent honours (`max_tokens`)."""
+    kind = sm.target.kind if sm.target is not None else "unit"
+    return f"a `map` over `{kind}`" if sm.kind == "map" else f"a `{kind}` step"
 
 
 def _work(sm: StepModel, item: Any, report: Report) -> None:

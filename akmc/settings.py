@@ -1,5 +1,6 @@
-"""Settings (`timeout`, `retry`, `on_error`, `isolation`, `concurrency`, `fail_fast`, `max_loops`, `max_units`): where
-each may stand, which step kinds honour it, and its value checked and normalised (E207, E601, W703)."""
+"""Settings (`timeout`, `retry`, `on_error`, `isolation`, `concurrency`, `fail_fast`, `max_loops`, `max_units`,
+`max_tokens`): where each may stand, which step kinds honour it, and its value checked and normalised
+(E207, E601, W703)."""
 
 from __future__ import annotations
 
@@ -13,14 +14,14 @@ from akmc.records import build, record
 DEFAULT_CONCURRENCY = 4
 
 # Where each setting may stand.
-STEP_SETTINGS = {"timeout", "retry", "on_error", "isolation"}
+STEP_SETTINGS = {"timeout", "retry", "on_error", "isolation", "max_tokens"}
 PLACES = {
     "step": STEP_SETTINGS | {"fail_fast"},  # `fail_fast` only on a map step (E207 elsewhere)
     "defaults": STEP_SETTINGS,
-    "map": {"concurrency", "timeout", "retry", "fail_fast", "isolation"},
+    "map": {"concurrency", "timeout", "retry", "fail_fast", "isolation", "max_tokens"},
     "gate": {"max_loops"},
     "parallel": {"concurrency", "fail_fast", "on_error"},
-    "limits": {"concurrency", "max_units", "timeout", "exclusive"},
+    "limits": {"concurrency", "max_units", "timeout", "exclusive", "max_tokens"},
 }
 HOME = {
     "timeout": "a step, a `map` block, `defaults` or `limits`",
@@ -33,6 +34,7 @@ HOME = {
     "fail_fast": "a `map` block or its step, or a `parallel` block",
     "max_loops": "a `gate` block",
     "max_units": "`limits`",
+    "max_tokens": "an `agent` step, a `map` block over `agent`, `defaults` or `limits`",
     "exclusive": "`limits`",
 }
 
@@ -56,6 +58,8 @@ WHY_NOT = {
     ("uses", "isolation"): "set `isolation` on the child's own steps: they run in worktrees of this run's base commit",
     ("approval", "isolation"): "an approval runs no process that could run in a worktree",
     ("route", "isolation"): "a route runs no process that could run in a worktree",
+    ("uses", "max_tokens"): "bound the child's agents with its steps' `max_tokens`, or this workflow's `limits`",
+    ("unit", "max_tokens"): "only an agent reports token usage; bound the whole run with `limits { max_tokens }`",
 }
 ISOLATION = ("worktree", "none")  # `none` switches a default off
 
@@ -133,7 +137,7 @@ def _setting_value(setting: ast.Setting, place: str, report: Report) -> Any:
             return value.value
         report.add(messages.boolean_setting(name=name), value.span)
         return None
-    # integers: concurrency, max_units, max_loops
+    # integers: concurrency, max_units, max_loops, max_tokens (E102 bounds a literal to 2^53 - 1)
     if not isinstance(value, ast.Literal) or isinstance(value.value, bool) or not isinstance(value.value, int):
         report.add(messages.integer_setting(name=name), value.span)
         return None

@@ -33,12 +33,13 @@ KEYWORDS = {
         "on_error",
         "fail_fast",
         "isolation",
+        "max_tokens",
     ],
-    "map": [*TARGETS, "concurrency", "fail_fast", "timeout", "retry", "isolation", "env"],
+    "map": [*TARGETS, "concurrency", "fail_fast", "timeout", "retry", "isolation", "max_tokens", "env"],
     "gate": ["check", "max_loops"],
     "parallel": ["step", "concurrency", "fail_fast", "on_error"],
-    "limits": ["concurrency", "max_units", "timeout", "exclusive"],
-    "defaults": ["timeout", "retry", "on_error", "isolation", "env"],
+    "limits": ["concurrency", "max_units", "timeout", "exclusive", "max_tokens"],
+    "defaults": ["timeout", "retry", "on_error", "isolation", "max_tokens", "env"],
 }
 VALUES = {
     "on_error": ["fail", "continue"],

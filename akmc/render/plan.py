@@ -110,6 +110,8 @@ def step_lines(step: dict[str, Any], indent: str, number: str = "") -> list[str]
         lines += target_lines(step["gate"]["check"], sub + "  ")
     if "timeoutMs" in step:
         lines.append(f"{sub}timeout: {duration(step['timeoutMs'])}")
+    if "maxTokens" in step:
+        lines.append(f"{sub}max_tokens: {step['maxTokens']:,}")
     if "retry" in step:
         lines.append(f"{sub}retry: {retry_text(step['retry'])}")
     lines.append(f"{sub}on_error: {step['onError']}")

@@ -143,6 +143,8 @@ def limits_text(limits: dict[str, Any]) -> str:
     shown = [f"concurrency {limits['concurrency']}"]
     if "maxUnits" in limits:
         shown.append(f"max_units {limits['maxUnits']}")
+    if "maxTokens" in limits:
+        shown.append(f"max_tokens {limits['maxTokens']:,}")
     if "timeoutMs" in limits:
         shown.append(f"timeout {duration(limits['timeoutMs'])}")
     exclusive = limits.get("exclusive")

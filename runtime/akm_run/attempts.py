@@ -13,11 +13,11 @@ import queue
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from akm_run import core, decisions, identity
+from akm_run import budgets, core, decisions, identity, wording
 from akm_run import planformat as pf
 from akm_run.core import Aborted, End, Paused
 from akm_run.decisions import Dispatch, FailUnit, Redo, Rows, Unit
@@ -62,6 +62,7 @@ class Attempts:
     # The run's units in flight at once, whichever step they are of (a `parallel` block's members
     # run at once): min(limits.concurrency, --max-concurrency) slots.
     slots: threading.BoundedSemaphore
+    unmetered: set[str] = field(default_factory=set)  # steps whose `budget.unmetered` is journaled
 
     def fail(self, failing: FailUnit) -> End:
         """Journal a unit that fails before any attempt; it is never dispatched."""
@@ -138,12 +139,16 @@ class Attempts:
             self._check_abort()
             if left_running is None:
                 self._check_pause(unit)
+            left = self._left(unit)
+            if left is not None and left.tokens <= 0 and not left_running:
+                return self._refused(unit, left)
             dispatch = identity.dispatch_id(self.run_id, journal, failed_before)
             attempt = left_running or self._begin(unit, digest, dispatch, new_unit, start)
             new_unit, left_running = False, None
             if not attempt:
                 return self.fail(decisions.budget_spent(unit, self.plan["limits"]))
-            outcome = self._dispatch(unit, attempt, dispatch, digest, bound)
+            outcome = self._dispatch(unit, attempt, dispatch, digest, bound, left)
+            self._metered(unit, outcome, left)
             verdict = decisions.attempt_verdict(unit, outcome, retries)
             if isinstance(verdict, Redo):  # as a crash reclaim: same dispatch id, not a retry
                 self.store.interrupt_attempt(self.run_id, journal, unit.step["stepId"], attempt)
@@ -205,7 +210,41 @@ class Attempts:
                 max_units=self.plan["limits"].get("maxUnits"),
             )
 
-    def _dispatch(self, unit: Unit, attempt: int, dispatch: str, digest: str, bound: dict[str, Any] | None) -> End:
+    def _left(self, unit: Unit) -> budgets.Left | None:
+        """The smallest token budget left over an agent unit (None for other units, or no budget)."""
+        if unit.target["kind"] != "agent":
+            return None
+        spent = sum(budgets.tokens_of(a.usage) for a in self.store.attempts(self.run_id, unit.place.journal))
+        return budgets.remaining(self.store, self.run_id, unit.step.get("maxTokens"), spent)
+
+    def _refused(self, unit: Unit, left: budgets.Left) -> End:
+        """Before dispatch: no token budget is left, so the unit fails without starting."""
+        spent, limit = f"{left.limit - left.tokens:,}", f"{left.limit:,}"
+        if left.which == "unit":
+            message = wording.unit_budget_spent(spent=spent, limit=limit)
+        else:
+            message = wording.run_budget_spent(run=left.which, spent=spent, limit=limit)
+        with self.store.transaction(durable=False):
+            self.store.exceed_budget(self.run_id, unit.step["stepId"], unit.place.journal, budget=left.which)
+            return self.fail(FailUnit(unit.step, unit.place, "budget_exceeded", message))
+
+    def _metered(self, unit: Unit, outcome: End, left: budgets.Left | None) -> None:
+        """`budget.unmetered`, once per step, for an agent unit under a budget that reported no usage."""
+        step_id = unit.step["stepId"]
+        if left is None or outcome.usage is not None or outcome.status == "aborted" or step_id in self.unmetered:
+            return
+        self.unmetered.add(step_id)
+        self.store.unmetered(self.run_id, step_id, unit.place.journal)
+
+    def _dispatch(
+        self,
+        unit: Unit,
+        attempt: int,
+        dispatch: str,
+        digest: str,
+        bound: dict[str, Any] | None,
+        left: budgets.Left | None = None,
+    ) -> End:
         """Run one attempt through the dispatcher (the one place a unit runs: child runs too)."""
         context = core.unit_context(
             self.run_id, unit.place, dispatch, attempt, unit.inputs, unit.feedback, unit.gate_output
@@ -224,6 +263,7 @@ class Attempts:
             self.scratch,
             dispatch,
             unit.width,
+            None if left is None else left.tokens,
             isolated="isolation" in unit.step and not unit.gate_check,  # a gate's check runs in the workdir
         )
         while not self.slots.acquire(timeout=0.05):
@@ -250,14 +290,19 @@ class Attempts:
             raise Aborted
         if outcome.status == "completed":
             with self.store.transaction(durable=False):
-                self.store.complete_attempt(run_id, journal, step_id, attempt, outcome.output, outcome.stderr_tail)
+                self.store.complete_attempt(
+                    run_id, journal, step_id, attempt, outcome.output, outcome.stderr_tail, outcome.usage
+                )
                 if unit.completes:
                     self.store.complete_step(run_id, step_id, outcome.output)
             return End("completed", outcome.output, recorded=unit.completes)
         failure = AttemptFailure(
             outcome.reason, outcome.message, outcome.exit_code, outcome.output, outcome.stderr_tail, final
         )
-        self.store.fail_attempt(run_id, journal, step_id, attempt, failure)
+        with self.store.transaction(durable=False):
+            self.store.fail_attempt(run_id, journal, step_id, attempt, failure, outcome.usage)
+            if outcome.reason == "budget_exceeded":  # the hook for the `budget` notification (D4)
+                self.store.exceed_budget(run_id, step_id, journal, attempt=attempt)
         return core.unit_end(outcome)
 
     def _interrupted(self, unit: Unit, attempt: int) -> None:

@@ -68,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     events_options(command("events", "Show a run's events in commit order; --follow waits for more."))
     resume = command("resume", "Reopen a blocked or failed run: its blocked and failed steps become pending.")
-    resume.add_argument("run_id", metavar="RUN")
+    resume_options(resume)
     approve = command("approve", "Approve (or --reject) a blocked approval step.")
     approve.add_argument("run_id", metavar="RUN")
     approve.add_argument("step_id", metavar="STEP")
@@ -141,6 +141,13 @@ def logs_options(logs: argparse.ArgumentParser) -> None:
     logs.add_argument("--unit", type=int, metavar="N", help="only map item N (0 for a step's single unit)")
     logs.add_argument("--attempt", type=int, metavar="N", help="only attempt N of each unit")
     logs.add_argument("--format", choices=("text", "json"), default="text")
+
+
+def resume_options(resume: argparse.ArgumentParser) -> None:
+    """`akm-run resume`'s own arguments (docs/runtime.md, "Token budgets" for --extra-tokens)."""
+    resume.add_argument("run_id", metavar="RUN")
+    resume.add_argument("--extra-tokens", type=int, metavar="N", help="raise the run's token allowance by N first")
+    resume.add_argument("--by", default=None, help="who raises it (default: $USER)")
 
 
 def events_options(events: argparse.ArgumentParser) -> None:

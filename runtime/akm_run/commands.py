@@ -13,6 +13,7 @@ from typing import Any
 
 from akm_run import children, core, exitcodes, operations, preflighting, progress, pruning, report, serving, wording
 from akm_run import planformat as pf
+from akm_run.budgets import raised as raise_allowance
 from akm_run.console import as_given, emit, fail, on_signals, say_where, state_dir, utf8
 from akm_run.core import SIGNALLED, DriveResult
 from akm_run.database_url import SharedStore, redacted, unusable
@@ -371,14 +372,16 @@ def resume(args: argparse.Namespace) -> int:
     def reopen(store: Store, row: RunRow) -> int:
         if row.failure is not None and row.failure.get("reason") == operations.ABANDONED["reason"]:
             return fail(wording.abandoned_for_good(run=row.id))
+        if args.extra_tokens is not None and (refused := raise_allowance(store, row, args.extra_tokens, args.by)):
+            return fail(refused)
         if row.status in ("active", "completed"):
             if row.status == "active":
                 print(wording.active_nothing_to_reopen(run=row.id, command=hint("run", row.id)))
             else:
                 print(wording.nothing_to_reopen(run=row.id, status=row.status))
             return exitcodes.COMPLETED
-        if (refused := _pool_preflight(args, store, row)) is not None:
-            return refused
+        if (stopped := _pool_preflight(args, store, row)) is not None:
+            return stopped
         reopened = operations.reopen(store, row)
         done.append((wording.reopened(run=row.id, steps=", ".join(reopened) or "no steps"), row.id))
         return exitcodes.COMPLETED

@@ -56,6 +56,7 @@ class End:
     exit_code: int | None = None
     stderr_tail: str | None = None
     recorded: bool = False
+    usage: dict[str, Any] | None = None  # the attempt's last usage report (an agent's, operations.md D8)
     partial: list[Any] | None = None
 
 

@@ -36,6 +36,7 @@ class Request:
     scratch: Path | None = None  # the drive's private directory for unit files (None: a temporary one)
     dispatch_id: str = ""  # the attempt's dispatch id (identity.dispatch_id; also in the context)
     width: int = 1  # how many units of its step may run at once (a map's concurrency; 1 for a single unit)
+    max_tokens: int | None = None  # the smallest token budget left over the unit (budgets.remaining)
     isolated: bool = False  # the step says `isolation = worktree`: the attempt runs in its own worktree
 
 
@@ -84,6 +85,7 @@ class ProcessDispatcher:
             request.timeout_ms,
             workdir,
             self.settings.agent_cmd,
+            request.max_tokens,
             isolated,
         )
 

@@ -18,15 +18,17 @@ from akm_run.planformat import Feature, PlanError
 # A plan-level key or a step's key that means the plan uses the feature.
 PLAN_DETECTORS: Mapping[Feature, Callable[[Mapping[str, Any]], bool]] = {
     "exclusive": lambda plan: "exclusive" in plan["limits"],
+    "tokens": lambda plan: "maxTokens" in plan["limits"],
 }
 STEP_DETECTORS: Mapping[Feature, Callable[[Mapping[str, Any]], bool]] = {
     "keepGoing": lambda step: step.get("failFast") is False,
     "parallel": lambda step: step["kind"] == "parallel",
     "worktree": lambda step: "isolation" in step,
+    "tokens": lambda step: "maxTokens" in step,
 }
 
 # The features this runtime honours.
-SUPPORTED: frozenset[Feature] = frozenset({"exclusive", "keepGoing", "parallel", "worktree"})
+SUPPORTED: frozenset[Feature] = frozenset({"exclusive", "keepGoing", "parallel", "worktree", "tokens"})
 
 
 def every_step(plan: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:

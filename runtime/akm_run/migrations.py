@@ -144,6 +144,13 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE steps ADD COLUMN paused TEXT;
     ALTER TABLE units ADD COLUMN superseded INTEGER NOT NULL DEFAULT 0;
     """,
+    # Token budgets (operations.md D8): what each attempt reported, the tokens a run and everything
+    # it composes spent, and what `resume --extra-tokens` added to its allowance.
+    """
+    ALTER TABLE attempts ADD COLUMN usage_json TEXT;
+    ALTER TABLE runs ADD COLUMN tokens_spent INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE runs ADD COLUMN tokens_raised INTEGER NOT NULL DEFAULT 0;
+    """,
 )
 
 # PostgreSQL's words where SQLite's differ: DOUBLE PRECISION for REAL (PostgreSQL's REAL is 4 bytes,
@@ -283,6 +290,11 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE steps ADD COLUMN paused TEXT;
     ALTER TABLE units ADD COLUMN superseded INTEGER NOT NULL DEFAULT 0;
     """,
+    """
+    ALTER TABLE attempts ADD COLUMN usage_json TEXT;
+    ALTER TABLE runs ADD COLUMN tokens_spent BIGINT NOT NULL DEFAULT 0;
+    ALTER TABLE runs ADD COLUMN tokens_raised BIGINT NOT NULL DEFAULT 0;
+    """,
 )
 
 EVENT_KINDS = (
@@ -313,6 +325,9 @@ EVENT_KINDS = (
     "step.unpaused",
     "run.paused",  # akm-run pause RUN: no new step or unit of the run starts
     "run.unpaused",
+    "budget.exceeded",  # a token budget refused a unit before dispatch or ended an attempt past it
+    "budget.unmetered",  # an agent unit under a token budget reported no usage (once per step)
+    "budget.raised",  # akm-run resume --extra-tokens raised a run's allowance
 )
 
 

@@ -229,6 +229,7 @@ class _Work(_Member):
     gate: NotRequired[Gate]
     retry: NotRequired[Retry]
     timeoutMs: NotRequired[Millis]
+    maxTokens: NotRequired[Annotated[int, Range(1, MAX_INT)]]  # per unit, over its attempts (agent only)
     env: NotRequired[Annotated[list[EnvEntry], Items(low=1), SortedBy("name")]]
     # Each attempt runs in its own git worktree at the run's base commit (shell, script, agent only).
     isolation: NotRequired[Isolation]
@@ -308,6 +309,7 @@ class Limits(TypedDict):
     concurrency: Annotated[int, Range(1, MAX_CONCURRENCY)]
     maxUnits: NotRequired[Annotated[int, Range(1, MAX_INT)]]
     timeoutMs: NotRequired[Millis]
+    maxTokens: NotRequired[Annotated[int, Range(1, MAX_INT)]]  # the run and every child it composes
     # `true`: one unsettled top-level run of the ref per store; the decoder checks that a param is declared.
     exclusive: NotRequired[Union[Literal[True], ExclusiveParam]]
 

@@ -2,9 +2,9 @@
 
 The checks are a closed list (docs/runtime.md, "Preflight"), kept in CHECKS in the order they are
 reported: one function per check, each reading the plan's needs (akm_run.needs) and the host.
-The checks that come with their own features (`git` for worktrees; `notify` for notifications and
-`usage` for token budgets, to come) are added to CHECKS with those features. A finding names a
-variable, a program, a directory or a commit, never a value.
+The checks that come with their own features (`git` for worktrees, `usage` for token budgets,
+`notify` for notifications) are added to CHECKS with those features. A finding names a variable,
+a program, a directory or a commit, never a value.
 """
 
 from __future__ import annotations
@@ -72,6 +72,7 @@ class Subject:
 
     needs: list[Need]
     host: Host
+    budgeted: bool = False  # the plan or a child it embeds sets `max_tokens`: its features say "tokens"
 
     def of(self, kind: NeedKind) -> dict[str, Need]:
         """Each distinct name of one kind of need, with the step reported for it: the first that
@@ -166,14 +167,22 @@ def check_git(subject: Subject) -> Iterable[Finding]:
         yield _at("git", need, message, wording.fetch_the_base_commit(commit=host.base_commit))
 
 
+def check_usage(subject: Subject) -> Iterable[Finding]:
+    """A reminder, never an error: a token budget binds only through the usage lines an agent
+    command reports, which no host check can see before a unit runs."""
+    need = subject.of("agent").get("")
+    if need is not None and subject.budgeted:
+        yield _at("usage", need, wording.usage_unmetered(), wording.report_usage(), "info")
+
+
 def check_state(subject: Subject) -> Iterable[Finding]:
     directory = subject.host.state_dir
     if directory is not None and not writable(directory):
         yield Finding("state", "error", None, wording.state_unwritable(directory=directory), wording.pass_a_state_dir())
 
 
-# The closed list, in the order findings of one step are reported. `notify` (notifications) and
-# `usage` (token budgets) are added here with those features.
+# The closed list, in the order findings of one step are reported. `notify` (notifications) is
+# added here with that feature.
 CHECKS: tuple[tuple[str, Check], ...] = (
     ("secret", check_secret),
     ("passthrough", check_passthrough),
@@ -181,6 +190,7 @@ CHECKS: tuple[tuple[str, Check], ...] = (
     ("interpreter", check_interpreter),
     ("workdir", check_workdir),
     ("git", check_git),
+    ("usage", check_usage),
     ("state", check_state),
 )
 ORDER = {name: position for position, (name, _) in enumerate(CHECKS)}
@@ -217,7 +227,7 @@ def check(plan: Mapping[str, Any], host: Host, rows: Iterable[StepRow] | None = 
     spine position, then the member or child path, then the check. With `rows` (an existing run),
     only the steps that can still run are checked."""
     settled = {row.step_id for row in rows or () if row.status in ("completed", "skipped")}
-    subject = Subject(needs(plan, lambda step_id: step_id not in settled), host)
+    subject = Subject(needs(plan, lambda step_id: step_id not in settled), host, "tokens" in plan.get("features", ()))
     found = [finding for _, each in CHECKS for finding in each(subject)]
     return sorted(found, key=lambda f: (f.place, f.step_path or "", ORDER[f.check]))
 

@@ -15,11 +15,11 @@ from akm_run.trust import Signature
 RUN_COLUMNS = (
     "id, ref, title, plan_hash, plan_json, params_json, status, current_step, parent_run_id, parent_unit_id, "
     "invocation_key, exported_json, failure_json, notes, units_dispatched, created_at, updated_at, workdir, agent_cmd, "
-    "base_commit, base_repo, paused"
+    "base_commit, base_repo, paused, tokens_spent, tokens_raised"
 )
 ATTEMPT_COLUMNS = (
     "attempt, dispatch_id, status, reason, exit_code, pid, host, stderr_tail, started_at, finished_at, output_json, "
-    "message, worktree"
+    "message, worktree, usage_json"
 )
 UNIT_COLUMNS = (
     "unit_id, step_id, item_index, input_hash, status, output_json, failure_reason, failure_message, child_run_id, "

@@ -6,7 +6,7 @@ import json
 import time
 from typing import Any
 
-from akm_run import children, kept, lanes, operations, wording
+from akm_run import budgets, children, kept, lanes, operations, wording
 from akm_run.core import DriveResult as Result
 from akm_run.hints import Hints
 from akm_run.rows import AttemptRow, RunRow
@@ -103,6 +103,8 @@ def status_document(store: Store, run: RunRow, hints: Hints) -> dict[str, Any]:
         summary["failure"] = run.failure
     if run.paused is not None:
         summary["paused"] = run.paused
+    if (usage := budgets.run_usage(store, run)) is not None:
+        summary["usage"] = usage
     steps = []
     order = lanes.plan_order(run)
     rows = sorted(store.steps(run.id), key=lambda r: order.get(r.step_id, (len(order), None))[0])
@@ -179,6 +181,8 @@ def status_text(document: dict[str, Any]) -> str:
         lines.append(wording.base_line(commit=base["commit"][:7], repo=kept.short(base["repo"] or "")))
     if "exported" in run:
         lines.append(f"exported: {_json(run['exported'])}")
+    if "usage" in run:
+        lines += budgets.usage_lines(run["usage"])
     lines.append("steps:")
     width = max((len(s["stepId"]) for s in document["steps"]), default=0)
     for step in document["steps"]:
@@ -295,6 +299,8 @@ def _attempt(row: AttemptRow, changed: dict[tuple[str, int], int]) -> dict[str, 
         entry["stderrTail"] = row.stderr_tail
     if row.worktree is not None:
         entry["worktree"] = {"path": row.worktree, "changedFiles": changed.get((row.unit_id, row.attempt), 0)}
+    if row.usage_json is not None:
+        entry["usage"] = row.usage
     return entry
 
 
@@ -318,6 +324,8 @@ def logs_text(document: dict[str, Any]) -> str:
                 lines.append(f"    message: {attempt['message']}")
             if "worktree" in attempt:
                 lines.append(f"    {kept.line(attempt['worktree'])}")
+            if "usage" in attempt:
+                lines.append(f"    {budgets.attempt_usage_line(attempt['usage'])}")
             if "output" in attempt:
                 lines.append(f"    stdout: {_json(attempt['output'])}")
             if "stderrTail" in attempt:

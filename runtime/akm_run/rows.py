@@ -36,6 +36,8 @@ class RunRow:
     base_commit: str | None = None  # the commit its worktrees check out (worktree isolation), else None
     base_repo: str | None = None  # the root of the repository that commit was read from
     paused_json: str | None = None  # `akm-run pause RUN`: {"by", "now"} (a flag, not a status)
+    tokens_spent: int = 0  # reported by the agent units of the run and of every run it composes
+    tokens_raised: int = 0  # added to `limits.maxTokens` by `resume --extra-tokens`
 
     @property
     def params(self) -> dict[str, Any]:
@@ -113,10 +115,15 @@ class AttemptRow:
     output_json: str | None = None
     message: str | None = None
     worktree: str | None = None  # the kept worktree of this attempt (absolute), until it is removed
+    usage_json: str | None = None  # the attempt's last usage report (operations.md D8)
 
     @property
     def output(self) -> Any:
         return None if self.output_json is None else json.loads(self.output_json)
+
+    @property
+    def usage(self) -> dict[str, Any] | None:
+        return None if self.usage_json is None else dict(json.loads(self.usage_json))
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,13 +14,13 @@ from typing import Any
 from akm_run.deletions import Deletions
 from akm_run.exclusive import Exclusion
 from akm_run.migrations import EVENT_KINDS
-from akm_run.queries import Queries
 from akm_run.rows import AttemptFailure, AttemptStatus, RunStatus, StepStatus
 from akm_run.strictjson import dumps
+from akm_run.tokenstore import Tokens
 from akm_run.trust import Signature
 
 
-class Store(Queries, Deletions, Exclusion):
+class Store(Tokens, Deletions, Exclusion):
     """A run journal (akm_run.journal.Journal): its reads and its transitions, on a dialect's database."""
 
     def event(
@@ -386,12 +386,20 @@ class Store(Queries, Deletions, Exclusion):
     # An attempt's endings. A completed attempt completes its unit; a failed one fails it when `final`.
 
     def complete_attempt(
-        self, run_id: str, unit_id: str, step_id: str, attempt: int, output: Any, stderr_tail: str | None
+        self,
+        run_id: str,
+        unit_id: str,
+        step_id: str,
+        attempt: int,
+        output: Any,
+        stderr_tail: str | None,
+        usage: dict[str, Any] | None = None,
     ) -> None:
         now = time.time()
         stored = None if output is None else dumps(output)  # a `null` stdout keeps no attempt output
         with self.transaction(durable=False):
             self._end_attempt(run_id, unit_id, attempt, "completed", (None, None, stderr_tail, now, stored, None))
+            self._usage(run_id, unit_id, attempt, usage)
             self._execute(
                 "UPDATE units SET status = 'completed', output_json = ?, failure_reason = NULL, "
                 "failure_message = NULL, updated_at = ? WHERE run_id = ? AND unit_id = ?",
@@ -399,11 +407,20 @@ class Store(Queries, Deletions, Exclusion):
             )
             self.event(run_id, "unit.completed", step_id, unit_id, attempt=attempt)
 
-    def fail_attempt(self, run_id: str, unit_id: str, step_id: str, attempt: int, failure: AttemptFailure) -> None:
+    def fail_attempt(
+        self,
+        run_id: str,
+        unit_id: str,
+        step_id: str,
+        attempt: int,
+        failure: AttemptFailure,
+        usage: dict[str, Any] | None = None,
+    ) -> None:
         now, stored = time.time(), None if failure.output is None else dumps(failure.output)
         with self.transaction(durable=False):
             ended = (failure.reason, failure.exit_code, failure.stderr_tail, now, stored, failure.message)
             self._end_attempt(run_id, unit_id, attempt, "failed", ended)
+            self._usage(run_id, unit_id, attempt, usage)
             if failure.final:
                 self._execute(
                     "UPDATE units SET status = 'failed', failure_reason = ?, failure_message = ?, updated_at = ? "

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from akm_run import outcomes
+from akm_run import outcomes, wording
+from akm_run.budgets import UsageReader
 from akm_run.core import End
 from akm_run.locks import pid_alive
 from akm_run.outcomes import STDERR_TAIL_BYTES
@@ -57,6 +58,7 @@ class Unit:
     timeout_ms: int | None = None
     workdir: Path = Path(".")
     agent_cmd: str | None = None
+    max_tokens: int | None = None  # AKM_MAX_TOKENS: an attempt reporting more is ended (budget_exceeded)
     isolated: dict[str, str] = field(default_factory=dict)  # AKM_WORKTREE, AKM_BASE_COMMIT of a worktree
 
 
@@ -148,16 +150,23 @@ def execute(
     try:
         stdin_path = write("context.json", json.dumps(unit.context, ensure_ascii=False, sort_keys=True), 0o600)
         env["AKM_CONTEXT"] = str(stdin_path)
+        reader = UsageReader(write("progress", "", 0o600))  # operations.md D6; D8 reads its usage lines
+        env["AKM_PROGRESS"] = str(reader.path)
+        if unit.max_tokens is not None:
+            env["AKM_MAX_TOKENS"] = str(max(unit.max_tokens, 0))
         if argv[0] == "<script>":
             argv = [str(write("script", unit.target["text"], 0o700))]
         if stdin_text is not None:
             stdin_path = write("stdin", stdin_text, 0o600)
-        outcome = _run(argv, unit, env, stdin_path, abort, on_spawn, secrets)
+        outcome = _run(argv, unit, env, stdin_path, abort, on_spawn, secrets, reader)
+        usage = reader.finish()
     finally:
         for path in created:
             with contextlib.suppress(OSError):  # a unit may have removed or replaced its files
                 path.unlink(missing_ok=True)
-    return outcomes.storable(outcomes.redacted(outcome, secrets))
+    ended = outcomes.storable(outcomes.redacted(outcome, secrets))
+    ended.usage = None if usage is None else outcomes.redact(usage.fields, secrets)
+    return ended
 
 
 def _private(path: Path, text: str, mode: int) -> None:
@@ -192,6 +201,7 @@ def _run(
     abort: threading.Event,
     on_spawn: Callable[[int], None],
     secrets: list[str],
+    reader: UsageReader,
 ) -> End:
     adopt_orphans()
     with stdin_path.open("rb") as stdin:
@@ -218,6 +228,8 @@ def _run(
                 ended = "aborted"
             elif deadline is not None and time.monotonic() >= deadline:
                 ended = "timeout"
+            elif _past_budget(unit, reader):
+                ended = "budget_exceeded"
             if ended:
                 stopped = stop_group(process.pid, functools.partial(_reap_group, process))
                 process.wait()
@@ -225,16 +237,36 @@ def _run(
                 break
     finally:
         streams.close()
-    return _ended(streams, unit, ended, stopped, secrets)
+    return _ended(streams, unit, ended, stopped, secrets, reader)
 
 
-def _ended(streams: _Streams, unit: Unit, ended: str | None, stopped: str | None, secrets: list[str]) -> End:
+def _past_budget(unit: Unit, reader: UsageReader) -> bool:
+    """Whether the attempt has reported more tokens than the budget it was given (an agent only)."""
+    if unit.max_tokens is None:
+        return False
+    usage = reader.look()
+    return usage is not None and usage.tokens > unit.max_tokens
+
+
+def _ended(
+    streams: _Streams, unit: Unit, ended: str | None, stopped: str | None, secrets: list[str], reader: UsageReader
+) -> End:
     """The End of an attempt whose process exited (or was stopped: `ended` says why, `stopped` how)."""
     clean = functools.partial(outcomes.clean, secrets=secrets)  # redacted before anything is cut
     what = _what(unit)
     tail = outcomes.last(clean(bytes(streams.stderr)), STDERR_TAIL_BYTES) or None
     if ended == "aborted":
         return End("aborted", reason="aborted", message=f"the drive was aborted; {stopped}", stderr_tail=tail)
+    if ended == "budget_exceeded":
+        assert unit.max_tokens is not None and reader.last is not None and stopped is not None
+        return End(
+            "failed",
+            reason="budget_exceeded",
+            message=wording.attempt_over_budget(
+                what=what, tokens=reader.last.tokens, left=unit.max_tokens, stopped=stopped
+            ),
+            stderr_tail=tail,
+        )
     if ended == "timeout":
         assert unit.timeout_ms is not None
         return End(

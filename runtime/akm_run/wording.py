@@ -475,10 +475,9 @@ def failed_member(*, step: str, reason: str) -> None: ...
 def blocked_member(*, step: str) -> None: ...
 
 
-# The wording of preflight and of the operator verbs, each in its own module for length; imported
-# last, in the order they were written.
+# The wording of preflight, of the operator verbs, of worktree isolation and of token budgets, each
+# in its own module for length; imported last.
+from akm_run.wording_budgets import *  # noqa: E402, F403
 from akm_run.wording_operator import *  # noqa: E402, F403
 from akm_run.wording_preflight import *  # noqa: E402, F403
-
-# -- worktree isolation (akm_run.worktrees, akm_run.isolation, akm_run.kept), in its own module for length
 from akm_run.wording_worktrees import *  # noqa: E402, F403

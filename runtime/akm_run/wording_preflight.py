@@ -35,11 +35,13 @@ __all__ = [
     "preflight_ok",
     "preflight_skipped",
     "remembered_workdir",
+    "report_usage",
     "secret_empty",
     "secret_unset",
     "set_the_passthrough",
     "set_the_secret",
     "state_unwritable",
+    "usage_unmetered",
     "use_a_git_work_tree",
     "workdir_missing",
 ]
@@ -118,3 +120,14 @@ def pass_a_state_dir() -> None: ...
 def given_workdir(*, workdir: object) -> None: ...
 @words("the run's workdir {workdir}")
 def remembered_workdir(*, workdir: object) -> None: ...
+
+
+# -- preflight's `usage` check (token budgets, operations.md D8) ---------------------------------
+
+
+@words("the plan has token budgets (max_tokens): they bind only if the agent command reports usage")
+def usage_unmetered() -> None: ...
+@words(
+    'have the agent command (or its adapter) write {{"usage": {{"input_tokens": N, "output_tokens": N}}}} lines to $AKM_PROGRESS'
+)
+def report_usage() -> None: ...

@@ -306,6 +306,7 @@ async def test_completion(client: LanguageClient, workspace: Path) -> None:
     assert await _complete(client, target, PARENT.replace("  step collect", "  limits { | }\n  step collect"), 7) == [
         "concurrency",
         "exclusive",
+        "max_tokens",
         "max_units",
         "timeout",
     ]

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from akm_run import preflight
 from akm_run.needs import Interpreter, interpreter, needs, summary
 from akm_run.preflight import Host
+from akm_run.rows import StepRow
 from helpers import committed, git
 
 
@@ -200,3 +201,20 @@ def test_a_git_finding_of_a_step_a_route_may_skip_is_a_warning_and_a_missing_wor
     assert severity == "warning" and message.endswith("needed only if route `pick` selects `fix`")
     gone = Host({}, tmp_path / "gone", "--workdir gone", None)
     assert [f.check for f in preflight.check(plan, gone)] == ["workdir", "agent"]  # no git finding
+
+
+def test_a_plan_with_token_budgets_and_an_agent_that_can_run_gets_one_usage_reminder(tmp_path: Path) -> None:
+    agent = tmp_path / "agent"
+    agent.write_text("#!/bin/sh\n")
+    agent.chmod(0o755)
+    route = {"stepId": "pick", "index": 0, "onError": "fail", "kind": "route", "input": "params.x"}
+    route |= {"cases": [{"match": "a", "next": "quick"}], "default": "think"}
+    think = _unit("think", 2, {"kind": "agent", "instructions": "go"}, None)
+    plan = _plan(route, _unit("quick", 1, {"kind": "shell", "command": "true"}), think) | {"features": ["tokens"]}
+    host = Host({"PATH": str(tmp_path)}, tmp_path, "--workdir .", "agent")
+    [found] = preflight.check(plan, host)
+    assert (found.check, found.severity, found.step_path) == ("usage", "info", "think")  # a reminder: no downgrade
+    assert not preflight.failed([found]) and "needed only if" not in found.message
+    assert preflight.check(plan | {"features": []}, host) == []  # no budget: nothing to remind
+    done = StepRow("think", 2, "completed", None, None, None, None, 0, 0, None)
+    assert preflight.check(plan, host, [done]) == []  # no agent left to run

@@ -68,6 +68,7 @@ CATALOG: dict[str, Code] = _entries(
     ("W703", "limit clamped"),
     ("W704", "unused suppression"),
     ("W705", "step reads the output of a step that may fail and continue"),
+    ("W707", "`stall_after` is not shorter than the step's timeout"),
     ("W708", "shell command runs a workspace file the plan does not freeze"),
 )
 

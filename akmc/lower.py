@@ -215,6 +215,10 @@ def _work(sm: StepModel, lowering: Lowering, children: Mapping[str, Child]) -> p
         step["retry"] = _retry(sm.retry)
     if sm.timeout_ms is not None:
         step["timeoutMs"] = sm.timeout_ms
+    if sm.stall_after_ms is not None:
+        step["stallAfterMs"] = sm.stall_after_ms
+        if sm.on_stall == "terminate":
+            step["onStall"] = "terminate"
     env = _env(sm.env)
     if env:
         step["env"] = env

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from akm_run.durations import format_ms
 from akm_run.numbers import normal
 from akm_run.planformat import MAX_OUTPUTS, MAX_PARAMS, MAX_STEPS, NAME
 from akmc import ast, messages
@@ -36,6 +37,8 @@ class StepModel:
     timeout_ms: int | None = None
     retry: Retry | None = None
     on_error: str | None = None
+    stall_after_ms: int | None = None
+    on_stall: str | None = None  # "terminate" only; `warn` is the default
     concurrency: int = DEFAULT_CONCURRENCY
 
     @property
@@ -72,6 +75,8 @@ class Model:
     default_timeout_ms: int | None = None
     default_retry: Retry | None = None
     default_on_error: str | None = None
+    default_stall_after_ms: int | None = None
+    default_on_stall: str | None = None
     default_env: dict[str, ast.EnvEntry] = field(default_factory=dict)
     # (reference, reader index, whether `item` may stand there): every reference, wherever it stands
     references: list[tuple[ast.Reference, int, bool]] = field(default_factory=list)
@@ -150,6 +155,8 @@ def _defaults(model: Model, section: ast.Section, report: Report) -> None:
     model.default_timeout_ms = values.get("timeout")
     model.default_retry = values.get("retry")
     model.default_on_error = values.get("on_error")
+    model.default_stall_after_ms = values.get("stall_after")
+    model.default_on_stall = values.get("on_stall")
     for env in section.settings:
         if isinstance(env, ast.Env):
             _env(env, model.default_env, report)
@@ -214,6 +221,7 @@ def _step(model: Model, step: ast.Step, index: int, report: Report) -> StepModel
             values[name] = value
     _honoured(sm, [*items.settings, *map_settings], items.env, items.gate, report)
     _settle(model, sm, values)
+    _stall(model, sm, values, [*items.settings, *map_settings], report)
     _step_references(model, sm)
     return sm
 
@@ -263,6 +271,26 @@ def _settle(model: Model, sm: StepModel, values: dict[str, Any]) -> None:
     sm.on_error = values.get("on_error", model.default_on_error) or "fail"
     if sm.honours("env"):
         sm.env = {**model.default_env, **sm.env}
+
+
+def _stall(model: Model, sm: StepModel, values: dict[str, Any], own: list[ast.Setting], report: Report) -> None:
+    """The step's `stall_after` and `on_stall` (its own, else the defaults'): E207 for an `on_stall`
+    of its own with no `stall_after` to act on, W707 when the stall hint could never fire before the
+    timeout (the step's, else the run's)."""
+    if not sm.honours("stall_after"):
+        return
+    sm.stall_after_ms = values.get("stall_after", model.default_stall_after_ms)
+    on_stall = values.get("on_stall", model.default_on_stall)
+    spans = {s.name.text: s for s in own}
+    if sm.stall_after_ms is None:
+        if "on_stall" in spans:
+            report.add(messages.on_stall_alone(), spans["on_stall"].name.span)
+        return
+    sm.on_stall = "terminate" if on_stall == "terminate" else None
+    timeout = sm.timeout_ms if sm.timeout_ms is not None else model.timeout_ms
+    if timeout is not None and sm.stall_after_ms >= timeout and "stall_after" in spans:
+        stall, limit = format_ms(sm.stall_after_ms), format_ms(timeout)
+        report.add(messages.stall_after_timeout(stall=stall, timeout=limit), spans["stall_after"].value.span)
 
 
 def _step_references(model: Model, sm: StepModel) -> None:

@@ -1,11 +1,20 @@
-"""Settings (`timeout`, `retry`, `on_error`, `concurrency`, `max_loops`, `max_units`): where each may
-stand, which step kinds honour it, and its value checked and normalised (E207, E601, W703)."""
+"""Settings (`timeout`, `retry`, `on_error`, `stall_after`, `on_stall`, `concurrency`, `max_loops`,
+`max_units`): where each may stand, which step kinds honour it, and its value checked and normalised
+(E207, E601, W703)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from akm_run.planformat import MAX_CONCURRENCY, MAX_LOOPS, MAX_RETRY, MAX_TIMEOUT_MS, RETRY_REASONS
+from akm_run.planformat import (
+    MAX_CONCURRENCY,
+    MAX_LOOPS,
+    MAX_RETRY,
+    MAX_TIMEOUT_MS,
+    MIN_STALL_MS,
+    RETRY_DEFAULT_ON,
+    RETRY_REASONS,
+)
 from akmc import ast, messages
 from akmc.diagnostics import Report, did_you_mean, position
 from akmc.records import build, record
@@ -13,11 +22,12 @@ from akmc.records import build, record
 DEFAULT_CONCURRENCY = 4
 
 # Where each setting may stand.
-STEP_SETTINGS = {"timeout", "retry", "on_error"}
+STEP_SETTINGS = {"timeout", "retry", "on_error", "stall_after", "on_stall"}
+ON_STALL = ("warn", "terminate")
 PLACES = {
     "step": STEP_SETTINGS,
     "defaults": STEP_SETTINGS,
-    "map": {"concurrency", "timeout", "retry"},
+    "map": {"concurrency", "timeout", "retry", "stall_after", "on_stall"},
     "gate": {"max_loops"},
     "limits": {"concurrency", "max_units", "timeout"},
 }
@@ -25,6 +35,8 @@ HOME = {
     "timeout": "a step, a `map` block, `defaults` or `limits`",
     "retry": "a step, a `map` block or `defaults`",
     "on_error": "a step or `defaults`",
+    "stall_after": "a step, a `map` block or `defaults`",
+    "on_stall": "a step, a `map` block or `defaults`",
     "concurrency": "a `map` block or `limits`",
     "max_loops": "a `gate` block",
     "max_units": "`limits`",
@@ -34,7 +46,7 @@ HOME = {
 # its target's kind (shell, script and agent are "unit"), or "route"; a `map` step honours what its
 # target's kind honours, plus `concurrency`.
 HONOURED = {
-    "unit": {"timeout", "retry", "on_error", "env", "gate"},
+    "unit": {"timeout", "retry", "on_error", "env", "gate", "stall_after", "on_stall"},
     "uses": {"on_error", "gate"},
     "approval": {"on_error"},
     "route": {"on_error"},
@@ -46,6 +58,10 @@ WHY_NOT = {
     ("approval", "timeout"): "an approval waits for a person, not a process",
     ("approval", "retry"): "an approval runs no process that could be retried",
     ("approval", "gate"): "an approval runs no process that a check could re-run",
+    ("uses", "stall_after"): "set `stall_after` on the child's own steps",
+    ("uses", "on_stall"): "set `on_stall` on the child's own steps",
+    ("approval", "stall_after"): "an approval waits for a person, not a process",
+    ("approval", "on_stall"): "an approval waits for a person, not a process",
 }
 
 
@@ -97,6 +113,15 @@ def _setting_value(setting: ast.Setting, place: str, report: Report) -> Any:
     name, value = setting.name.text, setting.value
     if name == "timeout":
         return _duration(value, name, report)
+    if name == "stall_after":
+        return _stall_after(value, report)
+    if name == "on_stall":
+        if isinstance(value, ast.Word) and value.text in ON_STALL:
+            return value.text
+        text = value.text if isinstance(value, ast.Word) else None
+        help_text = did_you_mean(text, set(ON_STALL)) if text else None
+        report.add(messages.on_stall_value(), value.span, help=help_text)
+        return None
     if name == "on_error":
         if isinstance(value, ast.Word) and value.text in ("fail", "continue"):
             return value.text
@@ -136,9 +161,18 @@ def _duration(value: ast.Value, name: str, report: Report) -> int | None:
     return value.ms
 
 
+def _stall_after(value: ast.Value, report: Report) -> int | None:
+    ms = _duration(value, "stall_after", report)
+    if ms is not None and ms < MIN_STALL_MS:
+        assert isinstance(value, ast.Duration)
+        report.add(messages.stall_after_too_short(duration=value.text), value.span)
+        return None
+    return ms
+
+
 def _retry(value: ast.Value, report: Report) -> Retry | None:
     if isinstance(value, ast.Literal) and isinstance(value.value, int) and not isinstance(value.value, bool):
-        return _retry_max(value.value, value.span, report, list(RETRY_REASONS), None)
+        return _retry_max(value.value, value.span, report, list(RETRY_DEFAULT_ON), None)
     if not isinstance(value, ast.ObjectValue):
         report.add(messages.retry_value(), value.span)
         return None
@@ -153,7 +187,7 @@ def _retry(value: ast.Value, report: Report) -> Retry | None:
     if not isinstance(maximum, ast.Literal) or not isinstance(maximum.value, int) or isinstance(maximum.value, bool):
         report.add(messages.retry_max_integer(), maximum.span)
         return None
-    reasons: list[str] = list(RETRY_REASONS)
+    reasons: list[str] = list(RETRY_DEFAULT_ON)
     if "on" in entries:
         on = entries["on"][1]
         items = on.items if isinstance(on, ast.ListValue) else None

@@ -20,15 +20,29 @@ SECTIONS = ["description", "params", "outputs", "limits", "defaults", "step"]
 TARGETS = ["shell", "script", "agent", "uses", "approval"]
 KEYWORDS = {
     "workflow": SECTIONS,
-    "step": [*TARGETS, "map", "route", "gate", "env", "inputs", "output", "timeout", "retry", "on_error"],
-    "map": [*TARGETS, "concurrency", "timeout", "retry", "env"],
+    "step": [
+        *TARGETS,
+        "map",
+        "route",
+        "gate",
+        "env",
+        "inputs",
+        "output",
+        "timeout",
+        "retry",
+        "on_error",
+        "stall_after",
+        "on_stall",
+    ],
+    "map": [*TARGETS, "concurrency", "timeout", "retry", "stall_after", "on_stall", "env"],
     "gate": ["check", "max_loops"],
     "limits": ["concurrency", "max_units", "timeout"],
-    "defaults": ["timeout", "retry", "on_error", "env"],
+    "defaults": ["timeout", "retry", "on_error", "stall_after", "on_stall", "env"],
 }
 VALUES = {
     "on_error": ["fail", "continue"],
-    "on": ["exit", "timeout", "spawn_error", "output_invalid"],
+    "on_stall": ["warn", "terminate"],
+    "on": ["exit", "timeout", "spawn_error", "output_invalid", "stalled"],
 }
 TYPE_NAMES = ["string", "int", "number", "bool", "null", "any", "list", "map"]
 

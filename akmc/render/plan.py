@@ -117,6 +117,8 @@ def step_lines(step: dict[str, Any], indent: str, number: str = "") -> list[str]
         lines.append(f"{sub}timeout: {duration(step['timeoutMs'])}")
     if "retry" in step:
         lines.append(f"{sub}retry: {retry_text(step['retry'])}")
+    if "stallAfterMs" in step:
+        lines.append(f"{sub}stall_after: {duration(step['stallAfterMs'])}, on_stall {step.get('onStall', 'warn')}")
     lines.append(f"{sub}on_error: {step['onError']}")
     if "env" in step:
         lines.append(f"{sub}env:")

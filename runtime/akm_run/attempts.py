@@ -192,6 +192,8 @@ class Attempts:
             self.scratch,
             dispatch,
             unit.width,
+            unit.step.get("stallAfterMs"),
+            unit.step.get("onStall"),
         )
         self.progress.unit_started()
         try:

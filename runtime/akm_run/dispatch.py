@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from akm_run import children, units
 from akm_run import planformat as pf
+from akm_run.activity import Board
 from akm_run.core import DriveResult, End, Placement
 from akm_run.hints import Hints
 from akm_run.journal import Journal
@@ -36,6 +37,8 @@ class Request:
     scratch: Path | None = None  # the drive's private directory for unit files (None: a temporary one)
     dispatch_id: str = ""  # the attempt's dispatch id (identity.dispatch_id; also in the context)
     width: int = 1  # how many units of its step may run at once (a map's concurrency; 1 for a single unit)
+    stall_after_ms: int | None = None
+    on_stall: str | None = None  # "terminate", else a stall only warns
 
 
 class Dispatcher(Protocol):
@@ -64,9 +67,12 @@ class ProcessDispatcher:
         settings: Settings,
         abort: threading.Event,
         on_spawn: Callable[[int], None] = lambda pid: None,
+        board: Board | None = None,
     ) -> None:
-        """`on_spawn` learns each attempt's process group once its pid is journaled."""
+        """`on_spawn` learns each attempt's process group once its pid is journaled; `board` journals
+        the attempts' activity (default: a board of its own, at most once a second)."""
         self.journal, self.settings, self.abort, self.on_spawn = journal, settings, abort, on_spawn
+        self.board = board or Board(journal.record_activity)
 
     def dispatch(self, request: Request) -> End:
         spec = units.Unit(
@@ -77,13 +83,15 @@ class ProcessDispatcher:
             request.timeout_ms,
             self.settings.workdir,
             self.settings.agent_cmd,
+            request.stall_after_ms,
+            request.on_stall,
         )
 
         def spawned(pid: int) -> None:
             self.journal.attempt_process(request.run_id, request.place.journal, request.attempt, pid, host=_host())
             self.on_spawn(pid)
 
-        return units.execute(spec, self.abort, spawned, self.settings.environ, request.scratch)
+        return units.execute(spec, self.abort, spawned, self.settings.environ, request.scratch, self.board)
 
 
 class ChildDispatcher:

@@ -17,10 +17,12 @@ from akm_run.planformat import Feature, PlanError
 
 # A plan-level key or a step's key that means the plan uses the feature.
 PLAN_DETECTORS: Mapping[Feature, Callable[[Mapping[str, Any]], bool]] = {}
-STEP_DETECTORS: Mapping[Feature, Callable[[Mapping[str, Any]], bool]] = {}
+STEP_DETECTORS: Mapping[Feature, Callable[[Mapping[str, Any]], bool]] = {
+    "stall": lambda step: "stallAfterMs" in step or "onStall" in step,
+}
 
 # The features this runtime honours.
-SUPPORTED: frozenset[Feature] = frozenset()
+SUPPORTED: frozenset[Feature] = frozenset({"stall"})
 
 
 def plans(plan: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
@@ -28,7 +30,8 @@ def plans(plan: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
     yield plan
     for step in plan["steps"]:
         target = step.get("target")
-        if target is not None and target["kind"] == "child-workflow":
+        # A child that did not resolve (a plan the compiler lowers only to report on) embeds none.
+        if target is not None and target.get("kind") == "child-workflow" and "plan" in target:
             yield from plans(target["plan"])
 
 

@@ -119,6 +119,13 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
         allowed_signers TEXT NOT NULL
     );
     """,
+    # Unit activity (operations.md D6): when an attempt last showed activity, its latest progress
+    # frame (not a history) and how many of its progress lines were invalid.
+    """
+    ALTER TABLE attempts ADD COLUMN last_activity_at REAL;
+    ALTER TABLE attempts ADD COLUMN progress_json TEXT;
+    ALTER TABLE attempts ADD COLUMN progress_ignored INTEGER NOT NULL DEFAULT 0;
+    """,
 )
 
 # PostgreSQL's words where SQLite's differ: DOUBLE PRECISION for REAL (PostgreSQL's REAL is 4 bytes,
@@ -228,6 +235,11 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
         allowed_signers TEXT NOT NULL
     );
     """,
+    """
+    ALTER TABLE attempts ADD COLUMN last_activity_at DOUBLE PRECISION;
+    ALTER TABLE attempts ADD COLUMN progress_json TEXT;
+    ALTER TABLE attempts ADD COLUMN progress_ignored INTEGER NOT NULL DEFAULT 0;
+    """,
 )
 
 EVENT_KINDS = (
@@ -250,6 +262,8 @@ EVENT_KINDS = (
     "unit.aborted",  # an attempt ended by an abort (signal, run timeout)
     "unit.interrupted",  # a crash reclaim found the attempt still marked running
     "gate.rejected",
+    "unit.silent",  # a running attempt showed no activity for its step's stall_after (once per silent stretch)
+    "unit.active",  # a silent attempt showed activity again
 )
 
 

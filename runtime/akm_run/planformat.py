@@ -32,8 +32,13 @@ MAX_TIMEOUT_MS = 24 * 3600 * 1000  # every duration in a plan (timeouts, backoff
 MIN_DURATION_MS = 1
 MAX_RETRY = 10
 MAX_LOOPS = 10
-RetryReason = Literal["exit", "timeout", "spawn_error", "output_invalid"]
-RETRY_REASONS: tuple[RetryReason, ...] = ("exit", "timeout", "spawn_error", "output_invalid")
+RetryReason = Literal["exit", "timeout", "spawn_error", "output_invalid", "stalled"]
+RETRY_REASONS: tuple[RetryReason, ...] = ("exit", "timeout", "spawn_error", "output_invalid", "stalled")
+# What `retry = N` retries on: every reason but `stalled`, which came later and is named explicitly
+# (a plan written before it keeps its bytes and its hash).
+RETRY_DEFAULT_ON: tuple[RetryReason, ...] = ("exit", "timeout", "spawn_error", "output_invalid")
+MIN_STALL_MS = 1000  # `stall_after` lies in [1s, MAX_TIMEOUT_MS]
+OnStall = Literal["terminate"]  # `on_stall`; its default, `warn`, is written as the key's absence
 OnError = Literal["fail", "continue"]
 ON_ERROR: tuple[OnError, ...] = ("fail", "continue")
 # The third-edition constructs a plan may use (`plan.features`, derived by akm_run.features).
@@ -221,6 +226,8 @@ class _Work(_Step):
     retry: NotRequired[Retry]
     timeoutMs: NotRequired[Millis]
     env: NotRequired[Annotated[list[EnvEntry], Items(low=1), SortedBy("name")]]
+    stallAfterMs: NotRequired[Annotated[int, Range(MIN_STALL_MS, MAX_TIMEOUT_MS)]]
+    onStall: NotRequired[OnStall]
 
 
 class UnitStep(_Work):

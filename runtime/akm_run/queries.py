@@ -17,7 +17,7 @@ RUN_COLUMNS = (
 )
 ATTEMPT_COLUMNS = (
     "attempt, dispatch_id, status, reason, exit_code, pid, host, stderr_tail, started_at, finished_at, output_json, "
-    "message"
+    "message, last_activity_at, progress_json, progress_ignored"
 )
 UNIT_COLUMNS = (
     "unit_id, step_id, item_index, input_hash, status, output_json, failure_reason, failure_message, child_run_id"

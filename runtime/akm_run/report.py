@@ -6,7 +6,7 @@ import json
 import time
 from typing import Any
 
-from akm_run import children, operations
+from akm_run import children, operations, running, wording
 from akm_run.core import DriveResult as Result
 from akm_run.hints import Hints
 from akm_run.rows import AttemptRow, RunRow
@@ -97,8 +97,11 @@ def status_document(store: Store, run: RunRow, hints: Hints) -> dict[str, Any]:
             if row.status == "running":
                 row.status = "pending"
                 row.notes = f"Its driver stopped before the step finished; continue with `{hints('run', run.id)}`."
+    flights = running.running_units(store, run, rows)
     for row in rows:
         entry: dict[str, Any] = {"stepId": row.step_id, "status": row.status}
+        if row.step_id in flights:
+            entry["running"] = [f.document(iso, f.commands(run.id, row.step_id, hints)) for f in flights[row.step_id]]
         notes = children.step_notes(store, hints, run.id, row)
         if notes and row.status in ("blocked", "failed", "skipped", "pending"):
             entry["notes"] = notes
@@ -158,7 +161,18 @@ def status_text(document: dict[str, Any]) -> str:
             line += f" ({step['failureReason']})" + (
                 f": {step['failureMessage']}" if step.get("failureMessage") else ""
             )
+        units = step.get("running", [])
+        if len(units) == 1 and "itemIndex" not in units[0]:
+            added, under = running.line(units[0])
+            line += "  " + added.removeprefix("running ")
+            lines.append(line.rstrip())
+            lines += [f"      {hint}" for hint in under]
+            continue
         lines.append(line.rstrip())
+        for unit in units:
+            added, under = running.line(unit)
+            lines.append(f"      {added}")
+            lines += [f"        {hint}" for hint in under]
         if step["status"] in ("blocked", "failed", "pending") and "notes" in step:
             lines += [f"      {note}" for note in step["notes"].splitlines()]
     if "children" in document:
@@ -254,6 +268,12 @@ def _attempt(row: AttemptRow) -> dict[str, Any]:
         entry["output"] = row.output
     if row.stderr_tail:
         entry["stderrTail"] = row.stderr_tail
+    if row.last_activity_at is not None:
+        entry["lastActivityAt"] = iso(row.last_activity_at)
+    if row.progress is not None:
+        entry["progress"] = row.progress
+    if row.progress_ignored:
+        entry["progressIgnored"] = row.progress_ignored
     return entry
 
 
@@ -275,6 +295,10 @@ def logs_text(document: dict[str, Any]) -> str:
             )
             if "message" in attempt:
                 lines.append(f"    message: {attempt['message']}")
+            if "progress" in attempt:
+                lines.append(f"    progress: {_json(attempt['progress'])}  (last activity {attempt['lastActivityAt']})")
+            if "progressIgnored" in attempt:
+                lines.append(f"    {wording.progress_ignored(count=attempt['progressIgnored'])}")
             if "output" in attempt:
                 lines.append(f"    stdout: {_json(attempt['output'])}")
             if "stderrTail" in attempt:

@@ -98,10 +98,18 @@ class AttemptRow:
     finished_at: float | None = None
     output_json: str | None = None
     message: str | None = None
+    last_activity_at: float | None = None  # None: no activity since it started
+    progress_json: str | None = None  # the latest progress frame
+    progress_ignored: int = 0  # invalid progress lines
 
     @property
     def output(self) -> Any:
         return None if self.output_json is None else json.loads(self.output_json)
+
+    @property
+    def progress(self) -> dict[str, Any] | None:
+        frame: dict[str, Any] | None = None if self.progress_json is None else json.loads(self.progress_json)
+        return frame
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ from dbos import DBOS, DBOSClient
 from dbos._error import DBOSAwaitedWorkflowCancelledError, DBOSWorkflowCancelledError
 
 from akm_run import units
+from akm_run.activity import POOL_PERIOD_S, Board
 from akm_run.core import End
 from akm_run.dispatch import ProcessDispatcher, Settings
 from akm_run.guard import Guard
@@ -58,6 +59,7 @@ class Attempts:
     stopping: threading.Event = field(default_factory=threading.Event)  # the grace period is over
     lock: threading.Lock = field(default_factory=threading.Lock)
     watching: threading.Event = field(default_factory=threading.Event)  # set: the watch ends
+    board: Board | None = None  # the activity of the attempts running here, journaled every 5 s at most
 
     @classmethod
     def for_worker(cls, client: DBOSClient) -> Attempts:
@@ -72,8 +74,11 @@ class Attempts:
         """Run an attempt's process here, registered while it runs (see `ended`)."""
         workflow_id = str(DBOS.workflow_id)
         running = self.run(workflow_id)
+        with self.lock:
+            if self.board is None:
+                self.board = Board(store.record_activity, POOL_PERIOD_S)
         try:
-            ended = ProcessDispatcher(store, settings, running.abort, running.spawned).dispatch(request)
+            ended = ProcessDispatcher(store, settings, running.abort, running.spawned, self.board).dispatch(request)
         finally:
             self.done(workflow_id)
         return self.ended(store, request, ended)

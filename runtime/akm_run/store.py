@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from akm_run.activity import Beat
 from akm_run.migrations import EVENT_KINDS
 from akm_run.queries import Queries
 from akm_run.rows import AttemptFailure, AttemptStatus, RunStatus, StepStatus
@@ -362,6 +363,20 @@ class Store(Queries):
         with self.transaction(durable=False):
             self._end_attempt(run_id, unit_id, attempt, "interrupted", (None, None, None, time.time(), None, None))
             self.event(run_id, "unit.interrupted", step_id, unit_id, attempt=attempt)
+
+    def record_activity(self, beats: list[Beat]) -> None:
+        """The activity of attempts in flight (one sample of a drive's or a worker's board), with the
+        `unit.silent` and `unit.active` events it brings. An attempt that has ended keeps what it had."""
+        with self.transaction(durable=False):
+            for beat in beats:
+                progress = None if beat.progress is None else dumps(beat.progress)
+                self._execute(
+                    "UPDATE attempts SET last_activity_at = ?, progress_json = ?, progress_ignored = ? "
+                    "WHERE run_id = ? AND unit_id = ? AND attempt = ? AND status = 'running'",
+                    (beat.last_activity_at, progress, beat.ignored, beat.run_id, beat.unit_id, beat.attempt),
+                )
+                if beat.event is not None:
+                    self.event(beat.run_id, beat.event, beat.step_id, beat.unit_id, **beat.data)
 
     def _end_attempt(
         self, run_id: str, unit_id: str, attempt: int, status: AttemptStatus, ended: tuple[Any, ...]

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from akm_run import outcomes
+from akm_run import activity, durations, outcomes, wording
+from akm_run.activity import Board, Channel, Watch
 from akm_run.core import End
 from akm_run.locks import pid_alive
 from akm_run.outcomes import STDERR_TAIL_BYTES
@@ -57,6 +58,8 @@ class Unit:
     timeout_ms: int | None = None
     workdir: Path = Path(".")
     agent_cmd: str | None = None
+    stall_after_ms: int | None = None
+    on_stall: str | None = None  # "terminate", else the stall only warns
 
 
 def environment(unit: Unit, environ: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
@@ -122,9 +125,11 @@ def execute(
     on_spawn: Callable[[int], None] = lambda pid: None,
     environ: Mapping[str, str] | None = None,
     scratch: Path | None = None,
+    board: Board | None = None,
 ) -> End:
-    """Run one attempt of a shell, script or agent target to its outcome. Its context and script
-    files live in `scratch` (private, 0700) and are removed afterwards; stdout and stderr are pipes."""
+    """Run one attempt of a shell, script or agent target to its outcome. Its context, script and
+    progress files live in `scratch` (private, 0700) and are removed afterwards; stdout and stderr
+    are pipes. `board` journals the attempt's activity while it runs (none: it is not journaled)."""
     environ = os.environ if environ is None else environ
     try:
         env, secrets = environment(unit, environ)
@@ -133,9 +138,10 @@ def execute(
         return End("failed", reason=failure.reason, message=failure.message)
     if scratch is None:
         with tempfile.TemporaryDirectory(prefix="akm-unit-") as directory:
-            return execute(unit, abort, on_spawn, environ, Path(directory))
+            return execute(unit, abort, on_spawn, environ, Path(directory), board)
     prefix = scratch.absolute() / f"{unit.context['dispatchId']}.{unit.context['attempt']}.{threading.get_ident()}"
     created: list[Path] = []
+    watch: Watch | None = None
 
     def write(name: str, text: str, mode: int) -> Path:
         path = Path(f"{prefix}.{name}")
@@ -150,12 +156,28 @@ def execute(
             argv = [str(write("script", unit.target["text"], 0o700))]
         if stdin_text is not None:
             stdin_path = write("stdin", stdin_text, 0o600)
-        outcome = _run(argv, unit, env, stdin_path, abort, on_spawn, secrets)
+        created.append(Path(f"{prefix}.progress"))
+        watch = Watch(unit.context, Channel(created[-1]), unit.stall_after_ms)
+        env["AKM_PROGRESS"] = str(created[-1])
+        outcome = _run(argv, unit, env, stdin_path, abort, on_spawn, secrets, (watch, board))
     finally:
+        if watch is not None:
+            _last_beat(watch, board)
         for path in created:
             with contextlib.suppress(OSError):  # a unit may have removed or replaced its files
                 path.unlink(missing_ok=True)
     return outcomes.storable(outcomes.redacted(outcome, secrets))
+
+
+def _last_beat(watch: Watch, board: Board | None) -> None:
+    """The attempt's last frame and ignored lines, journaled before its end is."""
+    if board is not None:
+        board.remove(watch)
+        beat = watch.last_beat()
+        if beat is not None:
+            with contextlib.suppress(Exception):  # activity is never worth failing an attempt for
+                board.journal([beat])
+    watch.channel.close()
 
 
 def _private(path: Path, text: str, mode: int) -> None:
@@ -190,8 +212,10 @@ def _run(
     abort: threading.Event,
     on_spawn: Callable[[int], None],
     secrets: list[str],
+    watched: tuple[Watch, Board | None],
 ) -> End:
     adopt_orphans()
+    watch, board = watched
     with stdin_path.open("rb") as stdin:
         try:
             with _SPAWNING:
@@ -208,14 +232,20 @@ def _run(
             return End("failed", reason="spawn_error", message=f"cannot start {_what(unit)}: {error.strerror or error}")
     on_spawn(process.pid)
     deadline = None if unit.timeout_ms is None else time.monotonic() + unit.timeout_ms / 1000
-    streams = _Streams(process, STDERR_TAIL_BYTES + max((len(s.encode()) for s in secrets), default=0))
+    streams = _Streams(process, STDERR_TAIL_BYTES + max((len(s.encode()) for s in secrets), default=0), watch)
+    if board is not None:
+        board.add(watch)
     ended = stopped = None
     try:
         while not streams.collect(_slice(deadline)):
+            if board is not None:
+                board.tick()
             if abort.is_set():
                 ended = "aborted"
             elif deadline is not None and time.monotonic() >= deadline:
                 ended = "timeout"
+            elif unit.on_stall == "terminate" and activity.stalled(watch, board):
+                ended = "stalled"
             if ended:
                 stopped = stop_group(process.pid, functools.partial(_reap_group, process))
                 process.wait()
@@ -233,6 +263,16 @@ def _ended(streams: _Streams, unit: Unit, ended: str | None, stopped: str | None
     tail = outcomes.last(clean(bytes(streams.stderr)), STDERR_TAIL_BYTES) or None
     if ended == "aborted":
         return End("aborted", reason="aborted", message=f"the drive was aborted; {stopped}", stderr_tail=tail)
+    if ended == "stalled":
+        assert unit.stall_after_ms is not None
+        return End(
+            "failed",
+            reason="stalled",
+            message=wording.stalled_attempt(
+                what=what, stall=durations.format_ms(unit.stall_after_ms), stopped=str(stopped)
+            ),
+            stderr_tail=tail,
+        )
     if ended == "timeout":
         assert unit.timeout_ms is not None
         return End(
@@ -264,8 +304,8 @@ class _Streams:
     while waiting for it to exit; wakes on output, on exit (a pidfd where there is one) or after a
     slice. It stops at the unit's exit: a background process that keeps the pipes open cannot hold it."""
 
-    def __init__(self, process: Any, stderr_keep: int) -> None:
-        self.process = process
+    def __init__(self, process: Any, stderr_keep: int, watch: Watch | None = None) -> None:
+        self.process, self.watch = process, watch
         self.stdout = bytearray()
         self.stdout_size = 0
         self.stderr = bytearray()
@@ -315,6 +355,8 @@ class _Streams:
         else:
             self.stderr += chunk
             del self.stderr[: -self.stderr_keep]
+            if self.watch is not None:  # any byte on stderr counts as activity
+                self.watch.active()
 
     def close(self) -> None:
         self.process.stdout.close()

@@ -25,7 +25,13 @@ def _plan(*steps: dict[str, Any]) -> dict[str, Any]:
 
 
 def _shell(step_id: str, **extra: Any) -> dict[str, Any]:
-    return {"stepId": step_id, "kind": "unit", "onError": "fail", "target": {"kind": "shell", "command": "true"}, **extra}
+    return {
+        "stepId": step_id,
+        "kind": "unit",
+        "onError": "fail",
+        "target": {"kind": "shell", "command": "true"},
+        **extra,
+    }
 
 
 @pytest.fixture
@@ -68,7 +74,7 @@ def test_the_declared_list_must_be_sorted_and_unique(monkeypatch: pytest.MonkeyP
     for wrong in (["tokens", "stall"], ["stall", "stall", "tokens"], ["stall"]):
         bad = copy.deepcopy(plan)
         bad["features"] = wrong
-        with pytest.raises(PlanError, match="plan.features: declares features"):
+        with pytest.raises(PlanError, match=r"plan\.features: declares features"):
             verify_plan(bad)
     plan["features"] = ["stall", "tokens"]
     verify_plan(plan)

@@ -83,8 +83,8 @@ class ProcessDispatcher:
             request.timeout_ms,
             self.settings.workdir,
             self.settings.agent_cmd,
-            request.stall_after_ms,
-            request.on_stall,
+            getattr(request, "stall_after_ms", None),  # a request an older worker queued has neither
+            getattr(request, "on_stall", None),
         )
 
         def spawned(pid: int) -> None:

@@ -207,6 +207,7 @@ class Watch:
         self.frame: Frame | None = None
         self.ignored = 0
         self.silent_since: float | None = None  # monotonic: a silent stretch that was journaled
+        self.stretches = 0  # silent stretches journaled (the first one is notified as `stalled`)
         self._lock = threading.Lock()
         self._dirty = False
 
@@ -242,9 +243,10 @@ class Watch:
         """What to journal after a sample (None: nothing changed)."""
         event, data = None, {}
         if self.silent(now) and self.silent_since is None:
-            self.silent_since = self.last
+            self.silent_since, self.stretches = self.last, self.stretches + 1
             event = "unit.silent"
             data = {
+                "stretch": self.stretches,
                 "attempt": self.attempt,
                 "silentMs": round((now - self.last) * 1000),
                 "stallAfterMs": self.stall_after_ms,

@@ -40,18 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--database", metavar="URL", help=DATABASE_HELP)
         return sub
 
-    run = command("run", "Verify a plan file and run it, or drive an existing run by id.")
-    run.add_argument("target", metavar="PLAN|RUN_ID")
-    run.add_argument("--param", action="append", default=[], metavar="K=V", help="a param, parsed by its type")
-    run.add_argument("--params-file", type=Path, help="a JSON object of params (--param wins)")
-    run.add_argument("--expect-hash", help="refuse unless the plan hash is exactly this")
-    signed(run)
-    run.add_argument("--workdir", type=Path, help="the units' working directory (default: the run's, else .)")
-    run.add_argument("--agent-cmd", help="the agent command (default: the run's, else $AKM_AGENT_CMD)")
-    run.add_argument("--max-concurrency", type=int, default=16, help="cap on units in flight (default 16)")
-    run.add_argument("--timeout", help="abort this drive after a duration such as 30m (resumable)")
-    run.add_argument("--format", choices=("text", "json"), default="text")
-    run.add_argument("--detach", action="store_true", help=DETACH_HELP)
+    run_options(command("run", "Verify a plan file and run it, or drive an existing run by id."))
     status = command("status", "Show a run: its steps, notes and child runs (default: the latest run).")
     status.add_argument("run_id", metavar="RUN", nargs="?")
     status.add_argument("--format", choices=("text", "json"), default="text")
@@ -64,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     logs.add_argument("step", metavar="STEP", nargs="?", help="only this step's units")
     logs.add_argument("--unit", type=int, metavar="N", help="only map item N (0 for a step's single unit)")
     logs.add_argument("--attempt", type=int, metavar="N", help="only attempt N of each unit")
+    logs.add_argument("--notifications", action="store_true", help="the run's notifications and their delivery")
     logs.add_argument("--format", choices=("text", "json"), default="text")
     resume = command("resume", "Reopen a blocked or failed run: its blocked and failed steps become pending.")
     resume.add_argument("run_id", metavar="RUN")
@@ -90,6 +80,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def run_options(run: argparse.ArgumentParser) -> None:
+    """`akm-run run`'s own options (docs/runtime.md)."""
+    run.add_argument("target", metavar="PLAN|RUN_ID")
+    run.add_argument("--param", action="append", default=[], metavar="K=V", help="a param, parsed by its type")
+    run.add_argument("--params-file", type=Path, help="a JSON object of params (--param wins)")
+    run.add_argument("--expect-hash", help="refuse unless the plan hash is exactly this")
+    signed(run)
+    run.add_argument("--workdir", type=Path, help="the units' working directory (default: the run's, else .)")
+    run.add_argument("--agent-cmd", help="the agent command (default: the run's, else $AKM_AGENT_CMD)")
+    run.add_argument("--notify-cmd", help="run this on blocked, failed, stalled (default: $AKM_RUN_NOTIFY_CMD)")
+    run.add_argument("--max-concurrency", type=int, default=16, help="cap on units in flight (default 16)")
+    run.add_argument("--timeout", help="abort this drive after a duration such as 30m (resumable)")
+    run.add_argument("--format", choices=("text", "json"), default="text")
+    run.add_argument("--detach", action="store_true", help=DETACH_HELP)
+
+
 def worker_options(worker: argparse.ArgumentParser) -> None:
     """`akm-run worker`'s own options (docs/scale-out.md)."""
     concurrency = "units in flight per worker: one value for the whole pool (default 4)"
@@ -102,6 +108,8 @@ def worker_options(worker: argparse.ArgumentParser) -> None:
     worker.add_argument("--poll", default="1s", metavar="DUR", help="how often to look for work (default 1s)")
     grace = "on SIGTERM, how long the work in flight may take to finish (default 30s)"
     worker.add_argument("--grace", default="30s", metavar="DUR", help=grace)
+    notify = "the notifier of the runs this worker drives that have none (default: $AKM_RUN_NOTIFY_CMD)"
+    worker.add_argument("--notify-cmd", metavar="CMD", help=notify)
 
 
 DATABASE_HELP = (

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from akm_run import children, exitcodes, operations, progress, report, serving, wording
+from akm_run import children, exitcodes, notify, operations, progress, report, serving, wording
 from akm_run import planformat as pf
 from akm_run.console import as_given, emit, fail, on_signals, state_dir, utf8
 from akm_run.core import SIGNALLED, DriveResult
@@ -118,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
         if isinstance(published, int):
             return published
         store, run_id, workdir, agent_cmd = published
+        _remember_notifier(store, run_id, args.notify_cmd)
     else:
         if shared is None and (directory / "state.db").exists() and (refused := _unwritable(directory)) is not None:
             return refused
@@ -129,6 +130,7 @@ def run(args: argparse.Namespace) -> int:
         if args.param or args.params_file or args.signature:
             return fail(wording.fixed_when_published())
         store, run_id = store_or_none, row.id
+        _remember_notifier(store, run_id, args.notify_cmd, row.notify_cmd)
         if args.expect_hash and row.plan_hash != args.expect_hash:
             return fail(wording.run_hash_differs(run=run_id, plan_hash=row.plan_hash, expected=args.expect_hash))
         if shared is not None:  # checked here, and by the worker at the start of the drive
@@ -172,6 +174,13 @@ def _publish(args: argparse.Namespace, path: Path, signers: Path | None) -> tupl
         agent_cmd=agent_cmd,
     )
     return store, run_id, workdir, agent_cmd
+
+
+def _remember_notifier(store: Store, run_id: str, given: str | None, known: str | None = None) -> None:
+    """Remember the host's notifier on the run (like --agent-cmd): the command line's, else $AKM_RUN_NOTIFY_CMD."""
+    command = given or os.environ.get("AKM_RUN_NOTIFY_CMD") or None
+    if command is not None and command != known:
+        store.remember_notifier(run_id, command)
 
 
 def _admit(path: Path, expect_hash: str | None, signers: Path | None, signature: Path | None) -> Admitted | int:
@@ -316,6 +325,10 @@ def logs(args: argparse.Namespace) -> int:
     steps = [s.step_id for s in store.steps(row.id)]
     if args.step is not None and args.step not in steps:
         return fail(wording.no_step(run=row.id, step=args.step, steps=", ".join(steps)))
+    if args.notifications:
+        listed = notify.document(store, row)
+        emit(listed, notify.text(listed), args.format)
+        return exitcodes.COMPLETED
     document = report.logs_document(store, row, args.step, args.unit, args.attempt)
     emit(document, report.logs_text(document), args.format)
     return exitcodes.COMPLETED
@@ -441,6 +454,7 @@ def abandon(args: argparse.Namespace) -> int:
     def give_up(store: Store, row: RunRow) -> int:
         running = store.interrupted_attempts(row.id)  # no driver: on the pool, they may run on a worker
         if operations.abandon(store, row):
+            notify.deliver(store, row.id, hints_for(args))
             if (shared := _shared(args)) is not None and running:
                 from akm_run import drives  # DBOS (PG_IMPORT)
 

@@ -104,6 +104,7 @@ class _Host:
     client: DBOSClient  # enqueues and watches attempts from any thread, outside DBOS's context
     shared_store: PostgresStore  # the unit workflows' journal reads and writes (their pids): see `store`
     attempts: Attempts = field(default_factory=Attempts)  # the attempts running here (akm_run.stopping)
+    notify_cmd: str | None = None  # the notifier of the root runs it drives that have none (--notify-cmd)
     declared: set[str] = field(default_factory=set)
     plans: set[tuple[str, str]] = field(default_factory=set)  # (plan hash, md5 of the stored text) verified
     lock: threading.RLock = field(default_factory=threading.RLock)
@@ -180,6 +181,7 @@ def serve(
     workdir: Path,
     poll_s: float,
     grace_s: float,
+    notify_cmd: str | None = None,
 ) -> int:
     """`akm-run worker`: serve the pool until SIGTERM or SIGINT, then stop gracefully and exit 0."""
     global _HOST
@@ -196,7 +198,7 @@ def serve(
         signal.signal(signum, lambda *_: stop.set())
     state = Path(tempfile.mkdtemp(prefix="akm-worker-"))
     dbos = client(url, pool_size=4 + 2 * concurrency)
-    _HOST = _Host(url, workdir.absolute(), state, worker, dbos, store, Attempts.for_worker(dbos))
+    _HOST = _Host(url, workdir.absolute(), state, worker, dbos, store, Attempts.for_worker(dbos), notify_cmd)
     _HOST.units_queue(1)
 
     def warn() -> None:  # settings of this worker that the pool does not hold (pool.Worker.overridden)
@@ -261,6 +263,8 @@ def _drive_here(host: _Host, args: DriveArgs) -> Outcome:
         row = store.run(args.run_id)
         if row is None:
             return Outcome(code=exitcodes.USAGE, message=f"no run named {args.run_id!r}")
+        if host.notify_cmd and not row.notify_cmd and row.parent_run_id is None:  # remembered, like --agent-cmd
+            store.remember_notifier(args.run_id, host.notify_cmd)
         workdir, agent_cmd = _settings(row, args)
         options = Options(
             host.state,

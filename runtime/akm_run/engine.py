@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from akm_run import children, core, decisions, features, numbers, progress, units
+from akm_run import children, core, decisions, features, notify, numbers, progress, units
 from akm_run import planformat as pf
 from akm_run.attempts import Attempts, StepStart
 from akm_run.core import Aborted, DriveResult, End
@@ -40,6 +40,7 @@ from akm_run.journal import Journal
 from akm_run.plan import PlanError, loads_strict, plan_hash, verify_plan
 from akm_run.progress import Progress
 from akm_run.rows import RunRow
+from akm_run.store import Store
 
 DEFAULT_MAX_CONCURRENCY = 16
 
@@ -92,9 +93,13 @@ class Engine:
             if self.options.admit is not None:
                 self.options.admit(run)
             if run.status != "active":
-                return settled(run, self.store, self.options.hints)
-            self._reclaim(run_id)
-            return _Drive(self, run, plan).run()
+                result = settled(run, self.store, self.options.hints)
+            else:
+                self._reclaim(run_id)
+                result = _Drive(self, run, plan).run()
+            if run.parent_run_id is None and isinstance(self.store, Store):  # notifications go to the root
+                notify.deliver(self.store, run_id, self.options.hints, self.options.environ)
+            return result
 
     def _reclaim(self, run_id: str) -> None:
         """Attempts left `running` by a crashed driver: stop their leftover processes, mark them.

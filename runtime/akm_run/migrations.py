@@ -120,11 +120,28 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
     );
     """,
     # Unit activity (operations.md D6): when an attempt last showed activity, its latest progress
-    # frame (not a history) and how many of its progress lines were invalid.
+    # frame (not a history) and how many of its progress lines were invalid. Notifications (D4):
+    # the host's notifier remembered on the run, and one row per event to deliver, written in the
+    # transaction of the event (so a crash before sending sends on the next drive).
     """
     ALTER TABLE attempts ADD COLUMN last_activity_at REAL;
     ALTER TABLE attempts ADD COLUMN progress_json TEXT;
     ALTER TABLE attempts ADD COLUMN progress_ignored INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE runs ADD COLUMN notify_cmd TEXT;
+    CREATE TABLE notifications (
+        run_id TEXT NOT NULL REFERENCES runs(id),
+        seq INTEGER NOT NULL,
+        event TEXT NOT NULL CHECK (event IN ('blocked', 'failed', 'completed', 'stalled', 'budget')),
+        dispatch_id TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('pending', 'sent', 'failed')),
+        attempts INTEGER NOT NULL DEFAULT 0,
+        exit_code INTEGER,
+        reason TEXT,
+        stderr_tail TEXT,
+        created_at REAL NOT NULL,
+        sent_at REAL,
+        PRIMARY KEY (run_id, seq)
+    );
     """,
 )
 
@@ -239,6 +256,21 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE attempts ADD COLUMN last_activity_at DOUBLE PRECISION;
     ALTER TABLE attempts ADD COLUMN progress_json TEXT;
     ALTER TABLE attempts ADD COLUMN progress_ignored INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE runs ADD COLUMN notify_cmd TEXT;
+    CREATE TABLE notifications (
+        run_id TEXT NOT NULL REFERENCES runs(id),
+        seq BIGINT NOT NULL,
+        event TEXT NOT NULL CHECK (event IN ('blocked', 'failed', 'completed', 'stalled', 'budget')),
+        dispatch_id TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('pending', 'sent', 'failed')),
+        attempts INTEGER NOT NULL DEFAULT 0,
+        exit_code INTEGER,
+        reason TEXT,
+        stderr_tail TEXT,
+        created_at DOUBLE PRECISION NOT NULL,
+        sent_at DOUBLE PRECISION,
+        PRIMARY KEY (run_id, seq)
+    );
     """,
 )
 
@@ -264,6 +296,8 @@ EVENT_KINDS = (
     "gate.rejected",
     "unit.silent",  # a running attempt showed no activity for its step's stall_after (once per silent stretch)
     "unit.active",  # a silent attempt showed activity again
+    "notify.sent",  # a notification was delivered (its notifier exited 0)
+    "notify.failed",  # a notifier failed or timed out; the run is unchanged
 )
 
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
-from akm_run import children, operations, running, wording
+from akm_run import children, notify, operations, running, wording
+from akm_run.console import iso
 from akm_run.core import DriveResult as Result
 from akm_run.hints import Hints
 from akm_run.rows import AttemptRow, RunRow
@@ -16,10 +16,6 @@ from akm_run.trust import signed_by
 ABANDONED = operations.ABANDONED["reason"]
 STEP_GLYPHS = {"completed": "✓", "failed": "✗", "blocked": "⚠", "running": "→", "pending": "·", "skipped": "↷"}
 RUN_GLYPHS = {"completed": "✓", "failed": "✗", "blocked": "⚠", "active": "→"}
-
-
-def iso(seconds: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
 
 
 def _json(value: Any) -> str:
@@ -112,6 +108,10 @@ def status_document(store: Store, run: RunRow, hints: Hints) -> dict[str, Any]:
             entry["output"] = row.output
         steps.append(entry)
     document: dict[str, Any] = {"run": summary, "steps": steps}
+    failed = notify.summary(store, run)
+    if failed is not None:
+        failed["line"] = notify.failed_line(store, run, hints)
+        document["notificationFailed"] = failed
     tree = child_tree(store, run, hints)
     if tree:
         document["children"] = tree
@@ -178,6 +178,8 @@ def status_text(document: dict[str, Any]) -> str:
     if "children" in document:
         lines.append("children:")
         lines += _tree(document["children"], "  ")
+    if "notificationFailed" in document:
+        lines.append(document["notificationFailed"]["line"])
     return "\n".join(lines) + "\n"
 
 

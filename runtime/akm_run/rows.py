@@ -33,6 +33,7 @@ class RunRow:
     updated_at: float
     workdir: str | None  # absolute; None for runs published before it was stored
     agent_cmd: str | None
+    notify_cmd: str | None = None  # the host's notifier (--notify-cmd, $AKM_RUN_NOTIFY_CMD)
 
     @property
     def params(self) -> dict[str, Any]:
@@ -122,6 +123,25 @@ class AttemptFailure:
     output: Any = None
     stderr_tail: str | None = None
     final: bool = True
+
+
+NotificationStatus = Literal["pending", "sent", "failed"]
+
+
+@dataclass(frozen=True, slots=True)
+class NotificationRow:
+    """One notification of a root run: the event it tells of (by the event's seq) and its delivery."""
+
+    seq: int
+    event: str
+    dispatch_id: str
+    status: NotificationStatus
+    attempts: int
+    exit_code: int | None
+    reason: str | None
+    stderr_tail: str | None
+    created_at: float
+    sent_at: float | None
 
 
 @dataclass(frozen=True, slots=True)

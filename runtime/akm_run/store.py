@@ -8,6 +8,7 @@ are this class on a dialect: akm_run.sqlitestore.SQLiteStore and akm_run.pgstore
 
 from __future__ import annotations
 
+import hashlib
 import time
 from typing import Any
 
@@ -17,6 +18,9 @@ from akm_run.queries import Queries
 from akm_run.rows import AttemptFailure, AttemptStatus, RunStatus, StepStatus
 from akm_run.strictjson import dumps
 from akm_run.trust import Signature
+
+# The events the host's notifier (`--notify-cmd`) is sent (operations.md D4).
+HOST_EVENTS = ("blocked", "failed", "stalled")
 
 
 class Store(Queries):
@@ -150,6 +154,51 @@ class Store(Queries):
         with self.transaction():
             self._execute(f"UPDATE runs SET {sets} WHERE id = ?", (status, time.time(), *columns.values(), run_id))
             self.event(run_id, "run.reopened" if status == "active" else f"run.{status}", **data)
+            if status in HOST_EVENTS:
+                self._queue_notification(run_id, run_id, status)
+
+    # -- notifications (operations.md D4): an outbox row in the event's own transaction -------------------
+
+    def remember_notifier(self, run_id: str, command: str) -> None:
+        """The host's notifier (`--notify-cmd`, `$AKM_RUN_NOTIFY_CMD`) for this run and its re-drives."""
+        with self.transaction():
+            self._execute("UPDATE runs SET notify_cmd = ? WHERE id = ?", (command, run_id))
+
+    def _queue_notification(self, root_id: str, event_run_id: str, event: str) -> None:
+        """Inside the caller's transaction, after the event it tells of: a pending notification of
+        the root run for the newest event of `event_run_id`, when the root has a notifier for it."""
+        row = self._execute("SELECT notify_cmd FROM runs WHERE id = ? AND parent_run_id IS NULL", (root_id,)).fetchone()
+        if row is None or not row[0] or event not in HOST_EVENTS:
+            return
+        seq = int(self._execute("SELECT MAX(seq) FROM events WHERE run_id = ?", (event_run_id,)).fetchone()[0])
+        dispatch = "n-" + hashlib.sha256(f"akm.notify/1\0{root_id}\0{seq}".encode()).hexdigest()[:24]
+        self._execute(
+            "INSERT INTO notifications (run_id, seq, event, dispatch_id, status, created_at) "
+            "VALUES (?, ?, ?, ?, 'pending', ?)",
+            (root_id, seq, event, dispatch, time.time()),
+        )
+
+    def record_notification(
+        self, run_id: str, seq: int, *, sent: bool, exit_code: int | None, reason: str | None, stderr_tail: str | None
+    ) -> None:
+        """How one delivery of a notification ended: `notify.sent`, or `notify.failed` (the run is unchanged)."""
+        with self.transaction():
+            self._execute(
+                "UPDATE notifications SET status = ?, attempts = attempts + 1, exit_code = ?, reason = ?, "
+                "stderr_tail = ?, sent_at = ? WHERE run_id = ? AND seq = ?",
+                ("sent" if sent else "failed", exit_code, reason, stderr_tail, time.time(), run_id, seq),
+            )
+            extra: dict[str, Any] = {} if sent else {"exitCode": exit_code, "reason": reason}
+            self.event(run_id, "notify.sent" if sent else "notify.failed", seq=seq, **extra)
+
+    def _root(self, run_id: str) -> str:
+        """The top-level run a run descends from (itself when it is one)."""
+        for _ in range(64):  # a plan nests at most 8 deep; a cycle in forged rows must not hang
+            row = self._execute("SELECT parent_run_id FROM runs WHERE id = ?", (run_id,)).fetchone()
+            if row is None or row[0] is None:
+                return run_id
+            run_id = str(row[0])
+        return run_id
 
     def start_step(self, run_id: str, step_id: str, index: int) -> None:
         """The spine reaches a step: it becomes the run's current step and starts running."""
@@ -377,6 +426,8 @@ class Store(Queries):
                 )
                 if beat.event is not None:
                     self.event(beat.run_id, beat.event, beat.step_id, beat.unit_id, **beat.data)
+                if beat.event == "unit.silent" and beat.data.get("stretch") == 1:
+                    self._queue_notification(self._root(beat.run_id), beat.run_id, "stalled")
 
     def _end_attempt(
         self, run_id: str, unit_id: str, attempt: int, status: AttemptStatus, ended: tuple[Any, ...]

@@ -1,0 +1,203 @@
+"""Notifications (operations.md D4): a root run's pending notifications sent to its notifier, and
+what `logs --notifications` and `status` show of them.
+
+The journal queues a notification in the transaction of the event it tells of (akm_run.store), so
+one that a crash kept from being sent is sent by the next drive of the run, under the same
+dispatch id (`AKM_DISPATCH_ID`), which lets a receiver drop a repeat. Delivery is at least once. A
+notifier runs bounded by its timeout; one that fails or hangs is journaled (`notify.failed`) and
+never changes the run's status or the command's exit code."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from akm_run import children, outcomes, units, wording
+from akm_run.console import iso
+from akm_run.hints import Hints
+from akm_run.rows import NotificationRow, RunRow
+from akm_run.store import Store
+from akm_run.trust import signed_by
+
+HOST_TIMEOUT_S = 30.0  # the host's notifier (`--notify-cmd`): the default timeout of a `notify` section
+
+
+def deliver(store: Store, run_id: str, hints: Hints, environ: Mapping[str, str] | None = None) -> None:
+    """Send the root run's pending notifications, each bounded by its timeout; never raises."""
+    try:
+        run = store.run(run_id)
+        if run is None or run.parent_run_id is not None or not run.notify_cmd:
+            return
+        for row in store.notifications(run_id, pending=True):
+            context = notification_context(store, run, row, hints)
+            sent, code, reason, tail = send(run.notify_cmd, context, row.dispatch_id, environ)
+            store.record_notification(run_id, row.seq, sent=sent, exit_code=code, reason=reason, stderr_tail=tail)
+    except Exception:  # noqa: BLE001 - a notification never changes how a drive ends
+        return
+
+
+def send(
+    command: str, context: dict[str, Any], dispatch_id: str, environ: Mapping[str, str] | None = None
+) -> tuple[bool, int | None, str | None, str | None]:
+    """Run the notifier with the context on stdin and in `AKM_CONTEXT`: (sent, exit code, why it
+    failed, the tail of its stderr)."""
+    text = json.dumps(context, ensure_ascii=False, sort_keys=True)
+    with tempfile.TemporaryDirectory(prefix="akm-notify-") as directory:
+        path = Path(directory) / "context.json"
+        path.write_text(text, encoding="utf-8")
+        path.chmod(0o600)
+        env = {**(os.environ if environ is None else environ), "AKM_CONTEXT": str(path), "AKM_DISPATCH_ID": dispatch_id}
+        env["AKM_RUN_ID"] = context["runId"]
+        try:
+            process = subprocess.Popen(
+                ["/bin/sh", "-c", command],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                env=env,
+                start_new_session=True,
+            )
+        except OSError as error:
+            return False, None, "spawn_error", str(error.strerror or error)
+        try:
+            _, err = process.communicate(text.encode(), timeout=HOST_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            units.stop_group(process.pid, process.poll)
+            _, err = process.communicate()
+            return False, None, "timeout", _tail(err)
+    if process.returncode != 0:
+        return False, process.returncode, "exit", _tail(err)
+    return True, 0, None, _tail(err)
+
+
+def _tail(err: bytes) -> str | None:
+    return outcomes.last(outcomes.clean(err, []), 4096) or None
+
+
+def notification_context(store: Store, run: RunRow, row: NotificationRow, hints: Hints) -> dict[str, Any]:
+    """What a notifier is told, secret-free: `{event, runId, ref, title, status, planHash, at,
+    step?, notes?, commands?, chain?, signedBy?, exported?}`."""
+    found = store.event_at(row.seq)
+    at = found[4] if found is not None else row.created_at
+    context: dict[str, Any] = {
+        "event": row.event,
+        "runId": run.id,
+        "ref": run.ref,
+        "title": run.title,
+        "status": run.status,
+        "planHash": run.plan_hash,
+        "at": iso(at),
+        "dispatchId": row.dispatch_id,
+    }
+    signer = signed_by(store, run)
+    if signer is not None:
+        context["signedBy"] = signer.document()
+    if row.event == "blocked":
+        _blocked(store, run, hints, context)
+    elif row.event == "failed" and run.failure is not None:
+        failure = run.failure
+        context["step"] = {k: failure[k] for k in ("stepId", "reason", "message") if failure.get(k) is not None}
+        context["commands"] = [hints("status", run.id), hints("logs", run.id)]
+    elif row.event == "stalled" and found is not None:
+        event_run, step_id, _, data, _ = found
+        context["step"] = {"stepId": step_id, "reason": "silent"}
+        context["commands"] = [hints("logs", event_run, step_id or ""), hints("pause", event_run, step_id or "")]
+        context["silentMs"] = data.get("silentMs")
+    elif row.event == "completed":
+        context["exported"] = run.exported
+    return context
+
+
+def _blocked(store: Store, run: RunRow, hints: Hints, context: dict[str, Any]) -> None:
+    """The blocked step, its notes, the commands that clear it and the chain to the deepest blocked run."""
+    chain, current = [], run
+    while True:
+        step = next((s for s in store.steps(current.id) if s.status == "blocked"), None)
+        if step is None:
+            break
+        chain.append({"runId": current.id, "ref": current.ref, "stepId": step.step_id})
+        child = next(
+            (
+                store.run(u.child_run_id)
+                for u in store.child_units(current.id)
+                if u.step_id == step.step_id and u.child_run_id and u.failure_reason == "child_workflow_blocked"
+            ),
+            None,
+        )
+        if child is None or child.status != "blocked" or len(chain) > 16:
+            break
+        current = child
+    if chain:
+        context["step"] = {"stepId": chain[0]["stepId"], "reason": "blocked"}
+    if len(chain) > 1:
+        context["chain"] = chain
+    if run.notes:
+        context["notes"] = run.notes
+    context["commands"] = children.clearing(store, hints, run)[1]
+
+
+# -- what `logs --notifications` and `status` show -------------------------------------------------------
+
+
+def document(store: Store, run: RunRow) -> dict[str, Any]:
+    """`{runId, ref, notifications: [{seq, event, dispatchId, status, attempts, exitCode?, reason?, stderrTail?}]}`."""
+    entries = []
+    for row in store.notifications(run.id):
+        entry: dict[str, Any] = {
+            "seq": row.seq,
+            "event": row.event,
+            "dispatchId": row.dispatch_id,
+            "status": row.status,
+            "attempts": row.attempts,
+        }
+        for key, value in (("exitCode", row.exit_code), ("reason", row.reason), ("stderrTail", row.stderr_tail)):
+            if value is not None:
+                entry[key] = value
+        entries.append(entry)
+    return {"runId": run.id, "ref": run.ref, "notifications": entries}
+
+
+def text(document: dict[str, Any]) -> str:
+    lines = [f"run {document['runId']} ({document['ref']})  notifications"]
+    if not document["notifications"]:
+        lines.append("no notifications")
+    for entry in document["notifications"]:
+        how = f"  exit {entry['exitCode']}" if "exitCode" in entry else ""
+        why = f"  {entry['reason']}" if "reason" in entry and "exitCode" not in entry else ""
+        lines.append(
+            f"  {entry['event']:<9} {entry['status']:<7}{how}{why}  attempts {entry['attempts']}  "
+            f"dispatch {entry['dispatchId']}  (event {entry['seq']})"
+        )
+        if "stderrTail" in entry:
+            lines += [f"      | {line}" for line in entry["stderrTail"].splitlines()]
+    return "\n".join(lines) + "\n"
+
+
+def failed_line(store: Store, run: RunRow, hints: Hints) -> str | None:
+    """`notification failed: blocked → exit 7 (akm-run logs RUN --notifications)` for the latest
+    notification of the run, when it failed."""
+    rows = store.notifications(run.id)
+    if not rows or rows[-1].status != "failed":
+        return None
+    last = rows[-1]
+    how = f"exit {last.exit_code}" if last.exit_code is not None else (last.reason or "failed")
+    return wording.notification_failed(event=last.event, how=how, command=hints("logs", run.id, "--notifications"))
+
+
+def summary(store: Store, run: RunRow) -> dict[str, Any] | None:
+    """The latest notification's failure for `status --format json`, or None."""
+    rows = store.notifications(run.id)
+    if not rows or rows[-1].status != "failed":
+        return None
+    last = rows[-1]
+    found: dict[str, Any] = {"event": last.event, "seq": last.seq, "dispatchId": last.dispatch_id}
+    if last.exit_code is not None:
+        found["exitCode"] = last.exit_code
+    if last.reason is not None:
+        found["reason"] = last.reason
+    return found

@@ -38,7 +38,20 @@ from akmc.syntax import MAX_NESTING
 INDENT = "  "
 SETTING_ORDER = ("concurrency", "max_units", "timeout", "retry", "on_error", "max_loops")
 _BLOCKS = frozenset(
-    {"start", "params", "outputs", "limits", "defaults", "step", "bindings", "map_block", "route_block", "gate", "env"}
+    {
+        "start",
+        "params",
+        "outputs",
+        "limits",
+        "defaults",
+        "notify",
+        "step",
+        "bindings",
+        "map_block",
+        "route_block",
+        "gate",
+        "env",
+    }
 )
 _LISTS = frozenset({"inputs", "slist", "sobject", "list_value", "object_value", "object_type", "refinements"})
 _OPENERS = {"LBRACE": "RBRACE", "LSQB": "RSQB", "LPAR": "RPAR"}

@@ -15,6 +15,7 @@ from akmc import ast, compose
 from akmc import types as t
 from akmc.compose import Child
 from akmc.load import Frozen, Loaded
+from akmc.notifying import NotifyModel
 from akmc.resolve import Model, Retry, StepModel
 from akmc.typecheck import Typed
 
@@ -130,11 +131,26 @@ def lower(
     if outputs:
         plan["outputs"] = outputs
     plan["steps"] = [_step(sm, typed, lowering, children or {}) for sm in model.steps]
+    if model.notify is not None and model.notify.target is not None:
+        plan["notify"] = _notify(model.notify, lowering)
     plan["sourceReadSet"] = lowering.read_set()
     used = features.used(plan)
     if used:
         plan["features"] = used
     return plan
+
+
+def _notify(notify: NotifyModel, lowering: Lowering) -> pf.Notify:
+    assert notify.target is not None
+    lowered = pf.Notify(on=cast(list[pf.NotifyEvent], notify.on), target=lowering.check(notify.target))
+    env = _env(notify.env)
+    if env:
+        lowered["env"] = env
+    if notify.timeout_ms is not None:
+        lowered["timeoutMs"] = notify.timeout_ms
+    if notify.retry is not None:
+        lowered["retry"] = _retry(notify.retry)
+    return lowered
 
 
 def _params(model: Model, typed: Typed) -> dict[str, pf.Param]:

@@ -10,6 +10,7 @@ from akm_run.numbers import normal
 from akm_run.planformat import MAX_OUTPUTS, MAX_PARAMS, MAX_STEPS, NAME
 from akmc import ast, messages
 from akmc.diagnostics import Report, did_you_mean, position
+from akmc.notifying import NotifyModel, check_notify
 from akmc.records import build, field, record
 from akmc.settings import DEFAULT_CONCURRENCY, HOME, HONOURED, WHY_NOT, check_settings
 from akmc.settings import Retry as Retry  # lowering reads a step's policy from the model
@@ -78,6 +79,7 @@ class Model:
     default_stall_after_ms: int | None = None
     default_on_stall: str | None = None
     default_env: dict[str, ast.EnvEntry] = field(default_factory=dict)
+    notify: NotifyModel | None = None
     # (reference, reader index, whether `item` may stand there): every reference, wherever it stands
     references: list[tuple[ast.Reference, int, bool]] = field(default_factory=list)
 
@@ -127,6 +129,12 @@ def _sections(model: Model, report: Report) -> None:
                 model.references.append((output.source, len(model.workflow.steps), False))
         elif section.kind == "limits":
             _limits(model, section, report)
+        elif section.kind == "notify":
+            env: dict[str, ast.EnvEntry] = {}
+            for entry in section.settings:
+                if isinstance(entry, ast.Env):
+                    _env(entry, env, report)
+            model.notify = check_notify(section, env, report)
         else:
             _defaults(model, section, report)
 

@@ -12,6 +12,7 @@ from akm_run.planformat import (
     MAX_RETRY,
     MAX_TIMEOUT_MS,
     MIN_STALL_MS,
+    NOTIFY_EVENTS,
     RETRY_DEFAULT_ON,
     RETRY_REASONS,
 )
@@ -30,6 +31,7 @@ PLACES = {
     "map": {"concurrency", "timeout", "retry", "stall_after", "on_stall"},
     "gate": {"max_loops"},
     "limits": {"concurrency", "max_units", "timeout"},
+    "notify": {"on", "timeout", "retry"},
 }
 HOME = {
     "timeout": "a step, a `map` block, `defaults` or `limits`",
@@ -97,9 +99,13 @@ def check_settings(settings: list[ast.Setting], place: str, report: Report) -> d
 
 def _misplaced(setting: ast.Setting, place: str, report: Report) -> None:
     name = setting.name.text
-    where = {"step": "a step", "defaults": "`defaults`", "map": "a `map` block", "gate": "a `gate` block"}.get(
-        place, f"`{place}`"
-    )
+    where = {
+        "step": "a step",
+        "defaults": "`defaults`",
+        "map": "a `map` block",
+        "gate": "a `gate` block",
+        "notify": "`notify`",
+    }.get(place, f"`{place}`")
     if name in HOME:
         report.add(messages.misplaced_setting(name=name, where=where, home=HOME[name]), setting.name.span)
         return
@@ -115,6 +121,8 @@ def _setting_value(setting: ast.Setting, place: str, report: Report) -> Any:
         return _duration(value, name, report)
     if name == "stall_after":
         return _stall_after(value, report)
+    if name == "on":
+        return _notify_on(value, report)
     if name == "on_stall":
         if isinstance(value, ast.Word) and value.text in ON_STALL:
             return value.text
@@ -159,6 +167,24 @@ def _duration(value: ast.Value, name: str, report: Report) -> int | None:
         report.add(messages.duration_over_bound(name=name, duration=value.text), value.span)
         return None
     return value.ms
+
+
+def _notify_on(value: ast.Value, report: Report) -> list[str] | None:
+    """`notify { on = [...] }`: a non-empty list of event names, sorted and unique."""
+    names = ", ".join(NOTIFY_EVENTS)
+    items = value.items if isinstance(value, ast.ListValue) else None
+    if not items or not all(isinstance(i, ast.Word) for i in items):
+        report.add(messages.notify_on_list(events=names), value.span)
+        return None
+    events: set[str] = set()
+    for item in items:
+        assert isinstance(item, ast.Word)
+        if item.text in NOTIFY_EVENTS:
+            events.add(item.text)
+        else:
+            help_text = did_you_mean(item.text, set(NOTIFY_EVENTS))
+            report.add(messages.unknown_notify_event(event=item.text, events=names), item.span, help=help_text)
+    return sorted(events) or None
 
 
 def _stall_after(value: ast.Value, report: Report) -> int | None:

@@ -16,7 +16,7 @@ from akmc.spans import Span
 from akmc.typecheck import type_of
 from akmc.workspace import discover, ref_of
 
-SECTIONS = ["description", "params", "outputs", "limits", "defaults", "step"]
+SECTIONS = ["description", "params", "outputs", "limits", "defaults", "notify", "step"]
 TARGETS = ["shell", "script", "agent", "uses", "approval"]
 KEYWORDS = {
     "workflow": SECTIONS,
@@ -38,6 +38,7 @@ KEYWORDS = {
     "gate": ["check", "max_loops"],
     "limits": ["concurrency", "max_units", "timeout"],
     "defaults": ["timeout", "retry", "on_error", "stall_after", "on_stall", "env"],
+    "notify": ["on", "shell", "script", "env", "timeout", "retry"],
 }
 VALUES = {
     "on_error": ["fail", "continue"],
@@ -91,7 +92,7 @@ def block_at(text: str, offset: int) -> tuple[str, str]:
         ("uses", r'\buses\s+"([^"\n]*)"\s*$'),
         ("map", r"\bmap\s+[^{}=]*$"),
         ("route", r"\broute\s+[^{}=]*$"),
-        ("section", r"\b(params|outputs|limits|defaults|gate|env)\s*$"),
+        ("section", r"\b(params|outputs|limits|defaults|notify|gate|env)\s*$"),
     ]
     for kind, pattern in patterns:
         match = re.search(pattern, head)

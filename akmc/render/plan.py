@@ -146,6 +146,22 @@ def head_lines(plan: dict[str, Any], indent: str) -> list[str]:
     outputs = plan.get("outputs", {})
     lines.append(f"{indent}outputs:" + ("" if outputs else " none (exports runId, status)"))
     lines += [f"{indent}  {output_line(name, o)}" for name, o in outputs.items()]
+    if "notify" in plan:
+        lines += notify_lines(plan["notify"], indent)
+    return lines
+
+
+def notify_lines(notify: dict[str, Any], indent: str) -> list[str]:
+    """The `notify` section: its events, its notifier and how it is bounded."""
+    lines = [f"{indent}notify: on {', '.join(notify['on'])}  [{notify['target']['kind']}]"]
+    lines += target_lines(notify["target"], indent + "  ")
+    if "timeoutMs" in notify:
+        lines.append(f"{indent}  timeout: {duration(notify['timeoutMs'])}")
+    if "retry" in notify:
+        lines.append(f"{indent}  retry: {retry_text(notify['retry'])}")
+    if "env" in notify:
+        lines.append(f"{indent}  env:")
+        lines += [f"{indent}    {env_line(entry)}" for entry in notify["env"]]
     return lines
 
 

@@ -16,13 +16,15 @@ from akm_run import wording
 from akm_run.planformat import Feature, PlanError
 
 # A plan-level key or a step's key that means the plan uses the feature.
-PLAN_DETECTORS: Mapping[Feature, Callable[[Mapping[str, Any]], bool]] = {}
+PLAN_DETECTORS: Mapping[Feature, Callable[[Mapping[str, Any]], bool]] = {
+    "notify": lambda plan: "notify" in plan,
+}
 STEP_DETECTORS: Mapping[Feature, Callable[[Mapping[str, Any]], bool]] = {
     "stall": lambda step: "stallAfterMs" in step or "onStall" in step,
 }
 
 # The features this runtime honours.
-SUPPORTED: frozenset[Feature] = frozenset({"stall"})
+SUPPORTED: frozenset[Feature] = frozenset({"notify", "stall"})
 
 
 def plans(plan: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:

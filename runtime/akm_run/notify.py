@@ -13,7 +13,9 @@ import json
 import os
 import subprocess
 import tempfile
+import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,62 +23,136 @@ from akm_run import children, outcomes, units, wording
 from akm_run.console import iso
 from akm_run.hints import Hints
 from akm_run.rows import NotificationRow, RunRow
-from akm_run.store import Store
+from akm_run.store import HOST_EVENTS, Store
 from akm_run.trust import signed_by
 
 HOST_TIMEOUT_S = 30.0  # the host's notifier (`--notify-cmd`): the default timeout of a `notify` section
+
+
+@dataclass(frozen=True, slots=True)
+class Notifier:
+    """One command a notification is sent to: the host's (`--notify-cmd`) or the plan's `notify`."""
+
+    target: dict[str, Any]  # a shell or script target
+    on: frozenset[str]
+    env: list[dict[str, Any]]
+    timeout_s: float = HOST_TIMEOUT_S
+    retry: dict[str, Any] | None = None
+    host: bool = False  # the host's own command: it sees the runtime's environment
+
+
+def notifiers(run: RunRow) -> list[Notifier]:
+    """The notifiers of a root run: the host's, then its plan's."""
+    found = []
+    if run.notify_cmd:
+        found.append(Notifier({"kind": "shell", "command": run.notify_cmd}, frozenset(HOST_EVENTS), [], host=True))
+    section = json.loads(run.plan_json).get("notify")
+    if section is not None:
+        timeout = section.get("timeoutMs", HOST_TIMEOUT_S * 1000) / 1000
+        found.append(
+            Notifier(section["target"], frozenset(section["on"]), section.get("env", []), timeout, section.get("retry"))
+        )
+    return found
 
 
 def deliver(store: Store, run_id: str, hints: Hints, environ: Mapping[str, str] | None = None) -> None:
     """Send the root run's pending notifications, each bounded by its timeout; never raises."""
     try:
         run = store.run(run_id)
-        if run is None or run.parent_run_id is not None or not run.notify_cmd:
+        if run is None or run.parent_run_id is not None:
             return
-        for row in store.notifications(run_id, pending=True):
+        chosen = notifiers(run)
+        for row in store.notifications(run_id, pending=True) if chosen else []:
             context = notification_context(store, run, row, hints)
-            sent, code, reason, tail = send(run.notify_cmd, context, row.dispatch_id, environ)
+            ended: Sent = (True, 0, None, None)
+            for notifier in (n for n in chosen if row.event in n.on):
+                result = _with_retries(notifier, run, context, row.dispatch_id, environ)
+                ended = result if not result[0] else ended
+            sent, code, reason, tail = ended
             store.record_notification(run_id, row.seq, sent=sent, exit_code=code, reason=reason, stderr_tail=tail)
     except Exception:  # noqa: BLE001 - a notification never changes how a drive ends
         return
 
 
+Sent = tuple[bool, int | None, str | None, str | None]  # sent, exit code, why not, stderr tail
+
+
+def _with_retries(
+    notifier: Notifier, run: RunRow, context: dict[str, Any], dispatch_id: str, environ: Mapping[str, str] | None
+) -> Sent:
+    retry = notifier.retry or {"max": 0, "on": []}
+    for tried in range(retry["max"] + 1):
+        result = send(notifier, run, context, dispatch_id, environ)
+        if result[0] or result[2] not in retry["on"] or tried == retry["max"]:
+            return result
+        time.sleep(retry.get("backoffMs", 0) / 1000)
+    return result
+
+
 def send(
-    command: str, context: dict[str, Any], dispatch_id: str, environ: Mapping[str, str] | None = None
-) -> tuple[bool, int | None, str | None, str | None]:
-    """Run the notifier with the context on stdin and in `AKM_CONTEXT`: (sent, exit code, why it
-    failed, the tail of its stderr)."""
+    notifier: Notifier, run: RunRow, context: dict[str, Any], dispatch_id: str, environ: Mapping[str, str] | None
+) -> Sent:
+    """Run one notifier with the context on stdin and in `AKM_CONTEXT`, bounded by its timeout."""
     text = json.dumps(context, ensure_ascii=False, sort_keys=True)
+    environ = os.environ if environ is None else environ
     with tempfile.TemporaryDirectory(prefix="akm-notify-") as directory:
         path = Path(directory) / "context.json"
         path.write_text(text, encoding="utf-8")
         path.chmod(0o600)
-        env = {**(os.environ if environ is None else environ), "AKM_CONTEXT": str(path), "AKM_DISPATCH_ID": dispatch_id}
-        env["AKM_RUN_ID"] = context["runId"]
         try:
-            process = subprocess.Popen(
-                ["/bin/sh", "-c", command],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                env=env,
-                start_new_session=True,
-            )
-        except OSError as error:
-            return False, None, "spawn_error", str(error.strerror or error)
-        try:
-            _, err = process.communicate(text.encode(), timeout=HOST_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            units.stop_group(process.pid, process.poll)
-            _, err = process.communicate()
-            return False, None, "timeout", _tail(err)
+            env, secrets = _environment(notifier, run, dispatch_id, environ)
+        except units.UnitFailure as failure:
+            return False, None, failure.reason, failure.message
+        env.update({"AKM_CONTEXT": str(path), "AKM_DISPATCH_ID": dispatch_id, "AKM_RUN_ID": run.id})
+        argv = ["/bin/sh", "-c", notifier.target.get("command", "")]
+        if notifier.target["kind"] == "script":
+            script = Path(directory) / "notify"
+            script.write_text(notifier.target["text"], encoding="utf-8")
+            script.chmod(0o700)
+            argv = [str(script)]
+        return _run(argv, env, text, notifier.timeout_s, _cwd(run), secrets)
+
+
+def _environment(
+    notifier: Notifier, run: RunRow, dispatch_id: str, environ: Mapping[str, str]
+) -> tuple[dict[str, str], list[str]]:
+    """The host's notifier gets the runtime's environment; the plan's, a unit's (its `env` only)."""
+    if notifier.host:
+        return dict(environ), []
+    context = {"runId": run.id, "stepId": "notify", "unitId": "notify", "dispatchId": dispatch_id, "attempt": 1}
+    return units.environment(units.Unit(notifier.target, context, notifier.env), environ)
+
+
+def _cwd(run: RunRow) -> str:
+    return run.workdir if run.workdir and Path(run.workdir).is_dir() else "."
+
+
+def _run(argv: list[str], env: dict[str, str], text: str, timeout_s: float, cwd: str, secrets: list[str]) -> Sent:
+    try:
+        process = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
+        )
+    except OSError as error:
+        return False, None, "spawn_error", str(error.strerror or error)
+    try:
+        _, err = process.communicate(text.encode(), timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        units.stop_group(process.pid, process.poll)
+        _, err = process.communicate()
+        return False, None, "timeout", _tail(err, secrets)
     if process.returncode != 0:
-        return False, process.returncode, "exit", _tail(err)
-    return True, 0, None, _tail(err)
+        return False, process.returncode, "exit", _tail(err, secrets)
+    return True, 0, None, _tail(err, secrets)
 
 
-def _tail(err: bytes) -> str | None:
-    return outcomes.last(outcomes.clean(err, []), 4096) or None
+def _tail(err: bytes, secrets: list[str]) -> str | None:
+    return outcomes.last(outcomes.clean(err, secrets), 4096) or None
 
 
 def notification_context(store: Store, run: RunRow, row: NotificationRow, hints: Hints) -> dict[str, Any]:

@@ -38,6 +38,8 @@ RETRY_REASONS: tuple[RetryReason, ...] = ("exit", "timeout", "spawn_error", "out
 # (a plan written before it keeps its bytes and its hash).
 RETRY_DEFAULT_ON: tuple[RetryReason, ...] = ("exit", "timeout", "spawn_error", "output_invalid")
 MIN_STALL_MS = 1000  # `stall_after` lies in [1s, MAX_TIMEOUT_MS]
+NotifyEvent = Literal["blocked", "budget", "completed", "failed", "stalled"]
+NOTIFY_EVENTS: tuple[NotifyEvent, ...] = ("blocked", "budget", "completed", "failed", "stalled")
 OnStall = Literal["terminate"]  # `on_stall`; its default, `warn`, is written as the key's absence
 OnError = Literal["fail", "continue"]
 ON_ERROR: tuple[OnError, ...] = ("fail", "continue")
@@ -256,6 +258,16 @@ Step: TypeAlias = Union[UnitStep, MapStep, RouteStep]
 WorkStep: TypeAlias = Union[UnitStep, MapStep]
 
 
+class Notify(TypedDict):
+    """The workflow's `notify` section: which events of a top-level run it is sent, and its notifier."""
+
+    on: Annotated[list[NotifyEvent], Items(1, len(NOTIFY_EVENTS))]  # sorted, unique
+    target: CheckTarget
+    env: NotRequired[Annotated[list[EnvEntry], Items(low=1), SortedBy("name")]]
+    timeoutMs: NotRequired[Millis]
+    retry: NotRequired[Retry]
+
+
 class Param(TypedDict):
     schema: Schema
     default: NotRequired[Any]
@@ -288,6 +300,7 @@ class Plan(TypedDict):
     description: NotRequired[str]
     params: NotRequired[Annotated[dict[Name, Param], Entries(MAX_PARAMS)]]
     outputs: NotRequired[Annotated[dict[Name, Output], Entries(MAX_OUTPUTS)]]
+    notify: NotRequired[Notify]
     # Sorted and unique; the decoder derives the same list from the plan (akm_run.features).
     features: NotRequired[Annotated[list[Feature], Items(1, len(FEATURES))]]
 

@@ -9,6 +9,7 @@ are this class on a dialect: akm_run.sqlitestore.SQLiteStore and akm_run.pgstore
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 from typing import Any
 
@@ -154,7 +155,7 @@ class Store(Queries):
         with self.transaction():
             self._execute(f"UPDATE runs SET {sets} WHERE id = ?", (status, time.time(), *columns.values(), run_id))
             self.event(run_id, "run.reopened" if status == "active" else f"run.{status}", **data)
-            if status in HOST_EVENTS:
+            if status in ("blocked", "failed", "completed"):
                 self._queue_notification(run_id, run_id, status)
 
     # -- notifications (operations.md D4): an outbox row in the event's own transaction -------------------
@@ -167,8 +168,13 @@ class Store(Queries):
     def _queue_notification(self, root_id: str, event_run_id: str, event: str) -> None:
         """Inside the caller's transaction, after the event it tells of: a pending notification of
         the root run for the newest event of `event_run_id`, when the root has a notifier for it."""
-        row = self._execute("SELECT notify_cmd FROM runs WHERE id = ? AND parent_run_id IS NULL", (root_id,)).fetchone()
-        if row is None or not row[0] or event not in HOST_EVENTS:
+        row = self._execute(
+            "SELECT notify_cmd, plan_json FROM runs WHERE id = ? AND parent_run_id IS NULL", (root_id,)
+        ).fetchone()
+        if row is None:
+            return
+        wanted = set(HOST_EVENTS if row[0] else ()) | set(json.loads(row[1]).get("notify", {}).get("on", []))
+        if event not in wanted:
             return
         seq = int(self._execute("SELECT MAX(seq) FROM events WHERE run_id = ?", (event_run_id,)).fetchone()[0])
         dispatch = "n-" + hashlib.sha256(f"akm.notify/1\0{root_id}\0{seq}".encode()).hexdigest()[:24]

@@ -154,3 +154,49 @@ def test_the_example_webhook_notifier_posts_the_context_with_its_dispatch_id(run
     [(headers, body)] = _Receiver.received
     context = json.loads(body)
     assert context["event"] == "blocked" and headers["Idempotency-Key"] == context["dispatchId"]
+
+
+# The plan's own notifier: sent on completion with the exported outputs, its env as a unit's (a
+# secret from the runtime's environment, never in the context), bounded by its timeout and retried.
+NOTIFYING = source("""
+    workflow "t" {
+      notify {
+        on = [completed]
+        shell "echo \\"$HOOK\\" > hook.txt; cat >> sent.jsonl; echo >> sent.jsonl"
+        env { HOOK = secret("NOTIFY_HOOK") }
+      }
+      outputs { answer = steps.build.output }
+      step build { shell "echo 42" }
+    }
+""")
+HANGING = source("""
+    workflow "t" {
+      notify {
+        on = [completed, failed]
+        shell "echo tried >> tries.txt; sleep 30"
+        timeout = 1s
+        retry = { max = 1, on = [timeout] }
+      }
+      step build { shell "echo 1" }
+    }
+""")
+
+
+def test_the_plans_notifier_is_sent_completed_with_its_secret_env(runtime: Runtime) -> None:
+    env = runtime.unit_env(NOTIFY_HOOK="https://hooks.example.com/secret-token")
+    result = runtime.akm("run", runtime.compile("wf.akm", NOTIFYING), "--format", "json", env=env)
+    assert result.returncode == 0, result.stderr
+    [sent] = _sent(runtime.root)
+    assert sent["event"] == "completed" and sent["exported"] == {"answer": 42}
+    assert "secret-token" not in json.dumps(sent)
+    assert (runtime.root / "hook.txt").read_text() == "https://hooks.example.com/secret-token\n"
+
+
+def test_a_hanging_notifier_is_bounded_by_its_timeout_and_retried_and_the_run_is_unchanged(runtime: Runtime) -> None:
+    code, document = runtime.run_json(runtime.compile("wf.akm", HANGING))
+    assert code == 0 and document["status"] == "completed"
+    [row] = _notifications(runtime, document["runId"])
+    assert (row["event"], row["status"], row["reason"]) == ("completed", "failed", "timeout")
+    assert (runtime.root / "tries.txt").read_text() == "tried\ntried\n"
+    status = runtime.akm("status", document["runId"]).stdout
+    assert "notification failed: completed → timeout" in status

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from akm_run import children, core, decisions, features, notify, numbers, progress, units
 from akm_run import planformat as pf
+from akm_run.activity import Beat, Board
 from akm_run.attempts import Attempts, StepStart
 from akm_run.core import Aborted, DriveResult, End
 from akm_run.decisions import (
@@ -79,8 +80,16 @@ class Engine:
 
     def __post_init__(self) -> None:
         settings = Settings(self.options.workdir, self.options.agent_cmd, self.options.environ, self.options.hints)
-        process = self.process or ProcessDispatcher(self.store, settings, self.abort)
+        board = Board(self._activity)
+        process = self.process or ProcessDispatcher(self.store, settings, self.abort, board=board)
         self.dispatcher: Dispatcher = Routing(process, ChildDispatcher(self.store, settings, self.drive))
+
+    def _activity(self, beats: list[Beat]) -> None:
+        """Journal a sample of the units' activity, and show the newest progress frame."""
+        self.store.record_activity(beats)
+        frames = [b.progress for b in beats if b.progress is not None]
+        if frames:
+            self.options.progress.activity(frames[-1])
 
     def drive(self, run_id: str) -> DriveResult:
         """Drive a run until it completes, fails, blocks or is aborted. Raises LockHeld when another

@@ -200,3 +200,32 @@ def test_a_hanging_notifier_is_bounded_by_its_timeout_and_retried_and_the_run_is
     assert (runtime.root / "tries.txt").read_text() == "tried\ntried\n"
     status = runtime.akm("status", document["runId"]).stdout
     assert "notification failed: completed → timeout" in status
+
+
+PARENT = source("""
+    workflow "parent" {
+      step review { uses "child" }
+    }
+""")
+CHILD = source("""
+    workflow "child" {
+      notify {
+        on = [blocked]
+        shell "echo child >> child-notified.txt"
+      }
+      step signoff { approval "Ship it?" }
+    }
+""")
+
+
+def test_a_childs_block_notifies_the_root_once_with_the_chain(runtime: Runtime) -> None:
+    plan = runtime.compile("parent.akm", PARENT, {"child.akm": CHILD})
+    code, document = runtime.run_json(plan, "--notify-cmd", RECORD)
+    assert code == 3
+    [sent] = _sent(runtime.root)
+    assert sent["event"] == "blocked" and sent["runId"] == document["runId"]
+    root, child = sent["chain"]
+    assert (root["runId"], root["stepId"]) == (document["runId"], "review")
+    assert (child["ref"], child["stepId"]) == ("child", "signoff")
+    assert any("akm-run approve " + child["runId"] + " signoff" in c for c in sent["commands"])
+    assert not (runtime.root / "child-notified.txt").exists()  # a child's own notify runs only top-level

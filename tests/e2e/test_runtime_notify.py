@@ -137,15 +137,15 @@ class _Receiver(http.server.BaseHTTPRequestHandler):
         pass
 
 
-@pytest.mark.sqlite_only  # the example script's own behaviour; the pool runs notifiers the same way
 def test_the_example_webhook_notifier_posts_the_context_with_its_dispatch_id(runtime: Runtime) -> None:
+    _Receiver.received.clear()
     server = http.server.HTTPServer(("127.0.0.1", 0), _Receiver)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
         plan = runtime.compile("wf.akm", BLOCKING)
         script = REPO / "examples" / "notifiers" / "webhook.sh"
-        env = runtime.env(WEBHOOK_URL=f"http://127.0.0.1:{server.server_port}/hook")
+        env = runtime.unit_env(WEBHOOK_URL=f"http://127.0.0.1:{server.server_port}/hook")
         result = runtime.akm("run", plan, "--notify-cmd", str(script), env=env)
         assert result.returncode == 3, result.stderr
     finally:
@@ -229,3 +229,13 @@ def test_a_childs_block_notifies_the_root_once_with_the_chain(runtime: Runtime) 
     assert (child["ref"], child["stepId"]) == ("child", "signoff")
     assert any("akm-run approve " + child["runId"] + " signoff" in c for c in sent["commands"])
     assert not (runtime.root / "child-notified.txt").exists()  # a child's own notify runs only top-level
+
+
+def test_a_workers_notifier_is_remembered_on_the_runs_it_drives(pooled: Runtime) -> None:
+    pooled.start_worker(options=("--notify-cmd", RECORD))
+    code, document = pooled.run_json(pooled.compile("wf.akm", BLOCKING))
+    assert code == 3
+    [sent] = _sent(pooled.root)
+    assert sent["event"] == "blocked" and sent["runId"] == document["runId"]
+    [(remembered,)] = pooled.sql("SELECT notify_cmd FROM runs WHERE id = ?", document["runId"])
+    assert remembered == RECORD

@@ -87,6 +87,8 @@ class Engine:
     def _activity(self, beats: list[Beat]) -> None:
         """Journal a sample of the units' activity, and show the newest progress frame."""
         self.store.record_activity(beats)
+        if isinstance(self.store, Store):
+            notify.stalled_soon(self.store, beats, self.options.hints, self.options.environ)
         frames = [b.progress for b in beats if b.progress is not None]
         if frames:
             self.options.progress.activity(frames[-1])

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -20,8 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from akm_run import children, outcomes, units, wording
+from akm_run.activity import Beat
 from akm_run.console import iso
 from akm_run.hints import Hints
+from akm_run.locks import pid_alive
 from akm_run.rows import NotificationRow, RunRow
 from akm_run.store import HOST_EVENTS, Store
 from akm_run.trust import signed_by
@@ -63,15 +67,43 @@ def deliver(store: Store, run_id: str, hints: Hints, environ: Mapping[str, str] 
             return
         chosen = notifiers(run)
         for row in store.notifications(run_id, pending=True) if chosen else []:
+            if not _takeable(row) or not store.claim_notification(run_id, row.seq, row.attempts, CLAIMER):
+                continue  # another drive or worker is sending it
             context = notification_context(store, run, row, hints)
             ended: Sent = (True, 0, None, None)
+            retries = 0
             for notifier in (n for n in chosen if row.event in n.on):
-                result = _with_retries(notifier, run, context, row.dispatch_id, environ)
-                ended = result if not result[0] else ended
+                result, tries = _with_retries(notifier, run, context, row.dispatch_id, environ)
+                ended, retries = (result if not result[0] else ended), retries + tries - 1
             sent, code, reason, tail = ended
-            store.record_notification(run_id, row.seq, sent=sent, exit_code=code, reason=reason, stderr_tail=tail)
+            store.record_notification(
+                run_id, row.seq, sent=sent, exit_code=code, reason=reason, stderr_tail=tail, retries=retries
+            )
     except Exception:  # noqa: BLE001 - a notification never changes how a drive ends
         return
+
+
+CLAIMER = f"{socket.gethostname()}:{os.getpid()}"
+STALE_CLAIM_S = 600.0  # a claim by a process on another host, which cannot be checked, is taken after this
+
+
+def _takeable(row: NotificationRow) -> bool:
+    """Whether a notification not yet delivered is this process's to send: pending, or taken by a
+    sender that died (a process of this host that is gone, or a claim on another host gone stale)."""
+    if row.status == "pending" or row.claimed_by is None:
+        return True
+    host, _, pid = row.claimed_by.rpartition(":")
+    if host == socket.gethostname() and pid.isdigit():
+        return int(pid) != os.getpid() and not pid_alive(int(pid))
+    return time.time() - (row.claimed_at or 0.0) > STALE_CLAIM_S
+
+
+def stalled_soon(store: Store, beats: list[Beat], hints: Hints, environ: Mapping[str, str] | None = None) -> None:
+    """After a sample that journaled a unit's first silence: its root run's `stalled` notification,
+    sent now on a thread of its own (the run goes on; the sample is not held up by the notifier)."""
+    roots = {store.root_run(b.run_id) for b in beats if b.event == "unit.silent" and b.data.get("stretch") == 1}
+    for root in roots:
+        threading.Thread(target=deliver, args=(store, root, hints, environ), name="akm-notify", daemon=True).start()
 
 
 Sent = tuple[bool, int | None, str | None, str | None]  # sent, exit code, why not, stderr tail
@@ -79,14 +111,16 @@ Sent = tuple[bool, int | None, str | None, str | None]  # sent, exit code, why n
 
 def _with_retries(
     notifier: Notifier, run: RunRow, context: dict[str, Any], dispatch_id: str, environ: Mapping[str, str] | None
-) -> Sent:
+) -> tuple[Sent, int]:
+    """How sending ended, retried as the notifier's `retry` says, and how many times it was tried."""
     retry = notifier.retry or {"max": 0, "on": []}
-    for tried in range(retry["max"] + 1):
+    tried = 0
+    while True:
+        tried += 1
         result = send(notifier, run, context, dispatch_id, environ)
-        if result[0] or result[2] not in retry["on"] or tried == retry["max"]:
-            return result
+        if result[0] or result[2] not in retry["on"] or tried > retry["max"]:
+            return result, tried
         time.sleep(retry.get("backoffMs", 0) / 1000)
-    return result
 
 
 def send(

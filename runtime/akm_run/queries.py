@@ -121,10 +121,13 @@ class Queries(Database):
         return [(k, s, u, json.loads(d) if d else {}) for k, s, u, d in rows]
 
     def notifications(self, run_id: str, *, pending: bool = False) -> list[NotificationRow]:
-        """A root run's notifications in event order (only those still to send, with `pending`)."""
+        """A root run's notifications in event order (with `pending`, only those not yet delivered:
+        pending, or taken by a sender that may have died)."""
         rows = self._execute(
-            "SELECT seq, event, dispatch_id, status, attempts, exit_code, reason, stderr_tail, created_at, sent_at "
-            "FROM notifications WHERE run_id = ?" + (" AND status = 'pending'" if pending else "") + " ORDER BY seq",
+            "SELECT seq, event, dispatch_id, status, attempts, exit_code, reason, stderr_tail, created_at, sent_at, "
+            "claimed_by, claimed_at FROM notifications WHERE run_id = ?"
+            + (" AND status IN ('pending', 'sending')" if pending else "")
+            + " ORDER BY seq",
             (run_id,),
         ).fetchall()
         return [NotificationRow(*r) for r in rows]

@@ -125,7 +125,7 @@ class AttemptFailure:
     final: bool = True
 
 
-NotificationStatus = Literal["pending", "sent", "failed"]
+NotificationStatus = Literal["pending", "sending", "sent", "failed"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +142,8 @@ class NotificationRow:
     stderr_tail: str | None
     created_at: float
     sent_at: float | None
+    claimed_by: str | None = None  # `host:pid` of the process sending it (status `sending`)
+    claimed_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,7 @@ akm_run.submitting) imports it."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import sys
 import threading
@@ -19,11 +20,12 @@ from typing import TYPE_CHECKING
 from dbos import DBOS, DBOSClient
 from dbos._error import DBOSAwaitedWorkflowCancelledError, DBOSWorkflowCancelledError
 
-from akm_run import units
-from akm_run.activity import POOL_PERIOD_S, Board
+from akm_run import notify, units
+from akm_run.activity import POOL_PERIOD_S, Beat, Board
 from akm_run.core import End
 from akm_run.dispatch import ProcessDispatcher, Settings
 from akm_run.guard import Guard
+from akm_run.hints import Hints
 
 if TYPE_CHECKING:
     from akm_run.dispatch import Request
@@ -76,7 +78,7 @@ class Attempts:
         running = self.run(workflow_id)
         with self.lock:
             if self.board is None:
-                self.board = Board(store.record_activity, POOL_PERIOD_S)
+                self.board = Board(functools.partial(_activity, store), POOL_PERIOD_S)
         try:
             ended = ProcessDispatcher(store, settings, running.abort, running.spawned, self.board).dispatch(request)
         finally:
@@ -165,6 +167,12 @@ class Attempts:
             ended.stderr_tail,
         )
         return dataclasses.replace(ended, recorded=True)
+
+
+def _activity(store: PostgresStore, beats: list[Beat]) -> None:
+    """A worker's sample of the activity of its units: journaled, and a first silence notified."""
+    store.record_activity(beats)
+    notify.stalled_soon(store, beats, Hints())
 
 
 def stop_attempt(client: DBOSClient, store: PostgresStore, request: Request, workflow_id: str, status: str) -> End:

@@ -184,20 +184,41 @@ class Store(Queries):
             (root_id, seq, event, dispatch, time.time()),
         )
 
+    def claim_notification(self, run_id: str, seq: int, attempts: int, claimer: str) -> bool:
+        """Take a notification to send it (one more attempt), as read with `attempts`: True for one
+        taker only, so two drives (or a drive and the worker that saw its unit stall) never send it
+        at once. A taker that dies leaves it `sending`, for the next to take under the same dispatch id."""
+        with self.transaction(durable=False):
+            cursor = self._execute(
+                "UPDATE notifications SET status = 'sending', attempts = attempts + 1, claimed_by = ?, claimed_at = ? "
+                "WHERE run_id = ? AND seq = ? AND attempts = ? AND status IN ('pending', 'sending')",
+                (claimer, time.time(), run_id, seq, attempts),
+            )
+            return bool(cursor.rowcount)
+
     def record_notification(
-        self, run_id: str, seq: int, *, sent: bool, exit_code: int | None, reason: str | None, stderr_tail: str | None
+        self,
+        run_id: str,
+        seq: int,
+        *,
+        sent: bool,
+        exit_code: int | None,
+        reason: str | None,
+        stderr_tail: str | None,
+        retries: int = 0,
     ) -> None:
-        """How one delivery of a notification ended: `notify.sent`, or `notify.failed` (the run is unchanged)."""
+        """How a claimed delivery ended, after `retries` retries: `notify.sent`, or `notify.failed`
+        (the run is unchanged)."""
         with self.transaction():
             self._execute(
-                "UPDATE notifications SET status = ?, attempts = attempts + 1, exit_code = ?, reason = ?, "
+                "UPDATE notifications SET status = ?, attempts = attempts + ?, exit_code = ?, reason = ?, "
                 "stderr_tail = ?, sent_at = ? WHERE run_id = ? AND seq = ?",
-                ("sent" if sent else "failed", exit_code, reason, stderr_tail, time.time(), run_id, seq),
+                ("sent" if sent else "failed", retries, exit_code, reason, stderr_tail, time.time(), run_id, seq),
             )
             extra: dict[str, Any] = {} if sent else {"exitCode": exit_code, "reason": reason}
             self.event(run_id, "notify.sent" if sent else "notify.failed", seq=seq, **extra)
 
-    def _root(self, run_id: str) -> str:
+    def root_run(self, run_id: str) -> str:
         """The top-level run a run descends from (itself when it is one)."""
         for _ in range(64):  # a plan nests at most 8 deep; a cycle in forged rows must not hang
             row = self._execute("SELECT parent_run_id FROM runs WHERE id = ?", (run_id,)).fetchone()
@@ -433,7 +454,7 @@ class Store(Queries):
                 if beat.event is not None:
                     self.event(beat.run_id, beat.event, beat.step_id, beat.unit_id, **beat.data)
                 if beat.event == "unit.silent" and beat.data.get("stretch") == 1:
-                    self._queue_notification(self._root(beat.run_id), beat.run_id, "stalled")
+                    self._queue_notification(self.root_run(beat.run_id), beat.run_id, "stalled")
 
     def _end_attempt(
         self, run_id: str, unit_id: str, attempt: int, status: AttemptStatus, ended: tuple[Any, ...]

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from helpers import REPO, Runtime, source
+from helpers import REPO, Runtime, eventually, source
 
 BLOCKING = source("""
     workflow "t" {
@@ -115,7 +115,7 @@ def test_a_drive_killed_after_sending_sends_again_with_the_same_dispatch_id(runt
     assert killed.returncode == -signal.SIGKILL
     [first] = _sent(runtime.root)
     run_id = first["runId"]
-    assert [r["status"] for r in _notifications(runtime, run_id)] == ["pending"]
+    assert [r["status"] for r in _notifications(runtime, run_id)] == ["sending"]  # its sender died
     code, _ = runtime.run_json(run_id)
     assert code == 3
     first, again = _sent(runtime.root)
@@ -239,3 +239,26 @@ def test_a_workers_notifier_is_remembered_on_the_runs_it_drives(pooled: Runtime)
     assert sent["event"] == "blocked" and sent["runId"] == document["runId"]
     [(remembered,)] = pooled.sql("SELECT notify_cmd FROM runs WHERE id = ?", document["runId"])
     assert remembered == RECORD
+
+
+WAITING = source("""
+    workflow "t" {
+      step wait {
+        shell "while [ ! -e go ]; do sleep 0.1; done; echo 1"
+        stall_after = 1s
+      }
+    }
+""")
+
+
+def test_a_stalled_notification_arrives_while_the_silent_unit_still_runs(runtime: Runtime) -> None:
+    driver = runtime.start("run", runtime.compile("wf.akm", WAITING), "--notify-cmd", RECORD)
+    try:
+        [sent] = eventually(lambda: _sent(runtime.root), "the stalled notification")
+        assert sent["event"] == "stalled" and sent["step"]["stepId"] == "wait" and sent["status"] == "active"
+    finally:
+        (runtime.root / "go").write_text("")
+        driver.communicate(timeout=120)
+    assert driver.returncode == 0 and len(_sent(runtime.root)) == 1
+    [row] = _notifications(runtime, sent["runId"])
+    assert (row["event"], row["status"], row["attempts"]) == ("stalled", "sent", 1)

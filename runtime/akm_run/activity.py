@@ -236,6 +236,11 @@ class Watch:
             return None
         return self.beat(time.monotonic())
 
+    def close(self) -> None:
+        """The attempt ended: its channel is closed (under the lock a board's sample reads it with)."""
+        with self._lock:
+            self.channel.close()
+
     def silent(self, now: float) -> bool:
         return self.stall_after_ms is not None and (now - self.last) * 1000 >= self.stall_after_ms
 

@@ -177,7 +177,7 @@ def _last_beat(watch: Watch, board: Board | None) -> None:
         if beat is not None:
             with contextlib.suppress(Exception):  # activity is never worth failing an attempt for
                 board.journal([beat])
-    watch.channel.close()
+    watch.close()
 
 
 def _private(path: Path, text: str, mode: int) -> None:

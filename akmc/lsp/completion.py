@@ -8,6 +8,7 @@ from typing import Any
 
 from lsprotocol import types as lsp
 
+from akm_run.planformat import NOTIFY_EVENTS, RETRY_REASONS
 from akmc import ast
 from akmc import types as t
 from akmc.diagnostics import Report
@@ -40,10 +41,11 @@ KEYWORDS = {
     "defaults": ["timeout", "retry", "on_error", "stall_after", "on_stall", "env"],
     "notify": ["on", "shell", "script", "env", "timeout", "retry"],
 }
-VALUES = {
+VALUES: dict[str, list[str]] = {
     "on_error": ["fail", "continue"],
     "on_stall": ["warn", "terminate"],
-    "on": ["exit", "timeout", "spawn_error", "output_invalid", "stalled"],
+    "on": list(RETRY_REASONS),  # retry's
+    "notify.on": list(NOTIFY_EVENTS),
 }
 TYPE_NAMES = ["string", "int", "number", "bool", "null", "any", "list", "map"]
 
@@ -131,7 +133,8 @@ def completions(text: str, offset: int, analysis: Analysis | None) -> list[lsp.C
     if re.search(r'\buses\s+"([^"]*)$', line):
         return _refs(analysis)
     if match := re.search(rf"\b({_NAME})\s*=\s*\[?(?:{_NAME}\s*,\s*)*({_NAME})?$", line):
-        return [_item(v, lsp.CompletionItemKind.EnumMember) for v in VALUES.get(match.group(1), [])]
+        setting = "notify.on" if (block, match.group(1)) == ("notify", "on") else match.group(1)
+        return [_item(v, lsp.CompletionItemKind.EnumMember) for v in VALUES.get(setting, [])]
     if re.search(rf"^\s*{_NAME}\s*\??\s*:\s*({_NAME})?$", line) and block in ("params", "outputs", "step", "value"):
         return [_item(n, lsp.CompletionItemKind.TypeParameter) for n in TYPE_NAMES]
     if not re.fullmatch(rf"(?:.*\s)?({_NAME})?", line) or re.search(r"[=:.\[(,]\s*$", line):

@@ -167,7 +167,7 @@ class Text:
 @node
 class Setting:
     name: Ident
-    value: Value
+    value: Value | Reference  # a reference only where a setting takes one (`exclusive`)
     span: Span
 
 

@@ -181,6 +181,10 @@ def _limits(model: Model) -> pf.Limits:
         limits["maxUnits"] = model.max_units
     if model.timeout_ms is not None:
         limits["timeoutMs"] = model.timeout_ms
+    if model.exclusive is True:
+        limits["exclusive"] = True
+    elif isinstance(model.exclusive, ast.Reference):
+        limits["exclusive"] = pf.ExclusiveParam(param=model.exclusive.name.text)
     return limits
 
 

@@ -61,4 +61,6 @@ def _node(node: shape.Node) -> dict[str, Any]:
         }
     if isinstance(node, shape.Tagged):
         return {"oneOf": [_node(ref) for ref in node.variants.values()]}
+    if isinstance(node, shape.Either):
+        return {"oneOf": [_node(member) for member in node.members]}
     return {"type": "object"} if isinstance(node, shape.JsonSchema) else {}

@@ -73,6 +73,7 @@ class Model:
     concurrency: int = DEFAULT_CONCURRENCY
     max_units: int | None = None
     timeout_ms: int | None = None
+    exclusive: bool | ast.Reference | None = None  # `limits { exclusive = true | params.NAME }`
     default_timeout_ms: int | None = None
     default_retry: Retry | None = None
     default_on_error: str | None = None
@@ -156,6 +157,9 @@ def _limits(model: Model, section: ast.Section, report: Report) -> None:
         model.concurrency = values["concurrency"]
     model.max_units = values.get("max_units")
     model.timeout_ms = values.get("timeout")
+    model.exclusive = values.get("exclusive")
+    if isinstance(model.exclusive, ast.Reference):  # a param reference like any other: E205 when unknown
+        model.references.append((model.exclusive, len(model.workflow.steps), False))
 
 
 def _defaults(model: Model, section: ast.Section, report: Report) -> None:
@@ -329,7 +333,7 @@ def _honoured(
     if gate is not None:
         found.append(("gate", keyword(gate.span, "gate")))
     for name, span in found:
-        if name in ("concurrency", "max_loops", "max_units") or sm.honours(name):
+        if name in ("concurrency", "max_loops", "max_units", "exclusive") or sm.honours(name):
             continue  # misplaced ones are reported where they stand
         report.add(messages.setting_no_effect(name=name, what=what), span, help=WHY_NOT.get((kind, name)))
 

@@ -30,7 +30,7 @@ PLACES = {
     "defaults": STEP_SETTINGS,
     "map": {"concurrency", "timeout", "retry", "stall_after", "on_stall"},
     "gate": {"max_loops"},
-    "limits": {"concurrency", "max_units", "timeout"},
+    "limits": {"concurrency", "max_units", "timeout", "exclusive"},
     "notify": {"on", "timeout", "retry"},
 }
 HOME = {
@@ -42,6 +42,7 @@ HOME = {
     "concurrency": "a `map` block or `limits`",
     "max_loops": "a `gate` block",
     "max_units": "`limits`",
+    "exclusive": "`limits`",
 }
 
 # Which step kinds honour which setting (the table in the language reference). A step's kind here is
@@ -117,6 +118,10 @@ def _misplaced(setting: ast.Setting, place: str, report: Report) -> None:
 
 def _setting_value(setting: ast.Setting, place: str, report: Report) -> Any:
     name, value = setting.name.text, setting.value
+    if name == "exclusive":
+        return _exclusive(value, report)
+    if isinstance(value, ast.Reference):  # only `exclusive` takes one; the others say what they take
+        value = ast.Word(value.text, value.span)
     if name == "timeout":
         return _duration(value, name, report)
     if name == "stall_after":
@@ -152,6 +157,17 @@ def _setting_value(setting: ast.Setting, place: str, report: Report) -> Any:
         report.add(messages.too_many_loops(limit=MAX_LOOPS, value=number), value.span)
         return None
     return number
+
+
+def _exclusive(value: ast.Value | ast.Reference, report: Report) -> bool | ast.Reference | None:
+    """`true` (one unsettled run of the workflow), a param (one per value of it), or `false` (the
+    default: concurrent runs allowed, so no key)."""
+    if isinstance(value, ast.Literal) and isinstance(value.value, bool):
+        return True if value.value else None
+    if isinstance(value, ast.Reference) and value.root == "params":
+        return value
+    report.add(messages.exclusive_value(), value.span)
+    return None
 
 
 def _duration(value: ast.Value, name: str, report: Report) -> int | None:

@@ -45,6 +45,7 @@ def typecheck(model: Model, report: Report, children: Mapping[str, Child] | None
     for sm in model.steps:
         typed.steps[sm.id] = _step_type(sm, typed, report)
     used: set[str] = set()
+    _exclusive(model, typed, report, used)
     skippable, continuing = _skippable(model), _continuing(model)
     nullable = _why_null(skippable, continuing)
     for sm in model.steps:
@@ -83,6 +84,17 @@ def typecheck(model: Model, report: Report, children: Mapping[str, Child] | None
             report.add(messages.unused_param(param=name), param.name.span)
     _nullable_reads(model, report, skippable, continuing)
     return typed
+
+
+def _exclusive(model: Model, typed: Typed, report: Report, used: set[str]) -> None:
+    """`exclusive = params.NAME` tells runs apart by the param's value: a scalar (E207 otherwise)."""
+    reference = model.exclusive
+    if not isinstance(reference, ast.Reference):
+        return
+    param = type_of(reference, model, typed, report, used)
+    if param is not None and not t.is_scalar(param):
+        message = messages.exclusive_not_scalar(param=reference.name.text, type=t.describe(param))
+        report.add(message, reference.span)
 
 
 def _step_type(sm: StepModel, typed: Typed, report: Report) -> t.Type:

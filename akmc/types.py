@@ -346,6 +346,11 @@ class Members:
         return any(fits(a, m) for m in self.shaped.get(type(a), ()))
 
 
+def is_scalar(t: Type) -> bool:
+    """Whether every value of the type is a string, a number, a bool or null (no list, map or object)."""
+    return all(isinstance(member, Prim | Lit) for member in _flat(t))
+
+
 def literals(t: Type) -> list[Lit] | None:
     """The finite set of literal values a type can take, or None when it is open."""
     if isinstance(t, Lit):

@@ -49,11 +49,11 @@ def runtime_store(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def runtime(runtime_store: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Runtime]:
     """helpers.Runtime on the store of this variant: on PostgreSQL a fresh database on the session's
-    server and a worker (started with the test, waited for by the first command), stopped at the
-    end with SIGTERM; a worker
-    that dies by itself or does not stop fails the test, and so does a unit process left running
-    in the workspace; the workers' output is shown on failure."""
-    database = request.getfixturevalue("database_url") if runtime_store == "postgres" else None
+    server, holding the pool's schemas as a first worker leaves them (PostgresServer.served), and a
+    worker (started with the test, waited for by the first command), stopped at the end with
+    SIGTERM; a worker that dies by itself or does not stop fails the test, and so does a unit
+    process left running in the workspace; the workers' output is shown on failure."""
+    database = request.getfixturevalue("postgres_server").served() if runtime_store == "postgres" else None
     runtime = Runtime(tmp_path, database)
     if database is not None:
         runtime.start_worker(wait=False)  # it boots while the test compiles

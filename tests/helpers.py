@@ -126,10 +126,14 @@ def many_workflows(root: Path, count: int = 40) -> None:
 
 
 def run_cli(
-    *args: str | Path, cwd: Path | None = None, module: str = "akmc", stdin: str | None = None
+    *args: str | Path,
+    cwd: Path | None = None,
+    module: str = "akmc",
+    stdin: str | None = None,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run `python -m <module> ARGS` as a real subprocess."""
-    env = {**os.environ, "PYTHONHASHSEED": "random"}
+    """Run `python -m <module> ARGS` as a real subprocess (in `env`, else this process's environment)."""
+    env = {**(os.environ if env is None else env), "PYTHONHASHSEED": "random"}
     return subprocess.run(
         [sys.executable, "-m", module, *map(str, args)],
         cwd=cwd,
@@ -641,6 +645,7 @@ class PostgresServer:
         self.data = self.root / "data"
         self.log = self.root / "server.log"
         self.user: dict[str, Any] = {}
+        self._template: str | None = None  # the database `served()` copies, once made
         if os.geteuid() == 0:
             nobody = pwd.getpwnam("nobody")
             os.chown(self.root, nobody.pw_uid, nobody.pw_gid)
@@ -684,14 +689,43 @@ class PostgresServer:
     def url(self, database: str = "postgres") -> str:
         return f"postgresql://postgres@/{database}?host={self.root}"
 
-    def database(self) -> str:
-        """A new empty database; its URL."""
+    def database(self, template: str = "template1") -> str:
+        """A new database, a copy of `template` (by default an empty one); its URL."""
         import psycopg  # here, not at the top: its import time (see the note there)
 
         name = f"t_{uuid.uuid4().hex[:16]}"
         with psycopg.connect(self.url(), autocommit=True) as connection:
-            connection.execute(f'CREATE DATABASE "{name}"')
+            connection.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
         return self.url(name)
+
+    def served(self) -> str:
+        """A new database holding the pool's schemas as a worker's first start leaves them (the run
+        journal's, the heartbeats' and DBOS's system schema, every migration applied) and no row of
+        any run, queue or worker; its URL. A copy of a template that one worker-side `prepare` made
+        on this server: a worker then starts on it as on a database served before, creating nothing
+        (DBOS's launch skips its migrations when they are all applied), which saves each test the
+        schemas' creation. The creation itself is tested on empty databases (`database()`)."""
+        if self._template is None:
+            self._template = self._make_template()
+        return self.database(template=self._template)
+
+    def _make_template(self) -> str:
+        import psycopg  # here, not at the top: its import time (see the note there)
+
+        name = "akm_served"
+        with psycopg.connect(self.url(), autocommit=True) as connection:
+            connection.execute(f'CREATE DATABASE "{name}"')
+        # In a process of its own, as a worker does it: this process need not import DBOS.
+        prepare = f"from akm_run import pool_schemas; pool_schemas.prepare({self.url(name)!r}, print).close()"
+        subprocess.run([sys.executable, "-c", prepare], check=True, capture_output=True, timeout=120)
+        with psycopg.connect(self.url(), autocommit=True) as connection:
+            # No session may connect to it: a template in use cannot be copied.
+            connection.execute(f'ALTER DATABASE "{name}" WITH IS_TEMPLATE true ALLOW_CONNECTIONS false')
+            eventually(
+                lambda: not connection.execute("SELECT 1 FROM pg_stat_activity WHERE datname = %s", (name,)).fetchall(),
+                "the template's last session to end",
+            )
+        return name
 
 
 # The DBOS application of the shared store's experiments (tests/integration/test_dbos_properties.py).

@@ -37,7 +37,7 @@ KEYWORDS = {
     ],
     "map": [*TARGETS, "concurrency", "timeout", "retry", "stall_after", "on_stall", "env"],
     "gate": ["check", "max_loops"],
-    "limits": ["concurrency", "max_units", "timeout"],
+    "limits": ["concurrency", "max_units", "timeout", "exclusive"],
     "defaults": ["timeout", "retry", "on_error", "stall_after", "on_stall", "env"],
     "notify": ["on", "shell", "script", "env", "timeout", "retry"],
 }

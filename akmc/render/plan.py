@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from akm_run.needs import notifier
+from akm_run.needs import summary as needs_of
 from akmc.render.characters import visible
-from akmc.render.summary import binding_text, duration, schema_text, value
+from akmc.render.summary import binding_text, duration, limits_text, schema_text, value
 
 INLINE_WIDTH = 100
 
@@ -38,15 +40,6 @@ def param_line(name: str, param: dict[str, Any]) -> str:
 def output_line(name: str, output: dict[str, Any]) -> str:
     typed = f": {schema_text(output['schema'])}" if "schema" in output else ""
     return f"{name}{typed} <- {output['from']}"
-
-
-def limits_text(limits: dict[str, Any]) -> str:
-    shown = [f"concurrency {limits['concurrency']}"]
-    if "maxUnits" in limits:
-        shown.append(f"max_units {limits['maxUnits']}")
-    if "timeoutMs" in limits:
-        shown.append(f"timeout {duration(limits['timeoutMs'])}")
-    return ", ".join(shown)
 
 
 def retry_text(retry: dict[str, Any]) -> str:
@@ -165,8 +158,28 @@ def notify_lines(notify: dict[str, Any], indent: str) -> list[str]:
     return lines
 
 
+def needs_lines(plan: dict[str, Any], indent: str) -> list[str]:
+    """What a host must provide to run the plan and its children, as `akm-run preflight` checks it."""
+    found, notified = needs_of(plan), notifier(plan)
+    if not found and not notified:
+        return [f"{indent}needs: nothing from the host"]
+    lines = [f"{indent}needs:"]
+    if "secret" in found:
+        lines.append(f"{indent}  secrets: {', '.join(found['secret'])}")
+    if "passthrough" in found:
+        lines.append(f"{indent}  passthrough: {', '.join(found['passthrough'])}")
+    if "agent" in found:
+        lines.append(f"{indent}  an agent command")
+    if "interpreter" in found:
+        lines.append(f"{indent}  interpreters: {', '.join(visible(i) for i in found['interpreter'])}")
+    if notified:  # the notify section's: secrets HOOK; program curl
+        said = "; ".join(f"{key} {', '.join(visible(n) for n in names)}" for key, names in notified.items())
+        lines.append(f"{indent}  notifier: {said}")
+    return lines
+
+
 def _body(plan: dict[str, Any], indent: str, prefix: str) -> list[str]:
-    lines = [*head_lines(plan, indent), f"{indent}steps:"]
+    lines = [*head_lines(plan, indent), *(needs_lines(plan, indent) if not prefix else []), f"{indent}steps:"]
     for step in plan["steps"]:
         lines += step_lines(step, indent + "  ", f"{prefix}{step['index'] + 1}.")
     return lines
@@ -208,7 +221,7 @@ def render_markdown(plan: dict[str, Any], digest: str) -> str:
     summary += f"{steps} step{'s' * (steps != 1)} at every level"
     summary += f", {children} child workflow{'s' * (children != 1)}" if children else ""
     document = markdown.Document(summary + f", plan `{digest}`")
-    document.details("workflow", head_lines(plan, ""), open_=True)
+    document.details("workflow", [*head_lines(plan, ""), *needs_lines(plan, "")], open_=True)
     for step in plan["steps"]:
         document.details(step_header(step), [line[5:] for line in step_lines(step, "")[1:]])
     document.details("read set", read_set_lines(plan, ""))

@@ -136,13 +136,20 @@ def _steps(plan: dict[str, Any], indent: str, prefix: str) -> list[str]:
     return lines
 
 
-def render(plan: dict[str, Any], digest: str) -> str:
-    limits = plan["limits"]
-    limit_text = [f"concurrency {limits['concurrency']}"]
+def limits_text(limits: dict[str, Any]) -> str:
+    """The plan's limits as the language writes them: `concurrency 4, timeout 1h, exclusive per params.env`."""
+    shown = [f"concurrency {limits['concurrency']}"]
     if "maxUnits" in limits:
-        limit_text.append(f"max_units {limits['maxUnits']}")
+        shown.append(f"max_units {limits['maxUnits']}")
     if "timeoutMs" in limits:
-        limit_text.append(f"timeout {duration(limits['timeoutMs'])}")
+        shown.append(f"timeout {duration(limits['timeoutMs'])}")
+    exclusive = limits.get("exclusive")
+    if exclusive is not None:
+        shown.append("exclusive" if exclusive is True else f"exclusive per params.{exclusive['param']}")
+    return ", ".join(shown)
+
+
+def render(plan: dict[str, Any], digest: str) -> str:
     params = []
     for name, param in plan.get("params", {}).items():
         text = f"{name}: {schema_text(param['schema'])}"
@@ -152,7 +159,7 @@ def render(plan: dict[str, Any], digest: str) -> str:
     lines = [
         f"workflow: {plan['ref']}  {value(plan['title'])}",
         f"plan:     irVersion {plan['irVersion']}, {short_hash(digest)} (not published)",
-        f"limits:   {', '.join(limit_text)}",
+        f"limits:   {limits_text(plan['limits'])}",
         f"params:   {', '.join(params) or 'none'}",
         f"outputs:  {', '.join(outputs) or 'none (exports runId, status)'}",
         "steps:",

@@ -24,8 +24,12 @@ EXAMPLES = {
     "approve": "akm-run approve 20261130T101500-3fa9c2d1 signoff --by alice --note 'notes checked'",
     "abandon": "akm-run abandon 20261130T101500-3fa9c2d1",
     "verify": "akm-run verify plans/workflows/release.plan.json --allowed-signers /etc/akm/allowed_signers",
+    "preflight": "akm-run preflight plans/workflows/release.plan.json --param version=1.4.0",
     "worker": "akm-run worker --database postgresql://akm@db.internal/akm --concurrency 8",
     "completion": "akm-run completion bash > /etc/bash_completion.d/akm-run",
+    "events": "akm-run events 20261130T101500-3fa9c2d1 --children --kind 'step.*' --follow",
+    "prune": "akm-run prune --older-than 30d --keep-last 5 --dry-run",
+    "delete": "akm-run delete 20261130T101500-3fa9c2d1",
 }
 
 
@@ -36,11 +40,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     def command(name: str, summary: str) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=summary, description=summary, epilog=f"Example: {EXAMPLES[name]}")
-        sub.add_argument("--state-dir", type=Path, help="state directory (default: $AKM_STATE_DIR, else ./.akm-run)")
+        sub.add_argument("--state-dir", type=Path, help=STATE_DIR_HELP)
         sub.add_argument("--database", metavar="URL", help=DATABASE_HELP)
         return sub
 
-    run_options(command("run", "Verify a plan file and run it, or drive an existing run by id."))
+    run = command("run", "Verify a plan file and run it, or drive an existing run by id.")
+    plan_options(run)
+    run.add_argument("--max-concurrency", type=int, default=16, help="cap on units in flight (default 16)")
+    run.add_argument("--timeout", help="abort this drive after a duration such as 30m (resumable)")
+    run.add_argument("--format", choices=("text", "json"), default="text")
+    run.add_argument("--detach", action="store_true", help=DETACH_HELP)
     status = command("status", "Show a run: its steps, notes and child runs (default: the latest run).")
     status.add_argument("run_id", metavar="RUN", nargs="?")
     status.add_argument("--format", choices=("text", "json"), default="text")
@@ -48,13 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("--children", action="store_true", help="include child runs")
     listing.add_argument("--status", choices=("active", "completed", "failed", "blocked"))
     listing.add_argument("--format", choices=("text", "json"), default="text")
-    logs = command("logs", "Show what a run's units did: every attempt, its output and stderr (secrets redacted).")
-    logs.add_argument("run_id", metavar="RUN", nargs="?", help="a run id (default: the latest top-level run)")
-    logs.add_argument("step", metavar="STEP", nargs="?", help="only this step's units")
-    logs.add_argument("--unit", type=int, metavar="N", help="only map item N (0 for a step's single unit)")
-    logs.add_argument("--attempt", type=int, metavar="N", help="only attempt N of each unit")
-    logs.add_argument("--notifications", action="store_true", help="the run's notifications and their delivery")
-    logs.add_argument("--format", choices=("text", "json"), default="text")
+    logs_options(
+        command("logs", "Show what a run's units did: every attempt, its output and stderr (secrets redacted).")
+    )
+    events_options(command("events", "Show a run's events in commit order; --follow waits for more."))
     resume = command("resume", "Reopen a blocked or failed run: its blocked and failed steps become pending.")
     resume.add_argument("run_id", metavar="RUN")
     approve = command("approve", "Approve (or --reject) a blocked approval step.")
@@ -69,9 +75,11 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("plan", type=Path)
     verify.add_argument("--expect-hash", help="refuse unless the plan hash is exactly this")
     signed(verify)
+    retention_options(command("prune", PRUNE), command("delete", DELETE))
     worker_options(command("worker", "Serve a shared store's worker pool: drive runs and run their units."))
     for sub in (resume, approve):
         sub.add_argument("--allowed-signers", type=Path, metavar="FILE", help=SIGNERS_HELP)
+    preflight_options(command("preflight", PREFLIGHT_SUMMARY), skipped_by=(run, resume, approve))
     summary = "Print a shell completion script."
     completion = commands.add_parser(
         "completion", help=summary, description=summary, epilog=f"Example: {EXAMPLES['completion']}"
@@ -80,20 +88,71 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def run_options(run: argparse.ArgumentParser) -> None:
-    """`akm-run run`'s own options (docs/runtime.md)."""
-    run.add_argument("target", metavar="PLAN|RUN_ID")
-    run.add_argument("--param", action="append", default=[], metavar="K=V", help="a param, parsed by its type")
-    run.add_argument("--params-file", type=Path, help="a JSON object of params (--param wins)")
-    run.add_argument("--expect-hash", help="refuse unless the plan hash is exactly this")
-    signed(run)
-    run.add_argument("--workdir", type=Path, help="the units' working directory (default: the run's, else .)")
-    run.add_argument("--agent-cmd", help="the agent command (default: the run's, else $AKM_AGENT_CMD)")
-    run.add_argument("--notify-cmd", help="run this on blocked, failed, stalled (default: $AKM_RUN_NOTIFY_CMD)")
-    run.add_argument("--max-concurrency", type=int, default=16, help="cap on units in flight (default 16)")
-    run.add_argument("--timeout", help="abort this drive after a duration such as 30m (resumable)")
-    run.add_argument("--format", choices=("text", "json"), default="text")
-    run.add_argument("--detach", action="store_true", help=DETACH_HELP)
+def logs_options(logs: argparse.ArgumentParser) -> None:
+    """`akm-run logs`'s own arguments."""
+    logs.add_argument("run_id", metavar="RUN", nargs="?", help="a run id (default: the latest top-level run)")
+    logs.add_argument("step", metavar="STEP", nargs="?", help="only this step's units")
+    logs.add_argument("--unit", type=int, metavar="N", help="only map item N (0 for a step's single unit)")
+    logs.add_argument("--attempt", type=int, metavar="N", help="only attempt N of each unit")
+    logs.add_argument("--notifications", action="store_true", help="the run's notifications and their delivery")
+    logs.add_argument("--format", choices=("text", "json"), default="text")
+
+
+def events_options(events: argparse.ArgumentParser) -> None:
+    """`akm-run events`'s own arguments (docs/runtime.md, "Events")."""
+    events.add_argument("run_id", metavar="RUN", nargs="?", help="a run id (default: the latest top-level run)")
+    events.add_argument("--children", action="store_true", help="its child runs' events too, interleaved")
+    events.add_argument("--since", type=int, default=0, metavar="SEQ", help="only events after this seq")
+    kinds = "only events of kinds matching this glob (step.*, unit.failed); repeat for more"
+    events.add_argument("--kind", action="append", default=[], metavar="GLOB", help=kinds)
+    follow = "print events as they commit until the run settles or its drive ends; exit as `run` would"
+    events.add_argument("--follow", action="store_true", help=follow)
+    events.add_argument("--format", choices=("text", "json", "jsonl"), default="text")
+
+
+def plan_options(sub: argparse.ArgumentParser) -> None:
+    """What `run` and `preflight` take: a plan file or a run id, its params, its pins, its host."""
+    sub.add_argument("target", metavar="PLAN|RUN_ID")
+    sub.add_argument("--param", action="append", default=[], metavar="K=V", help="a param, parsed by its type")
+    sub.add_argument("--params-file", type=Path, help="a JSON object of params (--param wins)")
+    sub.add_argument("--expect-hash", help="refuse unless the plan hash is exactly this")
+    signed(sub)
+    sub.add_argument("--workdir", type=Path, help="the units' working directory (default: the run's, else .)")
+    sub.add_argument("--agent-cmd", help="the agent command (default: the run's, else $AKM_AGENT_CMD)")
+    sub.add_argument("--notify-cmd", help="run this on blocked, failed, stalled (default: $AKM_RUN_NOTIFY_CMD)")
+
+
+def preflight_options(check: argparse.ArgumentParser, skipped_by: tuple[argparse.ArgumentParser, ...]) -> None:
+    """`akm-run preflight`'s options (`run`'s, for what they say about the host), and the
+    `--no-preflight` of the commands that preflight (docs/runtime.md, "Preflight")."""
+    for sub in skipped_by:
+        sub.add_argument("--no-preflight", action="store_true", help=NO_PREFLIGHT_HELP)
+    plan_options(check)
+    check.add_argument("--format", choices=("text", "json"), default="text")
+
+
+PRUNE = "Delete settled top-level runs older than a cutoff, with all they left."
+DELETE = "Delete one settled top-level run, its child runs and all they left."
+
+
+def count(text: str) -> int:
+    """A whole number, 0 or more (argparse names this function in its error: "invalid count value")."""
+    if not (text.isascii() and text.isdigit()):
+        raise ValueError(text)
+    return int(text)
+
+
+def retention_options(prune: argparse.ArgumentParser, delete: argparse.ArgumentParser) -> None:
+    """`akm-run prune`'s and `delete`'s own options (docs/runtime.md, "Retention")."""
+    prune.add_argument("--older-than", required=True, metavar="AGE", help="last updated before this long ago: 30d, 12h")
+    prune.add_argument("--status", metavar="LIST", help="of these: completed,failed,abandoned (default: all three)")
+    prune.add_argument("--keep-last", type=count, default=0, metavar="N", help="keep the newest N runs of each ref")
+    prune.add_argument("--ref", help="only runs of this workflow ref")
+    prune.add_argument("--dry-run", action="store_true", help="list what would be deleted; delete nothing")
+    prune.add_argument("--vacuum", action="store_true", help="give the space back to the file system afterwards")
+    prune.add_argument("--format", choices=("text", "json"), default="text")
+    delete.add_argument("run_id", metavar="RUN")
+    delete.add_argument("--format", choices=("text", "json"), default="text")
 
 
 def worker_options(worker: argparse.ArgumentParser) -> None:
@@ -112,10 +171,16 @@ def worker_options(worker: argparse.ArgumentParser) -> None:
     worker.add_argument("--notify-cmd", metavar="CMD", help=notify)
 
 
+STATE_DIR_HELP = (
+    "state directory (default: $AKM_STATE_DIR, else the nearest .akm-run/ holding runs up to the project root, "
+    "else .akm-run/ at the project root: the nearest akm.toml, else .git; else ./.akm-run)"
+)
 DATABASE_HELP = (
     "a shared PostgreSQL store, postgresql://… (default: $AKM_RUN_DATABASE, else the state directory); "
     "needs akm-run[postgres]"
 )
+PREFLIGHT_SUMMARY = "Check this host against what a plan, or a run's steps still to run, need."
+NO_PREFLIGHT_HELP = "do not check the host first (see `akm-run preflight`); a warning says so"
 DETACH_HELP = "with --database: submit the run to the worker pool and print its id instead of following it"
 SIGNERS_HELP = (
     "require a valid signature by a signer this file (git's allowed_signers format) allows "
@@ -179,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     # start-up, which `--help` and a usage error spend nothing on.
     import sqlite3
 
-    from akm_run import commands
+    from akm_run import commands, verbs
 
     if args.command == "completion":
         sys.stdout.write(completion_script(args.shell))
@@ -189,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if (refused := store_refusal(args)) is not None:
             return _refuse(refused)
-        code: int = commands.COMMANDS[args.command](args)
+        code: int = {**commands.COMMANDS, **verbs.COMMANDS}[args.command](args)
     except BrokenPipeError:
         return exitcodes.FAILED
     except NewerSchema as error:
@@ -213,7 +278,13 @@ def _refuse(failure: Failure) -> int:
     return failure.exit
 
 
-READS = ("AKM_STATE_DIR", "AKM_RUN_DATABASE", "AKM_AGENT_CMD", "AKM_RUN_ALLOWED_SIGNERS")  # read by akm-run itself
+READS = (
+    "AKM_STATE_DIR",
+    "AKM_RUN_DATABASE",
+    "AKM_AGENT_CMD",
+    "AKM_RUN_ALLOWED_SIGNERS",
+    "AKM_RUN_RETENTION",
+)  # read by akm-run itself
 
 
 def not_text(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Failure | None:

@@ -11,14 +11,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from akm_run import children, exitcodes, notify, operations, progress, report, serving, wording
+from akm_run import children, exitcodes, notify, operations, preflighting, progress, pruning, report, serving, wording
 from akm_run import planformat as pf
-from akm_run.console import as_given, emit, fail, on_signals, state_dir, utf8
+from akm_run.console import as_given, emit, fail, on_signals, say_where, state_dir, utf8
 from akm_run.core import SIGNALLED, DriveResult
-from akm_run.database_url import ENV, SharedStore, redacted, select, shown, unusable
+from akm_run.database_url import SharedStore, redacted, unusable
 from akm_run.drive_errors import drive_failure
 from akm_run.durations import parse_option as parse_duration
 from akm_run.engine import Engine, Options, stored_plan
+from akm_run.exclusive import RunInTheWay, in_the_way
 from akm_run.hints import Hints
 from akm_run.identity import new_run_id
 from akm_run.locks import LockHeld
@@ -28,6 +29,12 @@ from akm_run.rows import RunRow, StepRow
 from akm_run.signing import SignatureRefused, SigningUnavailable
 from akm_run.sqlitestore import SQLiteStore, writable
 from akm_run.store import Store
+from akm_run.stores import existing as _existing
+from akm_run.stores import hints_for as hints_for
+from akm_run.stores import names_a_file as _names_a_file
+from akm_run.stores import open_store as _open
+from akm_run.stores import shared_store as _shared
+from akm_run.stores import where as _where
 from akm_run.trust import Admitted, admission, admit, allowed_signers, recheck
 from akm_run.wording import Failure
 
@@ -41,50 +48,6 @@ EXIT_OF = {
     "blocked": exitcodes.BLOCKED,
     "aborted": exitcodes.INTERRUPTED,
 }
-
-
-def _shared(args: argparse.Namespace) -> SharedStore | None:
-    """The shared PostgreSQL store the command names (cli.store_refusal has vetted it), else None."""
-    return select(getattr(args, "database", None))
-
-
-def _open(args: argparse.Namespace, *, reading: bool = False) -> Store | None:
-    """The command's store: the shared one, else the state directory's (None when it has no state
-    database yet); `reading` opens a read-only state directory too."""
-    if (shared := _shared(args)) is not None:
-        from akm_run.pgstore import PostgresStore  # psycopg: only for a shared store (PG_IMPORT)
-
-        return PostgresStore(shared.url)
-    directory = state_dir(args)
-    if not (directory / "state.db").exists():
-        return None
-    return SQLiteStore.for_reading(directory) if reading else SQLiteStore(directory)
-
-
-def _existing(args: argparse.Namespace, run_id: str, *, reading: bool = False) -> tuple[Store | None, RunRow | None]:
-    """The store and a run in it (None, None when there is no state database)."""
-    store = _open(args, reading=reading)
-    return (None, None) if store is None else (store, store.run(run_id))
-
-
-def _where(args: argparse.Namespace) -> str:
-    """The store, as messages name it."""
-    shared = _shared(args)
-    return (
-        wording.in_state_dir(directory=state_dir(args))
-        if shared is None
-        else wording.in_database(url=redacted(shared.url))
-    )
-
-
-def hints_for(args: argparse.Namespace) -> Hints:
-    """The printed commands name the store unless it is the one a bare command finds: a database
-    given with --database (never with its password), else a state directory other than the default."""
-    shared = _shared(args)
-    if shared is None:
-        return Hints.of(state_dir(args))
-    named = args.database is not None and args.database != os.environ.get(ENV)
-    return Hints(database=shown(shared.url) if named else None)
 
 
 def _unwritable(directory: Path) -> int | None:
@@ -106,7 +69,10 @@ def run(args: argparse.Namespace) -> int:
         return fail(wording.bad_duration(error=error))
     if args.max_concurrency < 1:
         return fail(wording.max_concurrency_below_one())
-    if args.workdir is not None and not args.workdir.is_dir():
+    if (refused := pruning.retention_refusal()) is not None:
+        return refused
+    checking = not preflighting.skipped(args)
+    if not checking and args.workdir is not None and not args.workdir.is_dir():
         return fail(wording.workdir_not_a_directory(workdir=args.workdir))
     path = Path(args.target)
     signers = allowed_signers(args.allowed_signers)
@@ -114,14 +80,16 @@ def run(args: argparse.Namespace) -> int:
         return fail(wording.signature_needs_signers())
     publishing = path.exists()
     if publishing:
-        published = _publish(args, path, signers)
+        published = _publish(args, path, signers, checking)
         if isinstance(published, int):
             return published
         store, run_id, workdir, agent_cmd = published
-        _remember_notifier(store, run_id, args.notify_cmd)
+        notify.remember(store, run_id, args.notify_cmd)
     else:
-        if shared is None and (directory / "state.db").exists() and (refused := _unwritable(directory)) is not None:
-            return refused
+        if shared is None and (directory / "state.db").exists():
+            refused = preflighting.state_refusal(args, args.target) if checking else _unwritable(directory)
+            if refused is not None:
+                return refused
         store_or_none, row = _existing(args, args.target)
         if store_or_none is None or row is None:
             if _names_a_file(args):
@@ -130,26 +98,34 @@ def run(args: argparse.Namespace) -> int:
         if args.param or args.params_file or args.signature:
             return fail(wording.fixed_when_published())
         store, run_id = store_or_none, row.id
-        _remember_notifier(store, run_id, args.notify_cmd, row.notify_cmd)
+        notify.remember(store, run_id, args.notify_cmd, row.notify_cmd)
         if args.expect_hash and row.plan_hash != args.expect_hash:
             return fail(wording.run_hash_differs(run=run_id, plan_hash=row.plan_hash, expected=args.expect_hash))
+        if (
+            checking
+            and row.status == "active"
+            and (refused := preflighting.before_drive(args, store, row, args.format)) is not None
+        ):
+            return refused
         if shared is not None:  # checked here, and by the worker at the start of the drive
             return _recheck(store, row, signers) or pooled_run(args, shared, store, run_id, timeout_ms)
         workdir, agent_cmd = remembered(row, args.workdir, args.agent_cmd)
         if not workdir.is_dir():
             return fail(wording.run_workdir_gone(workdir=workdir))
     if shared is not None:
-        return pooled_run(args, shared, store, run_id, timeout_ms)
+        return pruning.after(pooled_run(args, shared, store, run_id, timeout_ms), store, directory)
     shows, hints = progress.for_this_process(), Hints.of(directory)
     options = Options(directory, workdir, agent_cmd, args.max_concurrency, timeout_ms, progress=shows, hints=hints)
     if not publishing:  # checked under the run's lock, on the row the drive then reads
         options.admit = admission(store, run_id, signers)
-    return drive(store, run_id, options, args.format)
+    return pruning.after(drive(store, run_id, options, args.format), store, directory)
 
 
-def _publish(args: argparse.Namespace, path: Path, signers: Path | None) -> tuple[Store, str, Path, str | None] | int:
+def _publish(
+    args: argparse.Namespace, path: Path, signers: Path | None, checking: bool
+) -> tuple[Store, str, Path, str | None] | int:
     """Publish a plan file as a new run: its store, run id, workdir and agent command, or the exit
-    code after saying why nothing was published."""
+    code after saying why nothing was published (a failed preflight, when `checking`, among them)."""
     admitted = _admit(path, args.expect_hash, signers, args.signature)
     if not isinstance(admitted, Admitted):  # refused before anything is written or started
         return admitted
@@ -158,29 +134,28 @@ def _publish(args: argparse.Namespace, path: Path, signers: Path | None) -> tupl
         params = collect(plan.get("params", {}), args.param, args.params_file)
     except ParamsError as error:
         return fail(wording.bad_params(error=error))
+    if checking and (refused := preflighting.before_publish(args, plan, args.format)) is not None:
+        return refused
     directory = state_dir(args)
     if _shared(args) is None and (refused := _unwritable(directory)) is not None:
         return refused
     workdir = (args.workdir or Path(".")).absolute()
     agent_cmd = args.agent_cmd or os.environ.get("AKM_AGENT_CMD") or None
     store = _open(args) or SQLiteStore(directory)
-    run_id = store.publish_run(
-        new_run_id(),
-        plan,
-        plan_hash(plan),
-        params,
-        signature=admitted.signature,
-        workdir=str(workdir),
-        agent_cmd=agent_cmd,
-    )
+    try:
+        run_id = store.publish_run(
+            new_run_id(),
+            plan,
+            plan_hash(plan),
+            params,
+            signature=admitted.signature,
+            workdir=str(workdir),
+            agent_cmd=agent_cmd,
+            preflight_skipped=not checking,
+        )
+    except RunInTheWay as way:
+        return fail(in_the_way(way, plan["ref"], hints_for(args)))
     return store, run_id, workdir, agent_cmd
-
-
-def _remember_notifier(store: Store, run_id: str, given: str | None, known: str | None = None) -> None:
-    """Remember the host's notifier on the run (like --agent-cmd): the command line's, else $AKM_RUN_NOTIFY_CMD."""
-    command = given or os.environ.get("AKM_RUN_NOTIFY_CMD") or None
-    if command is not None and command != known:
-        store.remember_notifier(run_id, command)
 
 
 def _admit(path: Path, expect_hash: str | None, signers: Path | None, signature: Path | None) -> Admitted | int:
@@ -202,12 +177,6 @@ def _recheck(store: Store, row: RunRow, signers: Path | None) -> int | None:
     except SigningUnavailable as error:
         return fail(wording.cannot_check_run(run=row.id, error=error))
     return None
-
-
-def _names_a_file(args: argparse.Namespace) -> bool:
-    """Whether a target that is neither a file nor a run was meant as a plan file."""
-    target: str = args.target
-    return bool(args.param or args.params_file) or target.endswith(".json") or os.sep in target
 
 
 def remembered(row: RunRow, workdir: Path | None, agent_cmd: str | None) -> tuple[Path, str | None]:
@@ -254,7 +223,9 @@ def pooled_run(args: argparse.Namespace, shared: SharedStore, store: Store, run_
     assert isinstance(store, PostgresStore)
     hints = hints_for(args)
     workdir = str(args.workdir.absolute()) if args.workdir is not None else None
-    submitted = drives.DriveArgs(run_id, workdir, args.agent_cmd, args.max_concurrency, timeout_ms, hints)
+    submitted = drives.DriveArgs(
+        run_id, workdir, args.agent_cmd, args.max_concurrency, timeout_ms, hints, preflight=not args.no_preflight
+    )
     shows = progress.for_this_process()
     stop = threading.Event()
     on_signals(lambda signum, frame: stop.set())
@@ -304,6 +275,7 @@ def status(args: argparse.Namespace) -> int:
     if isinstance(found, int):
         return found
     store, row = found
+    say_where(args)
     document = report.status_document(store, row, hints_for(args))
     emit(document, report.status_text(document), args.format)
     return exitcodes.COMPLETED
@@ -312,6 +284,7 @@ def status(args: argparse.Namespace) -> int:
 def list_runs(args: argparse.Namespace) -> int:
     store = _open(args, reading=True)
     runs = [] if store is None else store.runs(children=args.children, status=args.status)
+    say_where(args)
     document = report.list_document(runs)
     emit(document, report.list_text(document), args.format)
     return exitcodes.COMPLETED
@@ -332,6 +305,17 @@ def logs(args: argparse.Namespace) -> int:
     document = report.logs_document(store, row, args.step, args.unit, args.attempt)
     emit(document, report.logs_text(document), args.format)
     return exitcodes.COMPLETED
+
+
+def events(args: argparse.Namespace) -> int:
+    """`akm-run events`: the run's timeline (akm_run.events); with --follow, `run`'s exit code."""
+    from akm_run import events as timeline  # the verb's own module, for this verb only
+
+    request = timeline.asked(args.children, args.since, args.kind, args.follow, args.format)
+    if isinstance(request, Failure):
+        return fail(request)
+    found = _reading(args)
+    return found if isinstance(found, int) else timeline.watch(*found, request, _shared(args))
 
 
 # -- resume, approve, abandon --------------------------------------------------------------------------
@@ -369,9 +353,10 @@ def _locked(
             from akm_run import drives, submitting  # DBOS and psycopg (PG_IMPORT)
 
             try:
-                submitting.submit_once(
-                    shared.url, drives.DriveArgs(row.id, hints=hints_for(args)), changed=continued != row
+                submitted_drive = drives.DriveArgs(
+                    row.id, hints=hints_for(args), preflight=not getattr(args, "no_preflight", False)
                 )
+                submitting.submit_once(shared.url, submitted_drive, changed=continued != row)
                 submitted = True
             except submitting.NoPool as error:
                 print(f"akm-run: {error}", file=sys.stderr)
@@ -393,6 +378,8 @@ def resume(args: argparse.Namespace) -> int:
             else:
                 print(wording.nothing_to_reopen(run=row.id, status=row.status))
             return exitcodes.COMPLETED
+        if (refused := _pool_preflight(args, store, row)) is not None:
+            return refused
         reopened = operations.reopen(store, row)
         done.append((wording.reopened(run=row.id, steps=", ".join(reopened) or "no steps"), row.id))
         return exitcodes.COMPLETED
@@ -416,6 +403,8 @@ def approve(args: argparse.Namespace) -> int:
             return fail(waiting)
         if (refused := operations.approval_refusal(plan, row, current, decision)) is not None:
             return fail(refused)
+        if not args.reject and (checked := _pool_preflight(args, store, row)) is not None:
+            return checked  # a rejection is always possible: the worker checks a drive that follows it
         if operations.decide(store, plan, row, decision):
             print(wording.rejected_and_failed(step=args.step_id, run=row.id, command=hint("status", row.id)))
         else:
@@ -424,6 +413,14 @@ def approve(args: argparse.Namespace) -> int:
         return exitcodes.COMPLETED
 
     return _locked(args, decide, then=lambda submitted: _continued(decided, submitted, hint))
+
+
+def _pool_preflight(args: argparse.Namespace, store: Store, row: RunRow) -> int | None:
+    """`resume` and `approve` on the pool, which submit the run's next drive: exit 5, before the run
+    is changed, when the steps that can still run would fail their preflight."""
+    if _shared(args) is None or preflighting.skipped(args):
+        return None
+    return preflighting.before_drive(args, store, row)
 
 
 def _continued(done: list[tuple[str, str]], submitted: bool, hint: Hints) -> None:
@@ -491,5 +488,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "approve": approve,
     "abandon": abandon,
     "verify": verify,
+    "events": events,
     "worker": serving.worker,
+    "prune": lambda args: pruning.prune(_open(args), state_dir(args), args),
 }

@@ -12,13 +12,28 @@ import time
 from pathlib import Path
 from typing import Any
 
+from akm_run import wording
+from akm_run.database_url import select
+from akm_run.stateroot import STATE_DIR_NAME, default_state_dir
 from akm_run.wording import Failure
 
 
 def state_dir(args: argparse.Namespace) -> Path:
+    """The state directory: --state-dir, else $AKM_STATE_DIR, else the one found from the current
+    directory (akm_run.stateroot)."""
     if args.state_dir is not None:
         return Path(args.state_dir)
-    return Path(os.environ.get("AKM_STATE_DIR") or ".akm-run")
+    return default_state_dir()
+
+
+def say_where(args: argparse.Namespace) -> None:
+    """For `status` and `list`: `state: DIR` on stderr when no store was named (no --state-dir,
+    $AKM_STATE_DIR or database) and the state directory found is not the current directory's own."""
+    if args.state_dir is not None or os.environ.get("AKM_STATE_DIR") or select(args.database) is not None:
+        return
+    directory = default_state_dir()  # absolute, but where no current directory was left to walk up from
+    if directory.is_absolute() and directory != Path.cwd() / STATE_DIR_NAME:
+        print(escaped(wording.state_found(directory=directory)), file=sys.stderr)
 
 
 CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")

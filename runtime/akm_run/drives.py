@@ -26,7 +26,7 @@ from pathlib import Path
 import psycopg
 from dbos import DBOS, DBOSClient, EnqueueOptions, WorkflowHandle
 
-from akm_run import exitcodes, pool, pool_schemas, units
+from akm_run import exitcodes, pool, pool_schemas, preflight, retention, units, wording
 from akm_run.children import hold
 from akm_run.core import DriveResult, End
 from akm_run.dispatch import Request, Settings
@@ -69,6 +69,7 @@ class DriveArgs:
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY
     timeout_ms: int | None = None
     hints: Hints = field(default_factory=Hints)
+    preflight: bool = True  # the worker checks its host before the drive (False: --no-preflight)
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,10 +213,14 @@ def serve(
         file=sys.stderr,
         flush=True,
     )
+    prune_at = time.monotonic()  # $AKM_RUN_RETENTION: as the worker starts, then hourly
     while not stop.wait(max(poll_s, ADOPT_QUEUES_S)):
         try:
             _HOST.adopt_queues()
             warn()
+            if time.monotonic() >= prune_at:
+                prune_at = time.monotonic() + retention.POOL_EVERY_S
+                _prune(url, state, executor_id)
         except Exception as error:  # noqa: BLE001 - a database that is away for a while: try again
             print(f"akm-run worker {executor_id}: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
     print(
@@ -228,6 +233,13 @@ def serve(
     shutil.rmtree(state, ignore_errors=True)
     sys.stderr.flush()
     os._exit(exitcodes.COMPLETED)  # threads still inside a workflow would keep the interpreter alive
+
+
+def _prune(url: str, state: Path, executor_id: str) -> None:
+    """This worker's turn at $AKM_RUN_RETENTION, said when it deleted runs."""
+    if (pruned := retention.pooled(url, state)) is not None and pruned.runs:
+        said = wording.retention_said(outcome=wording.pruned_count(count=len(pruned.runs), verb="deleted"))
+        print(f"akm-run worker {executor_id}: {said}", file=sys.stderr, flush=True)
 
 
 # -- drives -----------------------------------------------------------------------------------------------
@@ -263,9 +275,12 @@ def _drive_here(host: _Host, args: DriveArgs) -> Outcome:
         row = store.run(args.run_id)
         if row is None:
             return Outcome(code=exitcodes.USAGE, message=f"no run named {args.run_id!r}")
+        notify_cmd = row.notify_cmd
         if host.notify_cmd and not row.notify_cmd and row.parent_run_id is None:  # remembered, like --agent-cmd
-            store.remember_notifier(args.run_id, host.notify_cmd)
+            store.remember_notifier(args.run_id, notify_cmd := host.notify_cmd)
         workdir, agent_cmd = _settings(row, args)
+        if args.preflight and (refused := _preflight_here(host, store, row, workdir, (agent_cmd, notify_cmd))):
+            return refused
         options = Options(
             host.state,
             workdir,
@@ -297,6 +312,26 @@ def _drive_here(host: _Host, args: DriveArgs) -> Outcome:
             return Outcome(code=code, message=message)
     finally:
         store.close()
+
+
+def _preflight_here(
+    host: _Host, store: PostgresStore, row: RunRow, workdir: Path, commands: tuple[str | None, str | None]
+) -> Outcome | None:
+    """The worker's own preflight (with its agent command and notifier, `commands`), before the drive
+    dispatches anything: on an error, the run stays active, its journal gets `preflight.failed` with
+    the findings, and `run` exits 5 with them."""
+    if row.status != "active":
+        return None
+    here = _workdir(str(workdir), host)
+    agent_cmd, notify_cmd = commands
+    checked = preflight.Host(os.environ, here, wording.given_workdir(workdir=here), agent_cmd, None, notify_cmd)
+    findings = preflight.check(stored_plan(row), checked, store.steps(row.id))
+    if not preflight.failed(findings):
+        return None
+    store.event(row.id, "preflight.failed", findings=[finding.document() for finding in findings])
+    text = "\n" + preflight.text(findings).rstrip("\n")
+    refused = wording.preflight_failed_on_worker(worker=host.worker.executor_id, run=row.id, findings=text)
+    return Outcome(code=refused.exit, message=refused.text)
 
 
 def _settings(row: RunRow, args: DriveArgs) -> tuple[Path, str | None]:

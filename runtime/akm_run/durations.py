@@ -34,6 +34,26 @@ def parse_option(text: str) -> int:
     return sum(int(number) * UNIT_MS[unit] for number, unit in parts)
 
 
+DAY_MS = 24 * UNIT_MS["h"]
+DAYS = re.compile(r"([0-9]+)d(.*)")
+
+
+def parse_age(text: str, name: str) -> int:
+    """Milliseconds of an age on the command line (`prune --older-than`, `$AKM_RUN_RETENTION`): days
+    first (`30d`, `1d12h`), then what parse_option reads (`12h`, `90m`, a bare number of seconds).
+    Raises ValueError, naming the option or variable (`name`) in its message."""
+    days = DAYS.fullmatch(text) if text.isascii() else None
+    try:
+        if days is None:
+            return parse_option(text)
+        rest = days.group(2)
+        if rest.isdigit():  # `1d30`: thirty of what?
+            raise ValueError(text)
+        return int(days.group(1)) * DAY_MS + (parse_option(rest) if rest else 0)
+    except ValueError:
+        raise ValueError(wording.invalid_age(name=name, text=text)) from None
+
+
 def format_ms(ms: int) -> str:
     """Milliseconds as the language writes them: 2h, 1h30m, 90s → 1m30s, 250ms."""
     parts, rest = [], ms

@@ -17,6 +17,7 @@ from akm_run.planformat import Feature, PlanError
 
 # A plan-level key or a step's key that means the plan uses the feature.
 PLAN_DETECTORS: Mapping[Feature, Callable[[Mapping[str, Any]], bool]] = {
+    "exclusive": lambda plan: "exclusive" in plan["limits"],
     "notify": lambda plan: "notify" in plan,
 }
 STEP_DETECTORS: Mapping[Feature, Callable[[Mapping[str, Any]], bool]] = {
@@ -24,16 +25,16 @@ STEP_DETECTORS: Mapping[Feature, Callable[[Mapping[str, Any]], bool]] = {
 }
 
 # The features this runtime honours.
-SUPPORTED: frozenset[Feature] = frozenset({"notify", "stall"})
+SUPPORTED: frozenset[Feature] = frozenset({"exclusive", "notify", "stall"})
 
 
 def plans(plan: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
-    """The plan and every plan it embeds."""
+    """The plan and every plan it embeds. (A plan the compiler builds for a workflow with errors,
+    which is never written, may hold a child target without its plan.)"""
     yield plan
     for step in plan["steps"]:
         target = step.get("target")
-        # A child that did not resolve (a plan the compiler lowers only to report on) embeds none.
-        if target is not None and target.get("kind") == "child-workflow" and "plan" in target:
+        if target is not None and target["kind"] == "child-workflow" and "plan" in target:
             yield from plans(target["plan"])
 
 

@@ -3,12 +3,11 @@ state directory unless it is the default, so it works as printed from any direct
 
 from __future__ import annotations
 
-import os
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-DEFAULT_STATE_DIR = ".akm-run"
+from akm_run.stateroot import default_state_dir
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,9 +21,9 @@ class Hints:
     @classmethod
     def of(cls, state_dir: Path) -> Hints:
         """Hints for a state directory: the default one (what a bare command resolves in this
-        environment: $AKM_STATE_DIR, else ./.akm-run) is left out, any other is given absolute."""
-        default = Path(os.environ.get("AKM_STATE_DIR") or DEFAULT_STATE_DIR)
-        if state_dir.absolute() == default.absolute():
+        environment: $AKM_STATE_DIR, else the one found from the current directory) is left out,
+        any other is given absolute."""
+        if state_dir.absolute() == default_state_dir().absolute():
             return cls(None)
         return cls(str(state_dir.absolute()))
 

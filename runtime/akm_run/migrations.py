@@ -119,6 +119,14 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
         allowed_signers TEXT NOT NULL
     );
     """,
+    # Retention (`akm-run prune`, `delete`): an event may be deleted once its run row is gone, and
+    # only then; prune deletes a run's rows first and its events after, in one transaction.
+    """
+    DROP TRIGGER events_append_only_delete;
+    CREATE TRIGGER events_append_only_delete BEFORE DELETE ON events
+        WHEN EXISTS (SELECT 1 FROM runs WHERE id = OLD.run_id)
+        BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
+    """,
     # Unit activity (operations.md D6): when an attempt last showed activity, its latest progress
     # frame (not a history) and how many of its progress lines were invalid. Notifications (D4):
     # the host's notifier remembered on the run, and one row per event to deliver, written in the
@@ -254,6 +262,21 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
         allowed_signers TEXT NOT NULL
     );
     """,
+    # The guard checks each row now (a statement-level trigger cannot see the rows), with the
+    # journal's schema fixed in the function so that a session on another search_path is refused too.
+    """
+    DROP TRIGGER events_append_only_delete ON events;
+    CREATE OR REPLACE FUNCTION events_append_only_delete() RETURNS trigger LANGUAGE plpgsql
+        SET search_path FROM CURRENT
+        AS $$ BEGIN
+            IF EXISTS (SELECT 1 FROM runs WHERE id = OLD.run_id) THEN
+                RAISE EXCEPTION 'events are append-only';
+            END IF;
+            RETURN OLD;
+        END $$;
+    CREATE TRIGGER events_append_only_delete BEFORE DELETE ON events
+        FOR EACH ROW EXECUTE FUNCTION events_append_only_delete();
+    """,
     """
     ALTER TABLE attempts ADD COLUMN last_activity_at DOUBLE PRECISION;
     ALTER TABLE attempts ADD COLUMN progress_json TEXT;
@@ -298,6 +321,7 @@ EVENT_KINDS = (
     "unit.aborted",  # an attempt ended by an abort (signal, run timeout)
     "unit.interrupted",  # a crash reclaim found the attempt still marked running
     "gate.rejected",
+    "preflight.failed",  # a worker's preflight found an error: the drive ended before any dispatch
     "unit.silent",  # a running attempt showed no activity for its step's stall_after (once per silent stretch)
     "unit.active",  # a silent attempt showed activity again
     "notify.sent",  # a notification was delivered (its notifier exited 0)

@@ -59,8 +59,27 @@ def notifiers(run: RunRow) -> list[Notifier]:
     return found
 
 
+def remember(store: Store, run_id: str, given: str | None, known: str | None = None) -> None:
+    """Remember the host's notifier on the run (like --agent-cmd): the command line's, else
+    $AKM_RUN_NOTIFY_CMD; `known` is the one the run has."""
+    command = given or os.environ.get("AKM_RUN_NOTIFY_CMD") or None
+    if command is not None and command != known:
+        store.remember_notifier(run_id, command)
+
+
+# One sender at a time per root run in a process (a drive and its stall thread), so a run's
+# notifications leave in the order of their events: a run's `failed` never overtakes its `stalled`.
+_SENDERS = tuple(threading.Lock() for _ in range(64))
+
+
 def deliver(store: Store, run_id: str, hints: Hints, environ: Mapping[str, str] | None = None) -> None:
-    """Send the root run's pending notifications, each bounded by its timeout; never raises."""
+    """Send the root run's pending notifications in event order, each bounded by its timeout;
+    never raises."""
+    with _SENDERS[hash(run_id) % len(_SENDERS)]:
+        _deliver(store, run_id, hints, environ)
+
+
+def _deliver(store: Store, run_id: str, hints: Hints, environ: Mapping[str, str] | None) -> None:
     try:
         run = store.run(run_id)
         if run is None or run.parent_run_id is not None:

@@ -14,20 +14,29 @@ import json
 import os
 import socket
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
 import psycopg
 
 from akm_run.database import Rows
+from akm_run.deletions import RUN_TABLES
 from akm_run.locks import LockHeld
 from akm_run.migrations import POSTGRES_MIGRATIONS
+from akm_run.queries import EVENT_COLUMNS, TREE
 from akm_run.rows import Event
 from akm_run.store import Store
 
 SCHEMA = "akm_run"
 # Advisory locks of runs: (LOCK_SPACE, hashtext(run id)), apart from anything else on the server.
 LOCK_SPACE = 0x616B6D  # "akm"
+
+# Publishers of one exclusive ref, one at a time: (EXCLUSIVE_SPACE, hashtext(ref)), for a transaction.
+EXCLUSIVE_SPACE = 0x616B6E  # "akn", beside the runs' LOCK_SPACE
+
+# One worker of the pool at a time prunes ($AKM_RUN_RETENTION): a single-key advisory lock, apart
+# from the runs' two-key ones.
+RETENTION_LOCK = 0x616B6D_7265_74  # "akm" "ret"
 
 # A run's tree on runs_by_parent, then its events on events_by_run (PostgresStore.progress_events).
 PROGRESS_EVENTS = (
@@ -62,6 +71,11 @@ class PostgresStore(Store):
 
     IntegrityError = (psycopg.errors.IntegrityError,)
     MIGRATIONS = POSTGRES_MIGRATIONS
+    # `akm-run events --children`: the tree read through an array, as PROGRESS_EVENTS reads it.
+    TREE_EVENTS = (
+        TREE + f"SELECT {EVENT_COLUMNS} FROM events WHERE run_id = ANY(ARRAY(SELECT id FROM tree)) AND seq > ? "
+        "ORDER BY seq LIMIT ?"
+    )
 
     def __init__(self, url: str) -> None:
         super().__init__()
@@ -140,6 +154,39 @@ class PostgresStore(Store):
                 if not ((row := taken.fetchone()) and row[0]):
                     raise LockHeld(run_id, _holder(connection, run_id))
             yield
+
+    def hold_for_deletion(self, run_id: str, held: ExitStack) -> bool:
+        """The run's advisory lock for this transaction: a driver's session lock on the run excludes
+        it, and a driver that comes after the commit finds the run gone."""
+        with self._lock:
+            row = self._pg.execute(
+                "SELECT pg_try_advisory_xact_lock(%s, hashtext(%s))", (LOCK_SPACE, run_id)
+            ).fetchone()
+        return bool(row and row[0])
+
+    def _serialise_publishers(self, ref: str) -> None:
+        """A transaction-level advisory lock on the ref: the next publisher's check waits for this
+        one's commit, and then sees its run (each statement reads what was committed before it)."""
+        self._execute("SELECT pg_advisory_xact_lock(?, hashtext(?))", (EXCLUSIVE_SPACE, ref))
+
+    def vacuum(self) -> None:
+        with self._lock:
+            for table in (*RUN_TABLES, "runs", "events"):
+                self._pg.execute(f"VACUUM {table}")
+
+    @contextmanager
+    def retention_turn(self) -> Iterator[bool]:
+        """Whether this store took the pool's retention lock (held inside the block): False while
+        another worker prunes."""
+        with self._lock:
+            row = self._pg.execute("SELECT pg_try_advisory_lock(%s)", (RETENTION_LOCK,)).fetchone()
+        taken = bool(row and row[0])
+        try:
+            yield taken
+        finally:
+            if taken:
+                with self._lock:
+                    self._pg.execute("SELECT pg_advisory_unlock(%s)", (RETENTION_LOCK,))
 
     def driven(self, run_id: str) -> bool:
         """Whether a driver on any host holds the run's lock (a dead one's was released with its

@@ -198,6 +198,19 @@ def _tagged(tag: str, variants: Mapping[str, Check]) -> Check:
     return check
 
 
+def _either(members: list[tuple[bool, Check]]) -> Check:
+    """(whether the member is an object, its check): the member of the value's kind decides."""
+
+    def check(value: Any, path: str) -> None:
+        for is_object, each in members:
+            if is_object == isinstance(value, dict):
+                each(value, path)
+                return
+        members[0][1](value, path)  # no member of its kind: the first says what was expected
+
+    return check
+
+
 def _sorted_unique(key: str) -> Check:
     def check(value: Any, path: str) -> None:
         names = [entry[key] for entry in value]
@@ -265,6 +278,9 @@ class _Decoder:
     def tagged(self, node: planshape.Tagged) -> Check:
         return _tagged(node.tag, {kind: self.record(ref.name) for kind, ref in node.variants.items()})
 
+    def either(self, node: planshape.Either) -> Check:
+        return _either([(type(member).__name__ == "Ref", self.node(member)) for member in node.members])
+
     def jsonvalue(self, node: planshape.JsonValue) -> Check:
         return json_value
 
@@ -288,6 +304,10 @@ def _decode_plan() -> Check:
 def _semantics(plan: dict[str, Any], path: str) -> None:
     features.check_declared(plan, path)
     params = plan.get("params", {})
+    exclusive = plan["limits"].get("exclusive")
+    if isinstance(exclusive, dict) and exclusive["param"] not in params:
+        reference = json.dumps(f"params.{exclusive['param']}")
+        raise PlanError(f"{path}.limits.exclusive.param", wording.undeclared_param(reference=reference))
     for name, param in params.items():
         if "default" in param:
             default_fits(param["default"], param["schema"], f"{path}.params.{name}.default")

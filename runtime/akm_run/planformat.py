@@ -277,10 +277,18 @@ class Param(TypedDict):
 Output = TypedDict("Output", {"from": Reference, "schema": NotRequired[Schema]})
 
 
+class ExclusiveParam(TypedDict):
+    """One unsettled top-level run per (ref, value of this param)."""
+
+    param: Name
+
+
 class Limits(TypedDict):
     concurrency: Annotated[int, Range(1, MAX_CONCURRENCY)]
     maxUnits: NotRequired[Annotated[int, Range(1, MAX_INT)]]
     timeoutMs: NotRequired[Millis]
+    # `true`: one unsettled top-level run of the ref per store; the decoder checks that a param is declared.
+    exclusive: NotRequired[Union[Literal[True], ExclusiveParam]]
 
 
 class ReadEntry(TypedDict):

@@ -52,6 +52,12 @@ class Tagged(NamedTuple):
     variants: dict[str, Ref]
 
 
+class Either(NamedTuple):
+    """One of a few values of different JSON types (`true` or a record), told apart by their type."""
+
+    members: tuple[Node, ...]
+
+
 class Ref(NamedTuple):
     """One of the definition's records, by name (records refer to each other, a plan to itself)."""
 
@@ -66,7 +72,7 @@ class JsonSchema(NamedTuple):
     """A JSON Schema (draft 2020-12)."""
 
 
-Node = Union[String, Integer, Const, OneOf, Array, Mapping, Tagged, Ref, JsonValue, JsonSchema]
+Node = Union[String, Integer, Const, OneOf, Array, Mapping, Tagged, Either, Ref, JsonValue, JsonSchema]
 
 
 class Record(NamedTuple):
@@ -138,6 +144,8 @@ def _node(hint: Any, records: dict[str, Record]) -> Node:
         key = _node(args[0], records)
         assert isinstance(key, String) and key.pattern is not None, "a mapping's keys have a pattern"
         return Mapping(key.pattern, _node(args[1], records), meta[pf.Entries].high)
+    if origin is Union and not all(typing.is_typeddict(member) for member in args):
+        return Either(tuple(_node(member, records) for member in args))
     if origin is Union:
         return _tagged(args, records)
     if typing.is_typeddict(hint):

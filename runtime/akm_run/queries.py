@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from akm_run.database import Database
-from akm_run.rows import AttemptRow, NotificationRow, RunRow, StepRow, UnitRow
+from akm_run.rows import AttemptRow, Event, NotificationRow, RunRow, StepRow, UnitRow
 from akm_run.signing import Signer
 from akm_run.trust import Signature
 
@@ -23,10 +23,23 @@ ATTEMPT_COLUMNS = (
 UNIT_COLUMNS = (
     "unit_id, step_id, item_index, input_hash, status, output_json, failure_reason, failure_message, child_run_id"
 )
+EVENT_COLUMNS = "seq, run_id, kind, step_id, unit_id, data_json, at"
+RUN_EVENTS = f"SELECT {EVENT_COLUMNS} FROM events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?"
+# A run's tree on runs_by_parent, then its events on events_by_run.
+TREE = (
+    "WITH RECURSIVE tree(id) AS (SELECT id FROM runs WHERE id = ? UNION ALL "
+    "SELECT r.id FROM runs r JOIN tree ON r.parent_run_id = tree.id) "
+)
 
 
 class Queries(Database):
     """What a store reads back of the journal."""
+
+    # A dialect may read the tree's events its own way (PostgreSQL: akm_run.pgstore.TREE_EVENTS).
+    TREE_EVENTS = (
+        TREE
+        + f"SELECT {EVENT_COLUMNS} FROM events WHERE run_id IN (SELECT id FROM tree) AND seq > ? ORDER BY seq LIMIT ?"
+    )
 
     def signature(self, run_id: str) -> Signature | None:
         """The signature a run was published with (top-level runs only), or None."""
@@ -119,6 +132,20 @@ class Queries(Database):
             "SELECT kind, step_id, unit_id, data_json FROM events WHERE run_id = ? ORDER BY seq", (run_id,)
         ).fetchall()
         return [(k, s, u, json.loads(d) if d else {}) for k, s, u, d in rows]
+
+    def timeline(self, run_id: str, after: int, *, children: bool, limit: int) -> list[Event]:
+        """At most `limit` events of a run (with `children`, of its descendants too) after seq
+        `after`, in commit order (`akm-run events`)."""
+        sql = self.TREE_EVENTS if children else RUN_EVENTS
+        rows = self._execute(sql, (run_id, after, limit)).fetchall()
+        return [Event(q, r, k, s, u, json.loads(d) if d else {}, a) for q, r, k, s, u, d, a in rows]
+
+    def published_at(self, run_id: str) -> float | None:
+        """When the run was published (its run.published event), or None."""
+        row = self._execute(
+            "SELECT at FROM events WHERE run_id = ? AND kind = 'run.published' ORDER BY seq LIMIT 1", (run_id,)
+        ).fetchone()
+        return None if row is None else float(row[0])
 
     def notifications(self, run_id: str, *, pending: bool = False) -> list[NotificationRow]:
         """A root run's notifications in event order (with `pending`, only those not yet delivered:

@@ -12,6 +12,7 @@ from akm_run import wording
 from akm_run.console import fail
 from akm_run.database_url import select
 from akm_run.durations import parse_option as parse_duration
+from akm_run.pruning import retention_refusal
 from akm_run.wording import Failure
 
 WORKER_DURATION_MAX_MS = 24 * 3_600_000  # longer waits overflow the platform's timers
@@ -44,6 +45,8 @@ def worker(args: argparse.Namespace) -> int:
         return fail(wording.worker_durations_too_short())
     if max(takeover_ms, grace_ms) > WORKER_DURATION_MAX_MS or poll_ms > POLL_MAX_MS:
         return fail(wording.worker_durations_too_long())
+    if (refused := retention_refusal()) is not None:
+        return refused
     executor_id = args.executor_id or socket.gethostname()
     if refusal := executor_refusal(executor_id):
         return fail(refusal)

@@ -10,13 +10,14 @@ from __future__ import annotations
 import os
 import sqlite3
 import tempfile
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, ExitStack
 from pathlib import Path
 from typing import Any, Self
 
 from akm_run.database import Rows
-from akm_run.locks import RunLock
+from akm_run.locks import LockHeld, RunLock
 from akm_run.migrations import SQLITE_MIGRATIONS
+from akm_run.stateroot import make_state_dir
 from akm_run.store import Store
 
 DB_NAME = "state.db"
@@ -45,7 +46,7 @@ class SQLiteStore(Store):
                     f"{len(self.MIGRATIONS)}, and the state directory cannot be written to upgrade it"
                 )
             return
-        state_dir.mkdir(parents=True, exist_ok=True)
+        make_state_dir(state_dir)
         self._db = sqlite3.connect(
             self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
         )
@@ -77,6 +78,22 @@ class SQLiteStore(Store):
     def driven(self, run_id: str) -> bool:
         """Whether a live driver holds the run's lock (one on another host counts as live)."""
         return RunLock(self.state_dir, run_id).driven()
+
+    def hold_for_deletion(self, run_id: str, held: ExitStack) -> bool:
+        """The run's lock file and byte, released (and the file removed) once `held` closes."""
+        lock = RunLock(self.state_dir, run_id)
+        try:
+            lock.acquire()
+        except LockHeld:
+            return False
+        held.callback(lock.release)
+        return True
+
+    def vacuum(self) -> None:
+        self._execute("VACUUM")
+
+    def _serialise_publishers(self, ref: str) -> None:
+        """Nothing to do: a write transaction (`BEGIN IMMEDIATE`) already excludes every other writer."""
 
     def _execute(self, sql: str, args: tuple[Any, ...] = ()) -> Rows:
         with self._lock:

@@ -14,6 +14,8 @@ import time
 from typing import Any
 
 from akm_run.activity import Beat
+from akm_run.deletions import Deletions
+from akm_run.exclusive import Exclusion
 from akm_run.migrations import EVENT_KINDS
 from akm_run.queries import Queries
 from akm_run.rows import AttemptFailure, AttemptStatus, RunStatus, StepStatus
@@ -24,7 +26,7 @@ from akm_run.trust import Signature
 HOST_EVENTS = ("blocked", "failed", "stalled")
 
 
-class Store(Queries):
+class Store(Queries, Deletions, Exclusion):
     """A run journal (akm_run.journal.Journal): its reads and its transitions, on a dialect's database."""
 
     def event(
@@ -51,14 +53,26 @@ class Store(Queries):
         workdir: str | None = None,
         agent_cmd: str | None = None,
         signature: Signature | None = None,
+        preflight_skipped: bool = False,
     ) -> str:
         """Create a run and its step rows, remembering its workdir and agent command (and its
         signature, in the same transaction); with an invocation key, return the existing run instead
-        when one was already published under it (the UNIQUE index arbitrates racing publishers)."""
+        when one was already published under it (the UNIQUE index arbitrates racing publishers). An
+        exclusive top-level plan raises exclusive.RunInTheWay while another run holds its key.
+        `preflight_skipped` is recorded in the `run.published` event (`--no-preflight`)."""
         started = (workdir, agent_cmd)
         try:
             return self._publish(
-                run_id, plan, plan_hash, params, parent_run_id, parent_unit_id, invocation_key, started, signature
+                run_id,
+                plan,
+                plan_hash,
+                params,
+                parent_run_id,
+                parent_unit_id,
+                invocation_key,
+                started,
+                signature,
+                preflight_skipped,
             )
         except self.IntegrityError:
             if invocation_key is None:
@@ -77,6 +91,7 @@ class Store(Queries):
         invocation_key: str | None,
         started: tuple[str | None, str | None],
         signature: Signature | None,
+        preflight_skipped: bool = False,
     ) -> str:
         now = time.time()
         described = (run_id, plan["ref"], plan["title"], plan_hash, dumps(plan), dumps(params))
@@ -85,6 +100,8 @@ class Store(Queries):
                 row = self._execute("SELECT id FROM runs WHERE invocation_key = ?", (invocation_key,)).fetchone()
                 if row is not None:
                     return str(row[0])
+            if parent_run_id is None:  # raises RunInTheWay: nothing is published
+                self.refuse_second_run(plan, params)
             self._execute(
                 "INSERT INTO runs (id, ref, title, plan_hash, plan_json, params_json, status, parent_run_id, "
                 "parent_unit_id, invocation_key, created_at, updated_at, workdir, agent_cmd) "
@@ -96,7 +113,7 @@ class Store(Queries):
                     "INSERT INTO steps (run_id, step_id, idx, status, updated_at) VALUES (?, ?, ?, 'pending', ?)",
                     (run_id, step["stepId"], step["index"], now),
                 )
-            signed: dict[str, Any] = {}
+            signed: dict[str, Any] = {"preflight": "skipped"} if preflight_skipped else {}
             if signature is not None:
                 signer = signature.signer
                 self._execute(

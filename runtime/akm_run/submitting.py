@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from dbos import DBOSClient, EnqueueOptions, WorkflowHandle
@@ -160,3 +161,17 @@ def submit_once(url: str, args: DriveArgs, *, changed: bool = False) -> str:
         return submit(dbos, args, changed=changed)
     finally:
         dbos.destroy()
+
+
+def drive_pending(url: str) -> Callable[[str], bool]:
+    """For `akm-run events --follow`: whether a drive of a run is still on its way (enqueued, running,
+    or waiting for the pool to recover it from a dead worker), asked once its driver let go of it."""
+
+    def pending(run_id: str) -> bool:
+        dbos = client(url)
+        try:
+            return any(d.status in LIVE for d in _drives(dbos, run_id))
+        finally:
+            dbos.destroy()
+
+    return pending

@@ -10,82 +10,15 @@ uses it, and that docs/runtime-messages.md lists every error with its exit code.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Generic, NamedTuple, ParamSpec
 
 from akm_run.exitcodes import INTERNAL, LOCKED, REFUSED, USAGE
-
-P = ParamSpec("P")
-
-
-class Failure(NamedTuple):
-    """What ends a command: the message said on stderr and the exit code it ends with."""
-
-    text: str
-    exit: int
-
-
-class Template(Generic[P]):
-    """One wording: a `str.format` template; `exit` is the exit code of an error, None for words."""
-
-    __slots__ = ("exit", "fields", "text")
-
-    def __init__(self, text: str, exit: int | None, fields: Callable[P, None]) -> None:
-        self.text, self.exit, self.fields = text, exit, fields
-
-    def render(self, **fields: Any) -> str:
-        return self.text.format(**fields)
-
-    @property
-    def name(self) -> str:
-        return self.fields.__name__
-
-    def __repr__(self) -> str:
-        return f"<{self.name}>"
-
-
-class Words(Template[P]):
-    """A reason, or a line a command prints: its text."""
-
-    def __call__(self, *args: P.args, **fields: P.kwargs) -> str:
-        assert not args, "message fields are named"
-        return self.render(**fields)
-
-
-class Error(Template[P]):
-    """A message that ends a command with its exit code."""
-
-    def __call__(self, *args: P.args, **fields: P.kwargs) -> Failure:
-        assert not args, "message fields are named"
-        assert self.exit is not None
-        return Failure(self.render(**fields), self.exit)
-
-
-REGISTRY: list[Template[Any]] = []  # every template, in the order below
-
-
-def words(text: str) -> Callable[[Callable[P, None]], Words[P]]:
-    """Register the decorated signature (its keyword-only parameters are the fields) as words."""
-
-    def register(fields: Callable[P, None]) -> Words[P]:
-        template = Words(text, None, fields)
-        REGISTRY.append(template)
-        return template
-
-    return register
-
-
-def error(exit: int, text: str) -> Callable[[Callable[P, None]], Error[P]]:
-    """Register the decorated signature as an error that ends a command with `exit`."""
-
-    def register(fields: Callable[P, None]) -> Error[P]:
-        template = Error(text, exit, fields)
-        REGISTRY.append(template)
-        return template
-
-    return register
-
+from akm_run.templates import REGISTRY as REGISTRY
+from akm_run.templates import Error as Error
+from akm_run.templates import Failure as Failure
+from akm_run.templates import Template as Template
+from akm_run.templates import Words as Words
+from akm_run.templates import error, words
 
 # -- a plan file and its plan (akm_run.plan): the reason after "refused PATH: WHERE: " -------------
 
@@ -475,6 +408,45 @@ def rejected_by(*, by: str) -> None: ...
 def rejected_by_with_note(*, by: str, note: str) -> None: ...
 
 
+# -- project-root state (akm_run.stateroot): said on stderr by `status` and `list` ---------------
+
+
+@words("state: {directory}")
+def state_found(*, directory: object) -> None: ...
+
+
+# -- the event timeline (akm_run.events): `akm-run events` ---------------------------------------
+
+
+@error(USAGE, "{error}")
+def bad_kind_glob(*, error: Exception) -> None: ...
+@error(USAGE, "--since must be a seq, 0 or more (got {since})")
+def since_negative(*, since: int) -> None: ...
+
+
+# -- retention: prune, delete, $AKM_RUN_RETENTION --------------------------------------------------
+@words("{name}: invalid age {text!r} (use e.g. 30d, 1d12h, 12h, 90m)")
+def invalid_age(*, name: str, text: str) -> None: ...
+@error(USAGE, "--status takes {choices}, separated by commas, not {given!r}")
+def bad_prune_status(*, choices: str, given: str) -> None: ...
+@error(USAGE, "run {run} is a child run of {root}: delete its top-level run with `{command}`")
+def delete_a_child(*, run: str, root: str, command: str) -> None: ...
+@error(USAGE, "run {run} is {status}: abandon it first with `{command}`, then delete it")
+def delete_unsettled(*, run: str, status: str, command: str) -> None: ...
+@words("{verb} run {run} ({ref}, {status}, last updated {when}, {runs} run(s) with its child runs)")
+def pruned_run(*, verb: str, run: str, ref: str, status: str, when: str, runs: int) -> None: ...
+@words("{count} run(s) {verb}")
+def pruned_count(*, count: int, verb: str) -> None: ...
+@words("{count} {status} run(s) kept; abandon them first")
+def unsettled_kept(*, count: int, status: str) -> None: ...
+@words("deleted run {run} ({runs} run(s) with its child runs)")
+def deleted_run(*, run: str, runs: int) -> None: ...
+@words("retention ($AKM_RUN_RETENTION): {outcome}")
+def retention_said(*, outcome: object) -> None: ...
+@error(USAGE, "{ref}{key} is exclusive: run {run} is {status}; continue it with `{go_on}` or drop it with `{drop}`")
+def run_in_the_way(*, ref: str, key: str, run: str, status: str, go_on: str, drop: str) -> None: ...
+
+
 # -- stall: unit activity and silence (operations.md D6) ---------------------------------------------
 
 
@@ -493,3 +465,7 @@ def progress_ignored(*, count: int) -> None: ...
 
 @words("notification failed: {event} → {how} ({command})")
 def notification_failed(*, event: str, how: str, command: str) -> None: ...
+
+
+# The wording of preflight, in its own module for length; imported last, as it was written last.
+from akm_run.wording_preflight import *  # noqa: E402, F403

@@ -305,6 +305,7 @@ async def test_completion(client: LanguageClient, workspace: Path) -> None:
     assert "max_units" not in in_step
     assert await _complete(client, target, PARENT.replace("  step collect", "  limits { | }\n  step collect"), 7) == [
         "concurrency",
+        "exclusive",
         "max_units",
         "timeout",
     ]

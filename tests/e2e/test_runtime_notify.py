@@ -101,6 +101,12 @@ def test_a_stalled_unit_notifies_stalled_then_failed(runtime: Runtime) -> None:
     assert events == ["stalled", "failed"]
     stalled = _sent(runtime.root)[0]
     assert stalled["step"]["stepId"] == "hang" and any("akm-run logs" in c for c in stalled["commands"])
+    timeline = runtime.akm("events", document["runId"], "--kind", "unit.silent", "--kind", "notify.*")
+    assert timeline.returncode == 0, timeline.stderr
+    silent, *told = timeline.stdout.splitlines()
+    assert "unit.silent  hang hang:solo attempt 1 silent " in silent
+    assert [line.split("  ")[2] for line in told] == ["notify.sent", "notify.sent"]
+    assert all(" of event " in line for line in told)
 
 
 # The first call records what it was sent, then kills the drive that runs it before the drive can

@@ -563,10 +563,10 @@ def test_a_read_only_state_dir_refuses_runs_and_still_reads(runtime: Runtime, tm
 
         before = (shared / "state" / "state.db").read_bytes()
         refused = as_reader("run", "wf.plan.json")
-        assert refused.returncode == 2 and "cannot be written" in refused.stderr, refused.stderr
+        assert refused.returncode == 5 and "cannot be written" in refused.stderr, refused.stderr
         assert "nothing was published" in refused.stderr and "Traceback" not in refused.stderr
         again = as_reader("run", document["runId"])
-        assert again.returncode == 2 and "cannot be written" in again.stderr, again.stderr
+        assert again.returncode == 5 and "cannot be written" in again.stderr, again.stderr
         assert (shared / "state" / "state.db").read_bytes() == before
         status = as_reader("status", document["runId"], "--format", "json")
         assert status.returncode == 0, status.stderr

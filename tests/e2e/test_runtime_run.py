@@ -222,7 +222,7 @@ def test_a_missing_secret_fails_the_unit_naming_the_variable(runtime: Runtime) -
         }
     """)
     plan = runtime.compile("wf.akm", src)
-    code, document = runtime.run_json(plan)
+    code, document = runtime.run_json(plan, "--no-preflight")  # preflight would refuse it before publishing
     assert code == 1
     assert document["failure"]["reason"] == "secret_missing" and "NOT_SET_ANYWHERE" in document["failure"]["message"]
 
@@ -304,7 +304,7 @@ def test_agent_gets_instructions_on_stdin(runtime: Runtime) -> None:
         }
     """)
     plan = runtime.compile("wf.akm", src)
-    code, document = runtime.run_json(plan)
+    code, document = runtime.run_json(plan, "--no-preflight")  # preflight would refuse it before publishing
     assert code == 1 and document["failure"]["reason"] == "agent_unavailable"
     code, document = runtime.run_json(plan, "--agent-cmd", "cat")
     think_step = runtime.store().step(document["runId"], "think")
@@ -770,7 +770,7 @@ def test_an_approval_in_a_map_approves_every_item(runtime: Runtime) -> None:
     assert after_step is not None and after_step.output["inputs"] == {"steps.ok.output[1].by": "kim"}
 
 
-def test_a_missing_workdir_is_a_usage_error(runtime: Runtime) -> None:
+def test_a_missing_workdir_is_refused_before_anything_is_published(runtime: Runtime) -> None:
     src = source("""
         workflow "t" {
           step a {
@@ -779,8 +779,10 @@ def test_a_missing_workdir_is_a_usage_error(runtime: Runtime) -> None:
         }
     """)
     plan = runtime.compile("wf.akm", src)
-    result = runtime.akm("run", plan, "--workdir", "nowhere")
-    assert result.returncode == 2 and "not a directory" in result.stderr and runtime.untouched()
+    result = runtime.akm("run", plan, "--workdir", "nowhere")  # the preflight's `workdir` check
+    assert result.returncode == 5 and "--workdir nowhere is not a directory" in result.stderr and runtime.untouched()
+    unchecked = runtime.akm("run", plan, "--workdir", "nowhere", "--no-preflight")  # a usage error then
+    assert unchecked.returncode == 2 and "not a directory" in unchecked.stderr and runtime.untouched()
 
 
 @pytest.mark.sqlite_only

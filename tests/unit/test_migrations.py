@@ -44,6 +44,9 @@ def _guard(match: re.Match[str]) -> str:
     )
 
 
+TRANSLATED = 3  # the migrations earlier releases ran through the translation; later ones, as written
+
+
 def earlier_translation(migration: str) -> str:
     """A SQLite migration as earlier releases ran it on PostgreSQL."""
     for word, replacement in _WORDS:
@@ -59,7 +62,8 @@ def earlier_postgres(url: str, upto: int) -> None:
         connection.execute(f"SET search_path TO {SCHEMA}")
         connection.execute("CREATE TABLE migrations (version INTEGER PRIMARY KEY, applied_at DOUBLE PRECISION)")
         for version, script in enumerate(SQLITE_MIGRATIONS[:upto], start=1):
-            connection.execute(earlier_translation(script).encode())
+            ran = earlier_translation(script) if version <= TRANSLATED else POSTGRES_MIGRATIONS[version - 1]
+            connection.execute(ran.encode())
             connection.execute("INSERT INTO migrations VALUES (%s, %s)", (version, float(version)))
 
 

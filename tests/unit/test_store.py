@@ -331,3 +331,32 @@ def test_a_running_attempt_is_claimed_once_and_an_ended_one_never(store: Store) 
     store.complete_attempt("r1", "a:solo", "a", 2, None, None)
     assert not store.claim_attempt("r1", "a:solo", 2, "host-1")  # an ended attempt is not running
     assert not store.claim_attempt("r1", "a:solo", 3, "host-1")  # nor is one never begun
+
+
+def test_a_timeline_reads_a_run_or_its_tree_after_a_seq_a_page_at_a_time(store: Store) -> None:
+    store.publish_run("r1", PLAN2, "sha256:x", {})
+    store.publish_run("other", PLAN2, "sha256:x", {})
+    store.start_step("r1", "a", 0)
+    store.publish_run("c1", PLAN2, "sha256:x", {}, parent_run_id="r1", parent_unit_id="a:solo", invocation_key="k1")
+    store.publish_run("g1", PLAN2, "sha256:x", {}, parent_run_id="c1", parent_unit_id="a:solo", invocation_key="k2")
+    store.start_step("g1", "a", 0)
+    store.start_step("other", "a", 0)
+    store.complete_step("r1", "a", 1)
+    tree = store.timeline("r1", 0, children=True, limit=100)
+    assert [(e.run_id, e.kind) for e in tree] == [
+        ("r1", "run.published"),
+        ("r1", "step.started"),
+        ("c1", "run.published"),
+        ("g1", "run.published"),
+        ("g1", "step.started"),
+        ("r1", "step.completed"),
+    ]
+    assert [e.seq for e in tree] == sorted(e.seq for e in tree)
+    assert store.timeline("r1", tree[1].seq, children=True, limit=2) == tree[2:4]
+    assert [e.kind for e in store.timeline("r1", 0, children=False, limit=100)] == [
+        "run.published",
+        "step.started",
+        "step.completed",
+    ]
+    assert tree[0].data["ref"] == "workflows/w" and store.published_at("r1") == tree[0].at
+    assert store.published_at("nothing") is None

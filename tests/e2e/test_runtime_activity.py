@@ -114,6 +114,8 @@ def test_a_silent_unit_gets_one_silent_event_per_stretch_and_status_names_what_t
         assert "item 1/2" in text and "(silent for" in text and "stall_after 1s)" in text, text
         assert f"akm-run logs {run_id} review --unit 1" in text and f"akm-run pause {run_id} review" in text, text
         assert "let the timeout act" in text
+        # status sees silence by the clock; a worker journals it at its next sample (every 5 s at most)
+        eventually(lambda: len(_unit_events(runtime, run_id)) == 2, "the first silent stretches journaled")
         (runtime.root / "speak").write_text("")
         eventually(lambda: (runtime.root / "spoke").exists(), "the pulse")
         # b becomes active, then silent again: two stretches of b, one of a

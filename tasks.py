@@ -67,6 +67,8 @@ DEMO: tuple[tuple[str, ...], ...] = (
     ("akmc", "compile", "examples/workflows", "--out-dir", "examples/plans", "--root", "examples"),
     ("akmc", "verify", "examples/plans/workflows/notes.plan.json"),
     ("akmc", "plan", "examples/workflows/notes.akm"),
+    # Independent checks at once, and a fan-out that goes on past a missing file.
+    ("akm-run", "run", "examples/plans/workflows/checks.plan.json", "--workdir", "examples", *DEMO_STATE),
     # Run the reviewed plan: notes composes hello, which runs inline as a child run. The units run
     # in examples/ while the state directory is given relative to the repository root.
     (

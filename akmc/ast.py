@@ -255,9 +255,17 @@ StepItem = Union[Target, MapBlock, RouteBlock, Gate, Env, Inputs, OutputType, Se
 
 @node
 class Step:
+    """A step, or with `members` a `parallel` block (its `items` then are its settings, and a nested
+    block among its members is reported, E211)."""
+
     id: Ident
     items: list[StepItem]
     span: Span
+    members: list[Step] | None = None
+
+    @property
+    def is_block(self) -> bool:
+        return self.members is not None
 
 
 @node
@@ -295,8 +303,16 @@ class Section:
 class Workflow:
     title: StrLit
     sections: list[Section]
-    steps: list[Step]
+    steps: list[Step]  # the spine: steps and `parallel` blocks, in source order
     span: Span
+
+    def every_step(self) -> list[Step]:
+        """Every step in source order: a block, then its members (nested ones too), then what follows."""
+        return [each for step in self.steps for each in _flattened(step)]
+
+
+def _flattened(step: Step) -> list[Step]:
+    return [step, *(each for member in step.members or [] for each in _flattened(member))]
 
 
 build()

@@ -84,7 +84,7 @@ def suggest(root: Path, ref: str) -> str | None:
 def uses_targets(workflow: ast.Workflow) -> list[ast.Target]:
     """Every `uses` target of a workflow, in source order (unit steps and map bodies)."""
     found = []
-    for step in workflow.steps:
+    for step in workflow.every_step():
         for item in step.items:
             if isinstance(item, ast.Target) and item.kind == "uses":
                 found.append(item)

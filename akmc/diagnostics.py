@@ -40,6 +40,8 @@ CATALOG: dict[str, Code] = _entries(
     ("E207", "unknown, misplaced or ignored setting, or invalid secret name"),
     ("E208", "invalid route target"),
     ("E209", "`item` outside a `map` block"),
+    ("E210", "a step inside a `parallel` block reads another step of the same block, or the block"),
+    ("E211", "invalid `parallel` block: empty, nested, or with a `route` step"),
     ("E300", "literal does not match its declared type"),
     ("E301", "no such field"),
     ("E302", "path step on a type without fields or elements"),

@@ -99,7 +99,7 @@ def diff(old: dict[str, Any], new: dict[str, Any]) -> PlanDiff:
             result.changes.append(Change("workflow", CHANGED, name, old.get(name), new.get(name)))
     for section in ("params", "outputs", "limits"):
         result.changes += _named(section, old.get(section, {}), new.get(section, {}))
-    result.changes += _steps(old["steps"], new["steps"])
+    result.changes += _steps(_flat(old["steps"]), _flat(new["steps"]))
     old_reads = {e["path"]: e.get("sha256") for e in old["sourceReadSet"]}
     new_reads = {e["path"]: e.get("sha256") for e in new["sourceReadSet"]}
     result.changes += _named("readSet", old_reads, new_reads)
@@ -116,6 +116,20 @@ def _named(section: str, old: dict[str, Any], new: dict[str, Any]) -> list[Chang
             changes.append(Change(section, CHANGED, name, old[name], new[name], fields))
     changes += [Change(section, REMOVED, name, old=old[name]) for name in old if name not in new]
     return changes
+
+
+def _flat(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The steps with each `parallel` block's members after it, as steps of their own that name
+    their block (`block`) at its index; the block lists its members by id. A step moved into or out
+    of a block is then a change of the step (its `block`) and of the block (its `members`)."""
+    flat = []
+    for step in steps:
+        if step["kind"] != "parallel":
+            flat.append(step)
+            continue
+        flat.append({**step, "members": [m["stepId"] for m in step["members"]]})
+        flat += [{**m, "index": step["index"], "block": step["stepId"]} for m in step["members"]]
+    return flat
 
 
 def _steps(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[Change]:

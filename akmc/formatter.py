@@ -36,7 +36,7 @@ from akmc.frontend.tables import grammar_parser
 from akmc.syntax import MAX_NESTING
 
 INDENT = "  "
-SETTING_ORDER = ("concurrency", "max_units", "timeout", "retry", "on_error", "max_loops")
+SETTING_ORDER = ("concurrency", "fail_fast", "max_units", "timeout", "retry", "on_error", "max_loops")
 _BLOCKS = frozenset(
     {
         "start",
@@ -46,6 +46,7 @@ _BLOCKS = frozenset(
         "defaults",
         "notify",
         "step",
+        "parallel",
         "bindings",
         "map_block",
         "route_block",
@@ -359,6 +360,9 @@ class _Printer:
             self.put(close, "", indent)
             return
         several = "\n" in self.text[opener.end_pos or 0 : close.start_pos or 0]
+        if node.data == "parallel":  # a block's settings first, then its steps
+            settings = [c for c in body if isinstance(c, Tree) and c.data == "setting"]
+            body = [*settings, *(c for c in body if not (isinstance(c, Tree) and c.data == "setting"))]
         ordered = _order(body, self.around, self.index)
         for position, item in enumerate(ordered):
             if several:

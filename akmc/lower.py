@@ -130,7 +130,8 @@ def lower(
     outputs = _outputs(model, typed)
     if outputs:
         plan["outputs"] = outputs
-    plan["steps"] = [_step(sm, typed, lowering, children or {}) for sm in model.steps]
+    by_id = {sm.id: sm for sm in model.steps}
+    plan["steps"] = [_spine_step(sm, by_id, typed, lowering, children or {}) for sm in model.steps if sm.group is None]
     if model.notify is not None and model.notify.target is not None:
         plan["notify"] = _notify(model.notify, lowering)
     plan["sourceReadSet"] = lowering.read_set()
@@ -188,7 +189,28 @@ def _limits(model: Model) -> pf.Limits:
     return limits
 
 
-def _step(sm: StepModel, typed: Typed, lowering: Lowering, children: Mapping[str, Child]) -> pf.Step:
+def _spine_step(
+    sm: StepModel, by_id: Mapping[str, StepModel], typed: Typed, lowering: Lowering, children: Mapping[str, Child]
+) -> pf.Step:
+    """A step of the spine; a `parallel` block with its members, which have no `index`."""
+    if sm.kind != "parallel":
+        return _step(sm, typed, lowering, children)
+    members = []
+    for name in sm.members:
+        member = cast(dict[str, Any], _step(by_id[name], typed, lowering, children))
+        member.pop("index")
+        members.append(cast(pf.Member, member))
+    block = pf.ParallelStep(stepId=sm.id, index=sm.spine, kind="parallel", onError=_on_error(sm), members=members)
+    if sm.block_concurrency is not None:
+        block["concurrency"] = sm.block_concurrency
+    if not sm.fail_fast:
+        block["failFast"] = False
+    return block
+
+
+def _step(
+    sm: StepModel, typed: Typed, lowering: Lowering, children: Mapping[str, Child]
+) -> pf.UnitStep | pf.MapStep | pf.RouteStep:
     step = _route(sm) if sm.kind == "route" else _work(sm, lowering, children)
     if sm.inputs:
         step["inputs"] = [r.text for r in sm.inputs]
@@ -205,7 +227,7 @@ def _route(sm: StepModel) -> pf.RouteStep:
     assert sm.route is not None
     cases = [pf.Case(match=c.match.value, next=c.target.text) for c in sm.route.cases if c.match is not None]
     step = pf.RouteStep(
-        stepId=sm.id, index=sm.index, kind="route", onError=_on_error(sm), input=sm.route.subject.text, cases=cases
+        stepId=sm.id, index=sm.spine, kind="route", onError=_on_error(sm), input=sm.route.subject.text, cases=cases
     )
     wildcard = [c for c in sm.route.cases if c.match is None]
     if wildcard:
@@ -213,22 +235,24 @@ def _route(sm: StepModel) -> pf.RouteStep:
     return step
 
 
-def _work(sm: StepModel, lowering: Lowering, children: Mapping[str, Child]) -> pf.WorkStep:
+def _work(sm: StepModel, lowering: Lowering, children: Mapping[str, Child]) -> pf.UnitStep | pf.MapStep:
     """A unit or map step. A step whose target did not check has none (its plan is never written)."""
     target = lowering.target(sm.target, children.get(sm.id)) if sm.target is not None else cast(pf.Target, {})
-    step: pf.WorkStep
+    step: pf.UnitStep | pf.MapStep
     if sm.map is not None:
         step = pf.MapStep(
             stepId=sm.id,
-            index=sm.index,
+            index=sm.spine,
             kind="map",
             onError=_on_error(sm),
             target=target,
             over=sm.map.over.text,
             concurrency=sm.concurrency,
         )
+        if not sm.fail_fast:
+            step["failFast"] = False
     else:
-        step = pf.UnitStep(stepId=sm.id, index=sm.index, kind="unit", onError=_on_error(sm), target=target)
+        step = pf.UnitStep(stepId=sm.id, index=sm.spine, kind="unit", onError=_on_error(sm), target=target)
     if sm.gate_check is not None:
         step["gate"] = pf.Gate(check=lowering.check(sm.gate_check), maxLoops=sm.max_loops)
     if sm.retry is not None:
@@ -242,6 +266,8 @@ def _work(sm: StepModel, lowering: Lowering, children: Mapping[str, Child]) -> p
     env = _env(sm.env)
     if env:
         step["env"] = env
+    if sm.isolation == "worktree":
+        step["isolation"] = "worktree"
     if sm.target is None:
         cast(dict[str, Any], step).pop("target")
     return step

@@ -9,58 +9,10 @@ A test checks that each template's fields are its parameters and that every cata
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Generic, NamedTuple, ParamSpec
-
-P = ParamSpec("P")
-
-
-class Message(NamedTuple):
-    """One diagnostic's code and rendered words, before it has a place in a file."""
-
-    template: Template[Any]
-    text: str
-    help: str | None = None
-
-    @property
-    def code(self) -> str:
-        return self.template.code
-
-
-class Template(Generic[P]):
-    """One wording of a code: `str.format` templates for the message and its fixed help line."""
-
-    __slots__ = ("code", "fields", "help", "text")
-
-    def __init__(self, code: str, text: str, help: str | None, fields: Callable[P, None]) -> None:
-        self.code, self.text, self.help, self.fields = code, text, help, fields
-
-    def __call__(self, *args: P.args, **fields: P.kwargs) -> Message:
-        assert not args, "message fields are named"
-        help_text = self.help.format(**fields) if self.help is not None else None
-        return Message(self, self.text.format(**fields), help_text)
-
-    @property
-    def name(self) -> str:
-        return self.fields.__name__
-
-    def __repr__(self) -> str:
-        return f"<{self.code} {self.name}>"
-
-
-REGISTRY: list[Template[Any]] = []  # every template, in the order below
-
-
-def message(code: str, text: str, help: str | None = None) -> Callable[[Callable[P, None]], Template[P]]:
-    """Register the decorated signature (its keyword-only parameters are the fields) as `code`'s template."""
-
-    def register(fields: Callable[P, None]) -> Template[P]:
-        template = Template(code, text, help, fields)
-        REGISTRY.append(template)
-        return template
-
-    return register
-
+from akmc.message_templates import REGISTRY as REGISTRY
+from akmc.message_templates import Message as Message
+from akmc.message_templates import Template as Template
+from akmc.message_templates import message
 
 # -- E1xx: reading and parsing the source ----------------------------------------------------------
 
@@ -181,10 +133,6 @@ def misplaced_setting(*, name: str, where: str, home: str) -> None: ...
 def unknown_setting(*, name: str, where: str) -> None: ...
 @message("E207", "`{name}` has no effect on {what}, so it is not allowed there")
 def setting_no_effect(*, name: str, what: str) -> None: ...
-@message("E207", "`on_stall` takes `warn` or `terminate`")
-def on_stall_value() -> None: ...
-@message("E207", "`on_stall` has no effect without `stall_after`", "add `stall_after = D`, or remove `on_stall`")
-def on_stall_alone() -> None: ...
 @message("E207", "`on_error` takes `fail` or `continue`")
 def on_error_value() -> None: ...
 @message("E207", "`exclusive` takes `true` or a param, `params.NAME`")
@@ -197,6 +145,8 @@ def exclusive_value() -> None: ...
 def exclusive_not_scalar(*, param: str, type: str) -> None: ...
 @message("E207", "`{name}` takes an integer")
 def integer_setting(*, name: str) -> None: ...
+@message("E207", "`{name}` takes `true` or `false`")
+def boolean_setting(*, name: str) -> None: ...
 @message("E207", "`{name}` takes a duration such as `30s`, `10m` or `1h30m`")
 def duration_setting(*, name: str) -> None: ...
 @message("E207", "`retry` takes an integer or `{{ max = N, on = [...], backoff = D }}`")
@@ -211,20 +161,36 @@ def retry_max_integer() -> None: ...
 def retry_on_list(*, reasons: str) -> None: ...
 @message("E207", "`{reason}` is not a retry reason; reasons: {reasons}")
 def unknown_retry_reason(*, reason: str, reasons: str) -> None: ...
-@message("E207", "`notify` runs `shell` or `script`, not `{kind}`", "a notifier is a command the run starts")
-def notify_target_kind(*, kind: str) -> None: ...
-@message("E207", '`notify` needs a target: `shell "…"` or `script "…"`')
-def notify_without_target() -> None: ...
-@message("E207", "`notify` runs one target")
-def notify_two_targets() -> None: ...
-@message("E207", "`notify` needs `on = [...]`, a list of events: {events}")
-def notify_without_on(*, events: str) -> None: ...
-@message("E207", "`on` takes a non-empty list of events: {events}")
-def notify_on_list(*, events: str) -> None: ...
-@message("E207", "`{event}` is not a notification event; events: {events}")
-def unknown_notify_event(*, event: str, events: str) -> None: ...
 @message("E207", "a gate check runs `shell` or `script`, not `{kind}`")
 def gate_check_kind(*, kind: str) -> None: ...
+@message(
+    "E208",
+    "route target `{target}` is a step inside `parallel` block `{block}`; a route selects a spine step",
+    "route to the block `{block}` (every member is then skipped), or move `{target}` out of it",
+)
+def route_to_member(*, target: str, block: str) -> None: ...
+@message(
+    "E210",
+    "`{ref}` reads {what}; the steps of `parallel` block `{block}` run at once",
+    "move `{reader}` to a block or step after `{block}`",
+)
+def reads_sibling(*, ref: str, what: str, block: str, reader: str) -> None: ...
+@message("E211", "`parallel` block `{block}` has no steps", "put the steps that run at once inside it")
+def empty_block(*, block: str) -> None: ...
+@message(
+    "E211",
+    "`parallel` block `{block}` is inside `parallel` block `{outer}`; blocks do not nest",
+    "put its steps in `{outer}` itself, or move the block after it",
+)
+def nested_block(*, block: str, outer: str) -> None: ...
+@message(
+    "E211",
+    "`route` step `{step}` is inside `parallel` block `{block}`; a route selects later spine steps",
+    "move the route before or after the block",
+)
+def route_in_block(*, step: str, block: str) -> None: ...
+@message("E601", "`parallel` block `{block}` has {count} steps; a block holds at most {limit}")
+def too_many_members(*, block: str, count: int, limit: int) -> None: ...
 @message("E208", "route `{step}` cannot target its own step")
 def route_to_itself(*, step: str) -> None: ...
 @message("E208", "route target `{target}` is not a step")
@@ -426,8 +392,6 @@ def too_many_loops(*, limit: int, value: int) -> None: ...
 def zero_duration(*, name: str) -> None: ...
 @message("E601", "`{name} = {duration}` exceeds the 24h bound")
 def duration_over_bound(*, name: str, duration: str) -> None: ...
-@message("E601", "`stall_after = {duration}` is shorter than the 1s bound")
-def stall_after_too_short(*, duration: str) -> None: ...
 @message("E601", "`retry` max must lie within 0..{limit}, not {value}")
 def retry_out_of_range(*, limit: int, value: int) -> None: ...
 
@@ -477,15 +441,12 @@ def idle_suppression(*, codes: str, line: int) -> None: ...
 )
 def continuing_read(*, reader: str, ref: str, step: str, source: str) -> None: ...
 @message(
-    "W707",
-    "`stall_after = {stall}` is not shorter than the step's timeout of {timeout}: the stall hint can never fire",
-    "lower `stall_after` below the timeout, or raise the timeout",
-)
-def stall_after_timeout(*, stall: str, timeout: str) -> None: ...
-@message(
     "W708",
     "this shell command runs workspace file `{path}`, which the plan does not freeze",
     'use `script "{path}"` instead: its bytes are frozen into the plan and hashed in its read set, so an edit '
     "changes the plan, its diff and its signature",
 )
 def shell_runs_workspace_file(*, path: str) -> None: ...
+
+
+from akmc.messages_activity import *  # noqa: E402, F403  (stall, isolation and notify: imported last)

@@ -7,7 +7,7 @@ from typing import Any
 
 from akm_run.durations import format_ms
 from akm_run.numbers import normal
-from akm_run.planformat import MAX_OUTPUTS, MAX_PARAMS, MAX_STEPS, NAME
+from akm_run.planformat import MAX_MEMBERS, MAX_OUTPUTS, MAX_PARAMS, MAX_STEPS, NAME
 from akmc import ast, messages
 from akmc.diagnostics import Report, did_you_mean, position
 from akmc.notifying import NotifyModel, check_notify
@@ -21,11 +21,17 @@ SECRET_NAME = NAME
 
 @record
 class StepModel:
-    """One step after structural checks; `kind` is None when the step is unusable."""
+    """One step after structural checks; `kind` is None when the step is unusable. `index` is its
+    place among every step in source order (a `parallel` block before its members); `spine` its
+    place on the spine (a member shares its block's), `group` the block a member stands in."""
 
     step: ast.Step
     index: int
     kind: str | None = None
+    spine: int = 0
+    group: str | None = None
+    members: list[str] = field(default_factory=list)  # a `parallel` block's, in source order
+    block_concurrency: int | None = None  # a `parallel` block's `concurrency`, when set
     target: ast.Target | None = None
     map: ast.MapBlock | None = None
     route: ast.RouteBlock | None = None
@@ -40,7 +46,9 @@ class StepModel:
     on_error: str | None = None
     stall_after_ms: int | None = None
     on_stall: str | None = None  # "terminate" only; `warn` is the default
+    isolation: str | None = None  # "worktree", or None: the attempts run in the workdir
     concurrency: int = DEFAULT_CONCURRENCY
+    fail_fast: bool = True  # a map's: `false` runs every item whatever its siblings do (operations.md D3)
 
     @property
     def id(self) -> str:
@@ -49,8 +57,8 @@ class StepModel:
     @property
     def target_kind(self) -> str | None:
         """The kind that decides which settings the step honours (see HONOURED); None when unusable."""
-        if self.kind == "route":
-            return "route"
+        if self.kind in ("route", "parallel"):
+            return self.kind
         if self.target is None:
             return None
         return self.target.kind if self.target.kind in ("uses", "approval") else "unit"
@@ -59,7 +67,7 @@ class StepModel:
         kind = self.target_kind
         if kind is None:
             return True  # an unusable step is reported already; do not pile on
-        return setting in HONOURED[kind] or (setting == "concurrency" and self.kind == "map")
+        return setting in HONOURED[kind] or (setting in ("concurrency", "fail_fast") and self.kind == "map")
 
 
 @record
@@ -79,6 +87,7 @@ class Model:
     default_on_error: str | None = None
     default_stall_after_ms: int | None = None
     default_on_stall: str | None = None
+    default_isolation: str | None = None
     default_env: dict[str, ast.EnvEntry] = field(default_factory=dict)
     notify: NotifyModel | None = None
     # (reference, reader index, whether `item` may stand there): every reference, wherever it stands
@@ -89,16 +98,17 @@ def resolve(workflow: ast.Workflow, report: Report) -> Model:
     """Check names, structure, settings and reference targets; never raises for user mistakes."""
     model = Model(workflow)
     _sections(model, report)
-    for i, step in enumerate(workflow.steps):
+    every = workflow.every_step()
+    for i, step in enumerate(every):  # ids are unique across blocks too (E200)
         if step.id.text in model.index:
-            first = workflow.steps[model.index[step.id.text]].id.span
+            first = every[model.index[step.id.text]].id.span
             report.add(messages.duplicate_step(step=step.id.text, first=position(first)), step.id.span)
             continue
         model.index[step.id.text] = i
     if len(workflow.steps) > MAX_STEPS:
         report.add(messages.too_many_steps(limit=MAX_STEPS), workflow.steps[MAX_STEPS].id.span)
-    for i, step in enumerate(workflow.steps):
-        model.steps.append(_step(model, step, i, report))
+    for spine, step in enumerate(workflow.steps):
+        _place(model, step, spine, None, report)
     for reference, reader, in_map in model.references:
         _check_reference(model, reference, reader, in_map, report)
     route_targets(model, report)
@@ -127,7 +137,7 @@ def _sections(model: Model, report: Report) -> None:
             if len(section.outputs) > MAX_OUTPUTS:
                 report.add(messages.too_many_outputs(limit=MAX_OUTPUTS), section.outputs[MAX_OUTPUTS].span)
             for output in section.outputs:
-                model.references.append((output.source, len(model.workflow.steps), False))
+                model.references.append((output.source, len(model.workflow.every_step()), False))
         elif section.kind == "limits":
             _limits(model, section, report)
         elif section.kind == "notify":
@@ -169,6 +179,7 @@ def _defaults(model: Model, section: ast.Section, report: Report) -> None:
     model.default_on_error = values.get("on_error")
     model.default_stall_after_ms = values.get("stall_after")
     model.default_on_stall = values.get("on_stall")
+    model.default_isolation = values.get("isolation")
     for env in section.settings:
         if isinstance(env, ast.Env):
             _env(env, model.default_env, report)
@@ -202,8 +213,35 @@ class _Items:
 build()
 
 
-def _step(model: Model, step: ast.Step, index: int, report: Report) -> StepModel:
-    sm = StepModel(step, index)
+def _place(model: Model, step: ast.Step, spine: int, group: str | None, report: Report) -> None:
+    """The step (a block, then its members) into the model, in source order."""
+    index = len(model.steps)
+    if step.members is None:
+        model.steps.append(_step(model, step, index, report, spine, group))
+        return
+    block = StepModel(step, index, "parallel", spine=spine, group=group)
+    model.steps.append(block)
+    if group is not None:
+        report.add(messages.nested_block(block=block.id, outer=group), step.id.span)
+    if not step.members:
+        report.add(messages.empty_block(block=block.id), step.id.span)
+    if len(step.members) > MAX_MEMBERS:
+        too_many = messages.too_many_members(block=block.id, count=len(step.members), limit=MAX_MEMBERS)
+        report.add(too_many, step.members[MAX_MEMBERS].id.span)
+    values = check_settings([s for s in step.items if isinstance(s, ast.Setting)], "parallel", report)
+    block.block_concurrency = values.get("concurrency")
+    block.fail_fast = values.get("fail_fast", True)
+    block.on_error = values.get("on_error", model.default_on_error) or "fail"
+    for member in step.members:
+        block.members.append(member.id.text)
+        placed = len(model.steps)
+        _place(model, member, spine, block.id, report)
+        if model.steps[placed].kind == "route":
+            report.add(messages.route_in_block(step=member.id.text, block=block.id), member.id.span)
+
+
+def _step(model: Model, step: ast.Step, index: int, report: Report, spine: int, group: str | None) -> StepModel:
+    sm = StepModel(step, index, spine=spine, group=group)
     items = _items(sm, report)
     if not items.work:
         report.add(messages.no_target(step=sm.id), step.id.span)
@@ -281,14 +319,16 @@ def _settle(model: Model, sm: StepModel, values: dict[str, Any]) -> None:
     retry = values.get("retry") if sm.honours("retry") else None
     sm.retry = retry if retry is not None and retry.max > 0 else None
     sm.on_error = values.get("on_error", model.default_on_error) or "fail"
+    isolation = values.get("isolation", model.default_isolation) if sm.honours("isolation") else None
+    sm.isolation = isolation if isolation == "worktree" else None  # `none` switches a default off
+    sm.fail_fast = values.get("fail_fast", True) if sm.kind == "map" else True
     if sm.honours("env"):
         sm.env = {**model.default_env, **sm.env}
 
 
 def _stall(model: Model, sm: StepModel, values: dict[str, Any], own: list[ast.Setting], report: Report) -> None:
-    """The step's `stall_after` and `on_stall` (its own, else the defaults'): E207 for an `on_stall`
-    of its own with no `stall_after` to act on, W707 when the stall hint could never fire before the
-    timeout (the step's, else the run's)."""
+    """The step's `stall_after` and `on_stall` (its own, else the defaults'): E207 for its own `on_stall`
+    without a `stall_after`, W707 when the hint could never fire before the (step's, else run's) timeout."""
     if not sm.honours("stall_after"):
         return
     sm.stall_after_ms = values.get("stall_after", model.default_stall_after_ms)
@@ -326,7 +366,12 @@ def _honoured(
     kind = sm.target_kind
     if kind is None:
         return
-    what = {"unit": "", "uses": "a `uses` target", "approval": "an approval", "route": "a `route` step"}[kind]
+    what = {
+        "unit": "a step without a `map` block",
+        "uses": "a `uses` target",
+        "approval": "an approval",
+        "route": "a `route` step",
+    }[kind]
     found: list[tuple[str, ast.Span]] = [(s.name.text, s.name.span) for s in settings if s.name.text in HOME]
     if env is not None:
         found.append(("env", keyword(env.span, "env")))
@@ -384,6 +429,16 @@ def _gate(sm: StepModel, gate: ast.Gate, report: Report) -> None:
 # -- references ---------------------------------------------------------------------------------------
 
 
+def _sibling(model: Model, reader: int, target: int) -> str | None:
+    """What of its own `parallel` block a member reads ("a sibling", "the block"), or None."""
+    if reader >= len(model.steps) or model.steps[reader].group is None:
+        return None
+    block, read = model.steps[reader].group, model.steps[target]
+    if read.id == block:
+        return "its own block"
+    return "a step of the same block" if read.group == block else None
+
+
 def _check_reference(model: Model, reference: ast.Reference, reader: int, in_map: bool, report: Report) -> None:
     name = reference.name.text
     if reference.root == "item":
@@ -400,11 +455,17 @@ def _check_reference(model: Model, reference: ast.Reference, reader: int, in_map
         report.add(message, reference.name.span, help=did_you_mean(name, set(model.index)))
         return
     target = model.index[name]
+    if target != reader and (what := _sibling(model, reader, target)) is not None:
+        reading = model.steps[reader]
+        assert reading.group is not None
+        sibling = messages.reads_sibling(ref=reference.text, what=what, block=reading.group, reader=reading.id)
+        report.add(sibling, reference.name.span)
+        return
     if target >= reader:
         if target == reader:
             message = messages.reads_itself(ref=reference.text)
         else:
-            message = messages.reads_later(ref=reference.text, at=position(model.workflow.steps[target].span))
+            message = messages.reads_later(ref=reference.text, at=position(model.steps[target].step.span))
         report.add(message, reference.name.span)
 
 
@@ -431,6 +492,8 @@ def route_targets(model: Model, report: Report) -> None:
                 report.add(messages.route_to_unknown(target=target), case.target.span, help=help_text)
             elif model.index[target] < sm.index:
                 report.add(messages.route_backwards(target=target, step=sm.id), case.target.span)
+            elif (block := model.steps[model.index[target]].group) is not None and block != sm.group:
+                report.add(messages.route_to_member(target=target, block=block), case.target.span)
 
 
 def _case_text(case: ast.RouteCase) -> str:

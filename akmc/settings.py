@@ -1,5 +1,5 @@
-"""Settings (`timeout`, `retry`, `on_error`, `stall_after`, `on_stall`, `concurrency`, `max_loops`,
-`max_units`): where each may stand, which step kinds honour it, and its value checked and normalised
+"""Settings (`timeout`, `retry`, `on_error`, `stall_after`, `on_stall`, `isolation`, `concurrency`, `fail_fast`,
+`max_loops`, `max_units`): where each may stand, which step kinds honour it, and its value checked and normalised
 (E207, E601, W703)."""
 
 from __future__ import annotations
@@ -23,23 +23,28 @@ from akmc.records import build, record
 DEFAULT_CONCURRENCY = 4
 
 # Where each setting may stand.
-STEP_SETTINGS = {"timeout", "retry", "on_error", "stall_after", "on_stall"}
+STEP_SETTINGS = {"timeout", "retry", "on_error", "stall_after", "on_stall", "isolation"}
 ON_STALL = ("warn", "terminate")
 PLACES = {
-    "step": STEP_SETTINGS,
+    "step": STEP_SETTINGS | {"fail_fast"},  # `fail_fast` only on a map step (E207 elsewhere)
     "defaults": STEP_SETTINGS,
-    "map": {"concurrency", "timeout", "retry", "stall_after", "on_stall"},
+    "map": {"concurrency", "timeout", "retry", "stall_after", "on_stall", "fail_fast", "isolation"},
     "gate": {"max_loops"},
+    "parallel": {"concurrency", "fail_fast", "on_error"},
     "limits": {"concurrency", "max_units", "timeout", "exclusive"},
     "notify": {"on", "timeout", "retry"},
 }
 HOME = {
     "timeout": "a step, a `map` block, `defaults` or `limits`",
     "retry": "a step, a `map` block or `defaults`",
+    # Worded as the second edition worded them (their golden messages are pinned): a `parallel`
+    # block takes `on_error` and `concurrency` too, as the language reference says.
     "on_error": "a step or `defaults`",
     "stall_after": "a step, a `map` block or `defaults`",
     "on_stall": "a step, a `map` block or `defaults`",
+    "isolation": "a step, a `map` block or `defaults`",
     "concurrency": "a `map` block or `limits`",
+    "fail_fast": "a `map` block or its step, or a `parallel` block",
     "max_loops": "a `gate` block",
     "max_units": "`limits`",
     "exclusive": "`limits`",
@@ -49,10 +54,11 @@ HOME = {
 # its target's kind (shell, script and agent are "unit"), or "route"; a `map` step honours what its
 # target's kind honours, plus `concurrency`.
 HONOURED = {
-    "unit": {"timeout", "retry", "on_error", "env", "gate", "stall_after", "on_stall"},
+    "unit": {"timeout", "retry", "on_error", "stall_after", "on_stall", "isolation", "env", "gate"},
     "uses": {"on_error", "gate"},
     "approval": {"on_error"},
     "route": {"on_error"},
+    "parallel": {"on_error", "concurrency", "fail_fast"},
 }
 WHY_NOT = {
     ("uses", "timeout"): "bound the child with its own `limits { timeout }`",
@@ -65,7 +71,11 @@ WHY_NOT = {
     ("uses", "on_stall"): "set `on_stall` on the child's own steps",
     ("approval", "stall_after"): "an approval waits for a person, not a process",
     ("approval", "on_stall"): "an approval waits for a person, not a process",
+    ("uses", "isolation"): "set `isolation` on the child's own steps: they run in worktrees of this run's base commit",
+    ("approval", "isolation"): "an approval runs no process that could run in a worktree",
+    ("route", "isolation"): "a route runs no process that could run in a worktree",
 }
+ISOLATION = ("worktree", "none")  # `none` switches a default off
 
 
 @record
@@ -106,6 +116,7 @@ def _misplaced(setting: ast.Setting, place: str, report: Report) -> None:
         "map": "a `map` block",
         "gate": "a `gate` block",
         "notify": "`notify`",
+        "parallel": "a `parallel` block",
     }.get(place, f"`{place}`")
     if name in HOME:
         report.add(messages.misplaced_setting(name=name, where=where, home=HOME[name]), setting.name.span)
@@ -131,9 +142,7 @@ def _setting_value(setting: ast.Setting, place: str, report: Report) -> Any:
     if name == "on_stall":
         if isinstance(value, ast.Word) and value.text in ON_STALL:
             return value.text
-        text = value.text if isinstance(value, ast.Word) else None
-        help_text = did_you_mean(text, set(ON_STALL)) if text else None
-        report.add(messages.on_stall_value(), value.span, help=help_text)
+        report.add(messages.on_stall_value(), value.span, help=_word_hint(value, ON_STALL))
         return None
     if name == "on_error":
         if isinstance(value, ast.Word) and value.text in ("fail", "continue"):
@@ -142,6 +151,16 @@ def _setting_value(setting: ast.Setting, place: str, report: Report) -> Any:
         return None
     if name == "retry":
         return _retry(value, report)
+    if name == "isolation":
+        if isinstance(value, ast.Word) and value.text in ISOLATION:
+            return value.text
+        report.add(messages.isolation_value(), value.span, help=_word_hint(value, ISOLATION))
+        return None
+    if name == "fail_fast":
+        if isinstance(value, ast.Literal) and isinstance(value.value, bool):
+            return value.value
+        report.add(messages.boolean_setting(name=name), value.span)
+        return None
     # integers: concurrency, max_units, max_loops
     if not isinstance(value, ast.Literal) or isinstance(value.value, bool) or not isinstance(value.value, int):
         report.add(messages.integer_setting(name=name), value.span)
@@ -157,6 +176,10 @@ def _setting_value(setting: ast.Setting, place: str, report: Report) -> Any:
         report.add(messages.too_many_loops(limit=MAX_LOOPS, value=number), value.span)
         return None
     return number
+
+
+def _word_hint(value: ast.Value, choices: tuple[str, ...]) -> str | None:
+    return did_you_mean(value.text, set(choices)) if isinstance(value, ast.Word) else None
 
 
 def _exclusive(value: ast.Value | ast.Reference, report: Report) -> bool | ast.Reference | None:

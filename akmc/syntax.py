@@ -197,6 +197,10 @@ class _Builder:
     def step(self, span: ast.Span, c: list[Any]) -> ast.Step:
         return ast.Step(self._ident(c[0]), c[1:], span)
 
+    def parallel(self, span: ast.Span, c: list[Any]) -> ast.Step:
+        settings: list[ast.StepItem] = [x for x in c[1:] if isinstance(x, ast.Setting)]
+        return ast.Step(self._ident(c[0]), settings, span, [x for x in c[1:] if isinstance(x, ast.Step)])
+
     def _target(self, kind: str, span: ast.Span, **parts: Any) -> ast.Target:
         keyword = spans.keyword(span, kind)
         return ast.Target(kind, span, keyword, **parts)

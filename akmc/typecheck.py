@@ -34,20 +34,19 @@ def typecheck(model: Model, report: Report, children: Mapping[str, Child] | None
 
     `children` maps the id of each `uses` step whose child was found to that compiled child."""
     typed = Typed(children=children or {})
-    for name, param in model.params.items():
-        typed.params[name] = t.from_ast(param.type, report)
-        if param.default is not None:
-            problems = validation_errors(t.value_of(param.default), typed.params[name])
-            if problems:
-                described = t.describe(typed.params[name])
-                message = messages.default_mismatch(name=name, type=described, problem=problems[0])
-                report.add(message, param.default.span)
+    _params(model, typed, report)
     for sm in model.steps:
         typed.steps[sm.id] = _step_type(sm, typed, report)
     used: set[str] = set()
     _exclusive(model, typed, report, used)
     skippable, continuing = _skippable(model), _continuing(model)
     nullable = _why_null(skippable, continuing)
+    for sm in model.steps:
+        if sm.kind == "parallel":  # `{member: T}`, T | null for a member that may not have an output
+            fields = (
+                t.Field(m, t.or_null(typed.steps[m]) if m in nullable else typed.steps[m], True) for m in sm.members
+            )
+            typed.steps[sm.id] = t.ObjT(tuple(fields))
     for sm in model.steps:
         for reference in sm.inputs:
             type_of(reference, model, typed, report, used)
@@ -86,6 +85,18 @@ def typecheck(model: Model, report: Report, children: Mapping[str, Child] | None
     return typed
 
 
+def _params(model: Model, typed: Typed, report: Report) -> None:
+    """Type each param, and check its default against its type."""
+    for name, param in model.params.items():
+        typed.params[name] = t.from_ast(param.type, report)
+        if param.default is not None:
+            problems = validation_errors(t.value_of(param.default), typed.params[name])
+            if problems:
+                described = t.describe(typed.params[name])
+                message = messages.default_mismatch(name=name, type=described, problem=problems[0])
+                report.add(message, param.default.span)
+
+
 def _exclusive(model: Model, typed: Typed, report: Report, used: set[str]) -> None:
     """`exclusive = params.NAME` tells runs apart by the param's value: a scalar (E207 otherwise)."""
     reference = model.exclusive
@@ -102,10 +113,10 @@ def _step_type(sm: StepModel, typed: Typed, report: Report) -> t.Type:
         declared = t.from_ast(sm.output, report)
         typed.declared[sm.id] = declared
         if not (sm.target is not None and sm.target.kind == "uses"):
-            return declared
+            return _keeps_going(sm, declared)
     if sm.kind == "map":
         child = typed.children.get(sm.id) if sm.target is not None and sm.target.kind == "uses" else None
-        return t.ListT(child.output_type if child is not None else t.ANY)  # one child run per item
+        return _keeps_going(sm, t.ListT(child.output_type if child is not None else t.ANY))  # a child run per item
     if sm.kind == "route":
         return t.STRING
     if sm.target is not None and sm.target.kind == "approval":
@@ -113,6 +124,14 @@ def _step_type(sm: StepModel, typed: Typed, report: Report) -> t.Type:
     if sm.target is not None and sm.target.kind == "uses" and sm.id in typed.children:
         return typed.children[sm.id].output_type
     return t.ANY
+
+
+def _keeps_going(sm: StepModel, type_: t.Type) -> t.Type:
+    """A map under `fail_fast = false` and `on_error = continue` reads as `list[T | null]`: every item
+    ran, and a failed one's place holds null (operations.md D3.3)."""
+    if sm.kind != "map" or sm.fail_fast or sm.on_error != "continue" or not t.is_list(type_):
+        return type_
+    return t.ListT(t.or_null(t.element(type_)))
 
 
 def _skippable(model: Model) -> dict[str, str]:
@@ -123,6 +142,8 @@ def _skippable(model: Model) -> dict[str, str]:
             for case in sm.route.cases:
                 if model.index.get(case.target.text, -1) > sm.index:
                     skippable.setdefault(case.target.text, sm.id)
+                    for member in model.steps[model.index[case.target.text]].members:  # a block's are skipped too
+                        skippable.setdefault(member, sm.id)
     return skippable
 
 
@@ -134,16 +155,20 @@ def _continuing(model: Model) -> dict[str, str]:
     for sm in model.steps:
         if sm.on_error != "continue" or (sm.target is not None and sm.target.kind == "approval"):
             continue
+        if sm.kind == "map" and not sm.fail_fast:
+            continue  # every item ran: its partial list is stored, never null as a whole (D3.3)
         items = [*sm.step.items, *(sm.map.items if sm.map is not None else [])]
         own = any(isinstance(i, ast.Setting) and i.name.text == "on_error" for i in items)
         continuing[sm.id] = f"on step `{sm.id}`" if own else "from `defaults`"
+        for member in sm.members:  # a block that fails and continues leaves its failed members null
+            continuing.setdefault(member, f"on its `parallel` block `{sm.id}`")
     return continuing
 
 
 def _why_null(skippable: dict[str, str], continuing: dict[str, str]) -> dict[str, str]:
     """Step id → why its output may be null where it is read (a route's skip is named first)."""
     why = {
-        step: f"step `{step}` has `on_error = continue`{'' if source.startswith('on ') else ' ' + source}, "
+        step: f"step `{step}` has `on_error = continue`{'' if source.startswith('on step') else ' ' + source}, "
         "so its output is null when it fails"
         for step, source in continuing.items()
     }

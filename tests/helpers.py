@@ -676,8 +676,16 @@ class PostgresServer:
     def restart(self, away_s: float = 0) -> None:
         """Stop the server as an administrator does (every connection ends), keep it down for
         `away_s`, and start it again with its databases."""
-        self._run("pg_ctl", "stop", "-D", str(self.data), "-m", "fast", "-w")
+        self.down()
         time.sleep(away_s)
+        self._start()
+
+    def down(self) -> None:
+        """Stop the server as an administrator does, keeping its databases for `up`."""
+        self._run("pg_ctl", "stop", "-D", str(self.data), "-m", "fast", "-w")
+
+    def up(self) -> None:
+        """Start a server that is `down` again, with its databases."""
         self._start()
 
     def stop(self) -> None:

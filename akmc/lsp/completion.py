@@ -17,7 +17,7 @@ from akmc.spans import Span
 from akmc.typecheck import type_of
 from akmc.workspace import discover, ref_of
 
-SECTIONS = ["description", "params", "outputs", "limits", "defaults", "notify", "step"]
+SECTIONS = ["description", "params", "outputs", "limits", "defaults", "notify", "step", "parallel"]
 TARGETS = ["shell", "script", "agent", "uses", "approval"]
 KEYWORDS = {
     "workflow": SECTIONS,
@@ -34,16 +34,21 @@ KEYWORDS = {
         "on_error",
         "stall_after",
         "on_stall",
+        "fail_fast",
+        "isolation",
     ],
-    "map": [*TARGETS, "concurrency", "timeout", "retry", "stall_after", "on_stall", "env"],
+    "map": [*TARGETS, "concurrency", "fail_fast", "timeout", "retry", "stall_after", "on_stall", "isolation", "env"],
     "gate": ["check", "max_loops"],
+    "parallel": ["step", "concurrency", "fail_fast", "on_error"],
     "limits": ["concurrency", "max_units", "timeout", "exclusive"],
-    "defaults": ["timeout", "retry", "on_error", "stall_after", "on_stall", "env"],
+    "defaults": ["timeout", "retry", "on_error", "stall_after", "on_stall", "isolation", "env"],
     "notify": ["on", "shell", "script", "env", "timeout", "retry"],
 }
 VALUES: dict[str, list[str]] = {
     "on_error": ["fail", "continue"],
     "on_stall": ["warn", "terminate"],
+    "fail_fast": ["true", "false"],
+    "isolation": ["worktree", "none"],
     "on": list(RETRY_REASONS),  # retry's
     "notify.on": list(NOTIFY_EVENTS),
 }
@@ -90,6 +95,7 @@ def block_at(text: str, offset: int) -> tuple[str, str]:
     head = text[max(0, stack[-1] - 200) : stack[-1]]
     patterns = [
         ("step", rf"\bstep\s+({_STEP})\s*$"),
+        ("parallel", rf"\bparallel\s+({_STEP})\s*$"),
         ("workflow", r'\bworkflow\s+"(?:[^"\\\n]|\\.)*"\s*$'),
         ("uses", r'\buses\s+"([^"\n]*)"\s*$'),
         ("map", r"\bmap\s+[^{}=]*$"),
@@ -155,11 +161,15 @@ def _output_fields(analysis: Analysis | None, step: str, path: str) -> list[lsp.
 
 
 def _steps(analysis: Analysis | None, text: str, offset: int, block: str, name: str) -> list[lsp.CompletionItem]:
-    """The steps a reference here may name: those before the step being written."""
+    """The steps a reference here may name: those before the step being written (for a step of a
+    `parallel` block, those before its block)."""
     if analysis is None or analysis.model is None:
         return []
     names = [sm.id for sm in analysis.model.steps]
     current = name if block == "step" else _enclosing_step(text, offset)
+    group = next((sm.group for sm in analysis.model.steps if sm.id == current), None)
+    if group is not None:
+        current = group
     if current in names:
         names = names[: names.index(current)]
     types_ = analysis.typed.steps if analysis.typed is not None else {}

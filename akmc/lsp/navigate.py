@@ -56,7 +56,7 @@ def occurrences(analysis: Analysis) -> list[Found]:
         if section.description is not None and section.description.kind == "file":
             found.append(Found(section.description.span, "file", section.description))
     by_step = {id(sm.step): sm for sm in model.steps}
-    for step in workflow.steps:
+    for step in workflow.every_step():
         sm = by_step.get(id(step))
         found.append(Found(step.id.span, "step", step, sm))
         for item in step.items:
@@ -208,7 +208,7 @@ def definition(analysis: Analysis, offset: int) -> tuple[Path, Span | None] | No
     found = at(analysis, offset)
     if found is None or analysis.model is None or analysis.workflow is None:
         return None
-    steps = {s.id.text: s for s in analysis.workflow.steps}
+    steps = {s.id.text: s for s in analysis.workflow.every_step()}
     if found.kind == "reference":
         reference: ast.Reference = found.node
         if reference.root == "params" and reference.name.text in analysis.model.params:
@@ -269,7 +269,7 @@ def symbols(analysis: Analysis, lines: Lines) -> list[lsp.DocumentSymbol]:
         ]
         inner.append(symbol(section.kind, lsp.SymbolKind.Namespace, section.span, section.keyword_span, None, children))
     by_step = {sm.id: sm for sm in analysis.model.steps} if analysis.model is not None else {}
-    for step in workflow.steps:
+    for step in workflow.every_step():
         inner.append(
             symbol(
                 step.id.text, lsp.SymbolKind.Function, step.span, step.id.span, _step_kind(by_step.get(step.id.text))

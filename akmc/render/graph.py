@@ -60,50 +60,67 @@ def build(plan: dict[str, Any], depth: int = -1) -> Graph:
 
 
 def _add(graph: Graph, into: Cluster, plan: dict[str, Any], entry: Node | None, depth: int) -> None:
-    """The steps of `plan` inside `into`; `entry` is the `uses` step whose params a child reads."""
-    ids: dict[str, str] = {}
+    """The steps of `plan` inside `into`; `entry` is the `uses` step whose params a child reads. A
+    `parallel` block is a cluster of its members, with no edge between them: the spine forks into
+    each member and joins after the block."""
+    ids: dict[str, list[str]] = {}  # a block's are its members'
+    every = [m for s in plan["steps"] for m in [s, *s.get("members", [])]]
+    blocks = {s["stepId"] for s in plan["steps"] if s["kind"] == "parallel"}
     params = entry
-    if params is None and any(r.startswith("params.") for s in plan["steps"] for r in _references(s)):
+    if params is None and any(r.startswith("params.") for s in every for r in _references(s)):
         params = graph.node(into, ["params"], "params")
-    previous = entry.id if entry is not None else None
+    previous = [entry.id] if entry is not None else []
 
-    def source(reference: str) -> tuple[str, str] | None:
+    def sources(reference: str) -> list[tuple[str, str]]:
         head, _, rest = reference.partition(".")
         if head == "params":
-            return (params.id, rest) if params is not None else None
+            return [(params.id, rest)] if params is not None else []
         step, _, path = rest.partition(".")
         label = path.removeprefix("output").lstrip(".")
-        return (ids[step], label) if step in ids else None
+        if step in blocks:  # the block's output: from each member, named for the block
+            label = label or step
+        return [(found, label) for found in ids.get(step, [])]
+
+    def one(holder: Cluster, step: dict[str, Any], before: list[str]) -> str:
+        target = step.get("target", {})
+        is_child = target.get("kind") == "child-workflow" and depth != 0
+        if is_child:
+            graph.clusters += 1
+            child = Cluster(f"c{graph.clusters}", f"{step['stepId']}: {target['ref']}")
+            holder.clusters.append(child)
+            holder = child
+        node = graph.node(holder, _lines(step), _shape(step))
+        ids[step["stepId"]] = [node.id]
+        for spine in before:
+            graph.edge(spine, node.id, SPINE)
+        for reference in _references(step):
+            for found, label in sources(reference):
+                graph.edge(found, node.id, DATA, label)
+        if is_child:
+            _add(graph, holder, target["plan"], node, depth - 1)
+        return node.id
 
     for step in plan["steps"]:
-        target = step.get("target", {})
-        is_child = target.get("kind") == "child-workflow"
-        holder = into
-        if is_child and depth != 0:
-            graph.clusters += 1
-            holder = Cluster(f"c{graph.clusters}", f"{step['stepId']}: {target['ref']}")
-            into.clusters.append(holder)
-        node = graph.node(holder, _lines(step), _shape(step))
-        ids[step["stepId"]] = node.id
-        if previous is not None:
-            graph.edge(previous, node.id, SPINE)
-        previous = node.id
-        for reference in _references(step):
-            found = source(reference)
-            if found is not None:
-                graph.edge(found[0], node.id, DATA, found[1])
-        if is_child and depth != 0:
-            _add(graph, holder, target["plan"], node, depth - 1)
+        if step["kind"] != "parallel":
+            previous = [one(into, step, previous)]
+            continue
+        graph.clusters += 1
+        block = Cluster(f"c{graph.clusters}", step["stepId"])
+        into.clusters.append(block)
+        previous = [one(block, member, previous) for member in step["members"]]
+        ids[step["stepId"]] = previous
     routes = [s for s in plan["steps"] if s["kind"] == "route"]
     for step in routes:
         for case in step["cases"]:
             match = visible(json.dumps(case["match"], ensure_ascii=False))
-            graph.edge(ids[step["stepId"]], ids[case["next"]], ROUTE, match)
+            graph.edge(ids[step["stepId"]][0], ids[case["next"]][0], ROUTE, match)
         if "default" in step:
-            graph.edge(ids[step["stepId"]], ids[step["default"]], ROUTE, "_")
+            graph.edge(ids[step["stepId"]][0], ids[step["default"]][0], ROUTE, "_")
 
 
 def _references(step: dict[str, Any]) -> list[str]:
+    if step["kind"] == "parallel":
+        return []
     """What a step reads: its inputs, a map's subject, a route's subject, a child's bound references."""
     references = [*step.get("inputs", [])]
     references += [step[key] for key in ("over", "input") if key in step]

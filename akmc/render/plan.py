@@ -57,8 +57,8 @@ def env_line(entry: dict[str, Any]) -> str:
 
 def label(step: dict[str, Any]) -> str:
     """`[shell]`, `[map agent]`, `[route]`, `[child-workflow]`."""
-    if step["kind"] == "route":
-        return "[route]"
+    if step["kind"] in ("route", "parallel"):
+        return f"[{step['kind']}]"
     kind = step["target"]["kind"]
     return f"[map {kind}]" if step["kind"] == "map" else f"[{kind}]"
 
@@ -90,6 +90,8 @@ def step_lines(step: dict[str, Any], indent: str, number: str = "") -> list[str]
     number = number or f"{step['index'] + 1}."
     lines = [indent + step_header(step, number)]
     sub = indent + "     "
+    if step["kind"] == "parallel":
+        return lines + _block_lines(step, sub, number)
     if step["kind"] == "route":
         lines.append(f"{sub}on: {step['input']}")
         lines += [f"{sub}{value(case['match'])} -> {case['next']}" for case in step["cases"]]
@@ -97,7 +99,8 @@ def step_lines(step: dict[str, Any], indent: str, number: str = "") -> list[str]
             lines.append(f"{sub}_ -> {step['default']}")
     else:
         if step["kind"] == "map":
-            lines.append(f"{sub}over: {step['over']}  (concurrency {step['concurrency']})")
+            keeps_going = ", fail_fast false: every item runs" if step.get("failFast") is False else ""
+            lines.append(f"{sub}over: {step['over']}  (concurrency {step['concurrency']}{keeps_going})")
         lines += target_lines(step["target"], sub)
     if "inputs" in step:
         lines.append(f"{sub}inputs: {', '.join(step['inputs'])}")
@@ -113,6 +116,10 @@ def step_lines(step: dict[str, Any], indent: str, number: str = "") -> list[str]
     if "stallAfterMs" in step:
         lines.append(f"{sub}stall_after: {duration(step['stallAfterMs'])}, on_stall {step.get('onStall', 'warn')}")
     lines.append(f"{sub}on_error: {step['onError']}")
+    if "isolation" in step:
+        lines.append(
+            f"{sub}isolation: {step['isolation']}  (each attempt in its own git worktree at the run's base commit)"
+        )
     if "env" in step:
         lines.append(f"{sub}env:")
         lines += [f"{sub}  {env_line(entry)}" for entry in step["env"]]
@@ -120,6 +127,19 @@ def step_lines(step: dict[str, Any], indent: str, number: str = "") -> list[str]
     if target.get("kind") == "child-workflow":
         lines.append(f"{sub}{_title(target['plan'])}")
         lines += _body(target["plan"], sub + "  ", number)
+    return lines
+
+
+def _block_lines(step: dict[str, Any], sub: str, number: str) -> list[str]:
+    """A `parallel` block's settings, then its members numbered under it (`4.1`, `4.2`, …)."""
+    at_once = f"{step['concurrency']} at a time" if "concurrency" in step else "every member at once"
+    keeps_going = ", fail_fast false: every member runs" if step.get("failFast") is False else ""
+    lines = [f"{sub}runs: {at_once}{keeps_going}", f"{sub}on_error: {step['onError']}"]
+    for position, member in enumerate(step["members"], start=1):
+        if isinstance(member, str):  # a diff lists a block's members by id, each a step of its own
+            lines.append(f"{sub}{number.rstrip('.')}.{position} {member}")
+        else:
+            lines += step_lines(member, sub, f"{number.rstrip('.')}.{position}")
     return lines
 
 
@@ -172,6 +192,8 @@ def needs_lines(plan: dict[str, Any], indent: str) -> list[str]:
         lines.append(f"{indent}  an agent command")
     if "interpreter" in found:
         lines.append(f"{indent}  interpreters: {', '.join(visible(i) for i in found['interpreter'])}")
+    if "git" in found:
+        lines.append(f"{indent}  a git work tree")
     if notified:  # the notify section's: secrets HOOK; program curl
         said = "; ".join(f"{key} {', '.join(visible(n) for n in names)}" for key, names in notified.items())
         lines.append(f"{indent}  notifier: {said}")

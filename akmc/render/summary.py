@@ -112,6 +112,8 @@ def step_line(step: dict[str, Any], width: int = 0, number: str = "") -> str:
             detail = f"over {step['over']} (concurrency {step['concurrency']})" + (f", {detail}" if detail else "")
         if "gate" in step:
             detail += f", gate max_loops {step['gate']['maxLoops']}"
+        if "isolation" in step:
+            detail += f", isolation {step['isolation']}"
         if "env" in step:
             detail += f"   env: {_env(step['env'])}"
     number = number or f"{step['index'] + 1}."

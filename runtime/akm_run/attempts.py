@@ -57,6 +57,9 @@ class Attempts:
     progress: Progress
     scratch: Path
     pooled: bool  # attempts run as workflows DBOS recovers: a dead driver's are re-attached to
+    # The run's units in flight at once, whichever step they are of (a `parallel` block's members
+    # run at once): min(limits.concurrency, --max-concurrency) slots.
+    slots: threading.BoundedSemaphore
 
     def fail(self, failing: FailUnit) -> End:
         """Journal a unit that fails before any attempt; it is never dispatched."""
@@ -66,22 +69,25 @@ class Attempts:
         )
         return failing.end
 
-    def all(self, dispatch: Dispatch, rows: Rows, start: StepStart) -> list[End | None]:
+    def all(
+        self, dispatch: Dispatch, rows: Rows, start: StepStart, halt: threading.Event | None = None
+    ) -> list[End | None]:
         """A map's units to their ends on `width` threads; the first failure or block stops
-        dispatching the rest (None: not dispatched), an abort or an internal error stops all."""
+        dispatching the rest (None: not dispatched) unless the map keeps going, an abort or an
+        internal error stops all, and so does `halt` (a fail-fast `parallel` block's)."""
         stop = threading.Event()
 
         def one(index: int) -> End:
-            if stop.is_set() or self.abort.is_set():
+            if stop.is_set() or self.abort.is_set() or (halt is not None and halt.is_set()):
                 return End("not_dispatched")
             end = self.unit(dispatch.units[index], rows, start)
-            if end.status in ("failed", "blocked"):
+            if end.status in ("failed", "blocked") and not dispatch.keep_going:
                 stop.set()
             return end
 
-        return self._fan_out(one, len(dispatch.units), dispatch.width, stop)
+        return self.fan_out(one, len(dispatch.units), dispatch.width, stop)
 
-    def _fan_out(self, one: Callable[[int], End], count: int, width: int, stop: threading.Event) -> list[End | None]:
+    def fan_out(self, one: Callable[[int], End], count: int, width: int, stop: threading.Event) -> list[End | None]:
         """Run `one` for every index on `width` threads; an abort or an internal error stops the rest."""
         ends: list[End | None] = [None] * count
         aborted, broken = False, None
@@ -194,7 +200,11 @@ class Attempts:
             unit.width,
             unit.step.get("stallAfterMs"),
             unit.step.get("onStall"),
+            isolated="isolation" in unit.step and not unit.gate_check,  # a gate's check runs in the workdir
         )
+        while not self.slots.acquire(timeout=0.05):
+            if self.abort.is_set():
+                return End("aborted", reason="aborted", message="the drive was aborted before the unit started")
         self.progress.unit_started()
         try:
             return self.dispatcher.dispatch(request)
@@ -203,6 +213,7 @@ class Attempts:
             raise
         finally:
             self.progress.unit_ended()
+            self.slots.release()
 
     def _record(self, unit: Unit, attempt: int, outcome: End, *, final: bool) -> End:
         """Journal how an attempt ended; an aborted one ends the drive."""

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from akm_run import identity
+from akm_run import core, identity
 from akm_run import planformat as pf
 from akm_run.core import Aborted, DriveResult, End
 from akm_run.locks import LockHeld
@@ -113,6 +113,8 @@ def _publish(
     except ParamsError as error:
         return _failed("child_workflow_publish_failed", f"bindings do not fit child workflow {target['ref']}: {error}")
     key = identity.invocation_key(parent.run_id, parent.unit, parent.input_hash)
+    row = journal.run(parent.run_id)
+    base = (row.base_commit, row.base_repo or "") if row is not None and row.base_commit is not None else None
     try:
         child_run_id = journal.publish_run(
             identity.new_run_id(),
@@ -124,6 +126,7 @@ def _publish(
             invocation_key=key,
             workdir=str(settings.workdir.absolute()),
             agent_cmd=settings.agent_cmd,
+            base=base,  # a child's worktrees check out its root's base commit
         )
         journal.set_child_run(parent.run_id, parent.unit, child_run_id)
     except Exception as error:  # noqa: BLE001 - the parent attempt must end honestly
@@ -185,23 +188,30 @@ def step_notes(store: Journal, hints: Hints, run_id: str, step: StepRow) -> str 
     if step.status != "blocked" or step.failure_reason != "child_workflow_blocked":
         return step.notes
     children = [
-        u.child_run_id
+        (u.item_index, u.child_run_id)
         for u in store.child_units(run_id)
         if u.step_id == step.step_id and u.failure_reason == "child_workflow_blocked" and u.child_run_id
     ]
     if not children:
         return step.notes
-    return "\n".join(blocked_notes(store, hints, run_id, step.step_id, child) for child in children)
+    if len(children) > 1:  # a map that kept going: every blocked unit, bounded
+        listed = [(i or 0, blocked_notes(store, hints, run_id, step.step_id, child)) for i, child in children]
+        return core.blocked_units(hints, run_id, sorted(listed))
+    return "\n".join(blocked_notes(store, hints, run_id, step.step_id, child) for _, child in children)
 
 
 def clearing(store: Journal, hints: Hints, run: RunRow) -> tuple[str, list[str]]:
     """(blocked step, the commands that clear a blocked run, deepest first): approve an approval,
     resume a gate, and for a step blocked on its own child, clear that child and resume this run."""
-    blocked = next((s for s in store.steps(run.id) if s.status == "blocked"), None)
+    rows = store.steps(run.id)
+    blocked = next((s for s in rows if s.status == "blocked" and s.group is None), None)
     if blocked is None:
         return "?", [hints("resume", run.id)]
-    plan = json.loads(run.plan_json)
-    step = next(s for s in plan["steps"] if s["stepId"] == blocked.step_id)
+    plan: pf.Plan = json.loads(run.plan_json)
+    steps = {s["stepId"]: s for s in core.every_step(plan)}
+    if steps[blocked.step_id]["kind"] == "parallel":  # what clears it is what clears its first blocked member
+        blocked = next((s for s in rows if s.status == "blocked" and s.group == blocked.step_id), blocked)
+    step: Any = steps[blocked.step_id]
     kind = step.get("target", {}).get("kind")
     if kind == "approval":
         return blocked.step_id, [hints("approve", run.id, blocked.step_id)]

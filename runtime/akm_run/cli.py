@@ -26,6 +26,7 @@ EXAMPLES = {
     "verify": "akm-run verify plans/workflows/release.plan.json --allowed-signers /etc/akm/allowed_signers",
     "preflight": "akm-run preflight plans/workflows/release.plan.json --param version=1.4.0",
     "worker": "akm-run worker --database postgresql://akm@db.internal/akm --concurrency 8",
+    "worktrees": "akm-run worktrees 20261130T101500-3fa9c2d1 --prune",
     "completion": "akm-run completion bash > /etc/bash_completion.d/akm-run",
     "events": "akm-run events 20261130T101500-3fa9c2d1 --children --kind 'step.*' --follow",
     "prune": "akm-run prune --older-than 30d --keep-last 5 --dry-run",
@@ -75,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("plan", type=Path)
     verify.add_argument("--expect-hash", help="refuse unless the plan hash is exactly this")
     signed(verify)
+    worktrees_options(command("worktrees", "List the worktrees attempts kept for review (--prune removes them)."))
     retention_options(command("prune", PRUNE), command("delete", DELETE))
     worker_options(command("worker", "Serve a shared store's worker pool: drive runs and run their units."))
     for sub in (resume, approve):
@@ -86,6 +88,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     completion.add_argument("shell", choices=("bash", "zsh", "fish"))
     return parser
+
+
+def worktrees_options(kept: argparse.ArgumentParser) -> None:
+    """`akm-run worktrees`' own options (docs/cli.md)."""
+    kept.add_argument("run_id", metavar="RUN", nargs="?", help="only this run's and its child runs' worktrees")
+    kept.add_argument("--prune", action="store_true", help="remove the kept worktrees that have no changes now")
+    kept.add_argument("--dirty", action="store_true", help="with --prune: remove those with changes too")
+    kept.add_argument("--format", choices=("text", "json"), default="text")
 
 
 def logs_options(logs: argparse.ArgumentParser) -> None:

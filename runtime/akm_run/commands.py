@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from akm_run import children, exitcodes, notify, operations, preflighting, progress, pruning, report, serving, wording
+from akm_run import children, core, exitcodes, operations, preflighting, progress, pruning, report, serving, wording
 from akm_run import planformat as pf
 from akm_run.console import as_given, emit, fail, on_signals, say_where, state_dir, utf8
 from akm_run.core import SIGNALLED, DriveResult
@@ -22,7 +22,9 @@ from akm_run.engine import Engine, Options, stored_plan
 from akm_run.exclusive import RunInTheWay, in_the_way
 from akm_run.hints import Hints
 from akm_run.identity import new_run_id
+from akm_run.isolation import publishing_base
 from akm_run.locks import LockHeld
+from akm_run.notify import deliver, remember, show
 from akm_run.params import ParamsError, collect
 from akm_run.plan import PlanError, plan_hash
 from akm_run.rows import RunRow, StepRow
@@ -84,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
         if isinstance(published, int):
             return published
         store, run_id, workdir, agent_cmd = published
-        notify.remember(store, run_id, args.notify_cmd)
+        remember(store, run_id, args.notify_cmd)
     else:
         if shared is None and (directory / "state.db").exists():
             refused = preflighting.state_refusal(args, args.target) if checking else _unwritable(directory)
@@ -98,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
         if args.param or args.params_file or args.signature:
             return fail(wording.fixed_when_published())
         store, run_id = store_or_none, row.id
-        notify.remember(store, run_id, args.notify_cmd, row.notify_cmd)
+        remember(store, run_id, args.notify_cmd, row.notify_cmd)
         if args.expect_hash and row.plan_hash != args.expect_hash:
             return fail(wording.run_hash_differs(run=run_id, plan_hash=row.plan_hash, expected=args.expect_hash))
         if (
@@ -124,8 +126,7 @@ def run(args: argparse.Namespace) -> int:
 def _publish(
     args: argparse.Namespace, path: Path, signers: Path | None, checking: bool
 ) -> tuple[Store, str, Path, str | None] | int:
-    """Publish a plan file as a new run: its store, run id, workdir and agent command, or the exit
-    code after saying why nothing was published (a failed preflight, when `checking`, among them)."""
+    """Publish a plan file as a new run (its store, id, workdir, agent command), or say why not: exit code."""
     admitted = _admit(path, args.expect_hash, signers, args.signature)
     if not isinstance(admitted, Admitted):  # refused before anything is written or started
         return admitted
@@ -140,6 +141,8 @@ def _publish(
     if _shared(args) is None and (refused := _unwritable(directory)) is not None:
         return refused
     workdir = (args.workdir or Path(".")).absolute()
+    if isinstance(base := publishing_base(plan, workdir, path), Failure):  # before anything is published
+        return fail(base)
     agent_cmd = args.agent_cmd or os.environ.get("AKM_AGENT_CMD") or None
     store = _open(args) or SQLiteStore(directory)
     try:
@@ -152,6 +155,7 @@ def _publish(
             workdir=str(workdir),
             agent_cmd=agent_cmd,
             preflight_skipped=not checking,
+            base=base,
         )
     except RunInTheWay as way:
         return fail(in_the_way(way, plan["ref"], hints_for(args)))
@@ -217,7 +221,7 @@ def show_result(store: Store, result: DriveResult, hints: Hints, fmt: str) -> in
 def pooled_run(args: argparse.Namespace, shared: SharedStore, store: Store, run_id: str, timeout_ms: int | None) -> int:
     """`run` on the shared store: submit the run's next drive to the worker pool and follow it to its
     end (or, with --detach, print the run id); the same documents and exit codes as a local drive."""
-    from akm_run import drives, submitting  # DBOS and psycopg (PG_IMPORT)
+    from akm_run import drives, stopping, submitting  # DBOS and psycopg (PG_IMPORT)
     from akm_run.pgstore import PostgresStore  # psycopg (PG_IMPORT)
 
     assert isinstance(store, PostgresStore)
@@ -228,7 +232,7 @@ def pooled_run(args: argparse.Namespace, shared: SharedStore, store: Store, run_
     )
     shows = progress.for_this_process()
     stop = threading.Event()
-    on_signals(lambda signum, frame: stop.set())
+    stopping.on_stop_signals(stop, run_id, hints)
     try:
         if args.detach:
             submitting.submit_once(shared.url, submitted)
@@ -298,10 +302,8 @@ def logs(args: argparse.Namespace) -> int:
     steps = [s.step_id for s in store.steps(row.id)]
     if args.step is not None and args.step not in steps:
         return fail(wording.no_step(run=row.id, step=args.step, steps=", ".join(steps)))
-    if args.notifications:
-        listed = notify.document(store, row)
-        emit(listed, notify.text(listed), args.format)
-        return exitcodes.COMPLETED
+    if args.notifications:  # the deliveries, not the attempts
+        return show(store, row, args.format)
     document = report.logs_document(store, row, args.step, args.unit, args.attempt)
     emit(document, report.logs_text(document), args.format)
     return exitcodes.COMPLETED
@@ -435,8 +437,12 @@ def _continued(done: list[tuple[str, str]], submitted: bool, hint: Hints) -> Non
 
 def _child_waits(store: Store, hint: Hints, plan: pf.Plan, row: RunRow, current: StepRow | None) -> Failure | None:
     """For `approve` on a step that waits on its child run: the child's own command to run instead."""
-    step = next((s for s in plan["steps"] if current is not None and s["stepId"] == current.step_id), None)
-    if step is None or step["kind"] == "route" or step["target"]["kind"] != "child-workflow" or current is None:
+    step = next((s for s in core.every_step(plan) if current is not None and s["stepId"] == current.step_id), None)
+    if step is None or step["kind"] == "route" or step["kind"] == "parallel":
+        return None
+    if step["target"]["kind"] != "child-workflow":
+        return None
+    if current is None:
         return None
     clear = children.clearing(store, hint, row)[1] if current.status == "blocked" else []
     if len(clear) <= 1:
@@ -451,7 +457,7 @@ def abandon(args: argparse.Namespace) -> int:
     def give_up(store: Store, row: RunRow) -> int:
         running = store.interrupted_attempts(row.id)  # no driver: on the pool, they may run on a worker
         if operations.abandon(store, row):
-            notify.deliver(store, row.id, hints_for(args))
+            deliver(store, row.id, hints_for(args))
             if (shared := _shared(args)) is not None and running:
                 from akm_run import drives  # DBOS (PG_IMPORT)
 

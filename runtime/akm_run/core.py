@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from akm_run import planformat as pf
+from akm_run import wording
 from akm_run.digest import canonical_bytes
 from akm_run.numbers import normal
 from akm_run.rows import StepRow
@@ -34,7 +35,8 @@ class End:
     """How a unit attempt, a unit or a step ended: one result type from the process to the spine.
 
     `message` says why it failed; a blocked step's `notes` say what a person must do. `recorded`
-    is set when the step's completion was journaled together with its one unit's."""
+    is set when the step's completion was journaled together with its one unit's. `partial`: the
+    output a map that kept going stores although it failed (null at each failed item)."""
 
     status: EndStatus
     output: Any = None
@@ -44,6 +46,7 @@ class End:
     exit_code: int | None = None
     stderr_tail: str | None = None
     recorded: bool = False
+    partial: list[Any] | None = None
 
 
 def failed(reason: str, message: str, output: Any = None) -> End:
@@ -84,10 +87,13 @@ def walk(value: Any, path: str) -> tuple[bool, Any]:
 
 
 def step_inputs(
-    step: pf.Step, params: Mapping[str, Any], rows: Mapping[str, StepRow]
+    step: pf.AnyStep, params: Mapping[str, Any], rows: Mapping[str, StepRow]
 ) -> tuple[dict[str, Any], list[str]]:
     """The values of a step's declared inputs, and what did not resolve."""
-    inputs, missing = {}, []
+    inputs: dict[str, Any] = {}
+    missing: list[str] = []
+    if step["kind"] == "parallel":  # a block reads nothing itself; its members do
+        return inputs, missing
     for reference in step.get("inputs", []):
         ok, value = resolve(reference, params, rows)
         if ok:
@@ -97,7 +103,7 @@ def step_inputs(
     return inputs, missing
 
 
-def map_items(step: pf.MapStep, params: Mapping[str, Any], rows: Mapping[str, StepRow]) -> list[Any] | str:
+def map_items(step: pf.MemberMap, params: Mapping[str, Any], rows: Mapping[str, StepRow]) -> list[Any] | str:
     """The list a map step runs over, or why there is none."""
     ok, items = resolve(step["over"], params, rows)
     if ok and isinstance(items, list):
@@ -149,10 +155,21 @@ def outputs(
 
 # -- the spine ----------------------------------------------------------------------------------------
 
+
+def every_step(plan: pf.Plan) -> list[pf.AnyStep]:
+    """The plan's own steps in order, each `parallel` block followed by its members."""
+    found: list[pf.AnyStep] = []
+    for step in plan["steps"]:
+        found.append(step)
+        if step["kind"] == "parallel":
+            found += step["members"]
+    return found
+
+
 SpineAction = Literal["pass", "blocked", "run"]
 
 
-def spine_action(step: pf.Step, row: StepRow) -> SpineAction:
+def spine_action(step: pf.AnyStep, row: StepRow) -> SpineAction:
     """What the spine does at a step: pass a settled one, stop at a blocked one, or run it."""
     if row.status in ("completed", "skipped") or (row.status == "failed" and step["onError"] == "continue"):
         return "pass"
@@ -178,7 +195,7 @@ def not_selected(step: pf.RouteStep, selected: str, rows: Mapping[str, StepRow])
     return [name for name in dict.fromkeys(targets) if name != selected and rows[name].status == "pending"]
 
 
-def failure(step: pf.Step, end: End) -> dict[str, Any]:
+def failure(step: pf.AnyStep, end: End) -> dict[str, Any]:
     return {"stepId": step["stepId"], "reason": end.reason, "message": end.message}
 
 
@@ -243,11 +260,11 @@ def unit_context(
     return context
 
 
-def map_width(step: pf.MapStep, plan: pf.Plan, max_concurrency: int) -> int:
+def map_width(step: pf.MemberMap, plan: pf.Plan, max_concurrency: int) -> int:
     return max(1, min(step["concurrency"], plan["limits"]["concurrency"], max_concurrency))
 
 
-def map_end(step: pf.MapStep, ends: Sequence[End | None]) -> End:
+def map_end(step: pf.MemberMap, ends: Sequence[End | None]) -> End:
     """A map step's end from its units': the first failure, else every block, else the outputs."""
     for index, end in enumerate(ends):
         if end is not None and end.status == "failed":
@@ -261,6 +278,71 @@ def map_end(step: pf.MapStep, ends: Sequence[End | None]) -> End:
         if problems:
             return failed("output_invalid", problems[0])
     return End("completed", output=values)
+
+
+def kept_going_end(step: pf.MemberMap, ends: Sequence[End | None], hint: Hint, run_id: str) -> End:
+    """The end of a map that kept going (`fail_fast = false`), once every unit settled: blocked when
+    any unit is (each listed with what clears it), else failed with the list of what completed
+    (null at each failed index), else completed (operations.md D3.2)."""
+    blocked = [(i, end) for i, end in enumerate(ends) if end is not None and end.status == "blocked"]
+    if blocked:
+        notes = blocked_units(hint, run_id, [(i, end.message or "") for i, end in blocked])
+        return End("blocked", reason=blocked[0][1].reason, notes=notes)
+    failures = [(i, end) for i, end in enumerate(ends) if end is None or end.status != "completed"]
+    if failures:
+        listed = [wording.failed_unit(index=i, reason=(end.reason if end else None) or "?") for i, end in failures]
+        message = wording.units_failed(count=len(failures), total=len(ends), units=_bounded(listed, ", ", None))
+        partial = [end.output if end is not None and end.status == "completed" else None for end in ends]
+        return End("failed", reason="units_failed", message=message, partial=partial)
+    return map_end(step, ends)
+
+
+LISTED = 20  # how many units a note or message of a fan-out names before it counts the rest
+
+
+def blocked_units(hint: Hint, run_id: str, blocked: Sequence[tuple[int, str]]) -> str:
+    """The notes of a fan-out whose units (item index, the unit's own notes) are blocked: each unit
+    with what clears it, at most LISTED of them, then how to continue once they are cleared."""
+    listed = [f"  {wording.blocked_unit(index=i)}\n{_indented(notes)}" for i, notes in blocked]
+    units = _bounded(listed, "\n", hint("status", run_id), "  ")
+    then = wording.blocked_then(resume=hint("resume", run_id), run=hint("run", run_id))
+    return f"{wording.blocked(count=len(blocked), what='units')}\n{units}\n{then}"
+
+
+def block_end(step: pf.ParallelStep, rows: Mapping[str, StepRow], hint: Hint, run_id: str) -> End:
+    """A `parallel` block's end once its members settled (or drained), worst first: blocked when a
+    member is, else failed when a member failed without `on_error = continue`, else completed with
+    `{member: output}`, null for a skipped or failed-continued member (operations.md D1)."""
+    members = step["members"]
+    blocked = [m["stepId"] for m in members if rows[m["stepId"]].status == "blocked"]
+    if blocked:
+        listed = [f"  {wording.blocked_member(step=m)}\n{_indented(rows[m].notes or '')}" for m in blocked]
+        then = wording.blocked_then(resume=hint("resume", run_id), run=hint("run", run_id))
+        notes = (
+            f"{wording.blocked(count=len(blocked), what='members of the block')}\n" + "\n".join(listed) + f"\n{then}"
+        )
+        return End("blocked", reason=rows[blocked[0]].failure_reason, notes=notes)
+    failing = [m["stepId"] for m in members if rows[m["stepId"]].status == "failed" and m["onError"] != "continue"]
+    if failing:
+        why = ", ".join(wording.failed_member(step=m, reason=rows[m].failure_reason or "?") for m in failing)
+        return failed("members_failed", wording.members_failed(count=len(failing), total=len(members), members=why))
+    output = {
+        m["stepId"]: rows[m["stepId"]].output if rows[m["stepId"]].status == "completed" else None for m in members
+    }
+    return End("completed", output=output)
+
+
+def _bounded(entries: list[str], separator: str, status: str | None, indent: str = "") -> str:
+    """At most LISTED entries, then how many more (and where to see them)."""
+    if len(entries) <= LISTED:
+        return separator.join(entries)
+    more = len(entries) - LISTED
+    tail = wording.more_units(count=more, where="" if status is None else f" (`{status}`)")
+    return separator.join([*entries[:LISTED], indent + tail])
+
+
+def _indented(text: str) -> str:
+    return "\n".join("    " + line for line in text.splitlines())
 
 
 def item_schema(step: pf.WorkStep) -> pf.Schema | None:

@@ -31,7 +31,7 @@ class StartStep:
     """Run the step at `index`; its start is journaled with the step's first write. The run
     completes together with the `last` step's completion."""
 
-    step: pf.Step
+    step: pf.AnyStep
     index: int
     last: bool
 
@@ -49,7 +49,7 @@ class CompleteStep:
     """Journal a step's completion with its output, and skip the steps a route did not select.
     `journaled`: its one unit's completion already journaled it (only the drive's rows follow)."""
 
-    step: pf.Step
+    step: pf.AnyStep
     output: Any
     skipped: tuple[str, ...] = ()
     journaled: bool = False
@@ -66,7 +66,7 @@ class Finish:
 class BlockStep:
     """Journal a blocked step; the run then waits at it."""
 
-    step: pf.Step
+    step: pf.AnyStep
     end: End
 
 
@@ -75,7 +75,7 @@ class FailStep:
     """Journal a failed step. `continued` (on_error = continue): its output is null and the run
     goes on; otherwise the run fails with `failure`."""
 
-    step: pf.Step
+    step: pf.AnyStep
     end: End
     continued: bool
     failure: dict[str, Any]
@@ -126,8 +126,24 @@ def completed(rows: Rows, completion: CompleteStep | None) -> Rows:
 
 
 def failed_step(rows: Rows, failing: FailStep) -> Rows:
-    """The rows once a step failed: under on_error = continue its output reads as null."""
+    """The rows once a step failed: under on_error = continue its output reads as null, unless it is
+    the partial list of a map that kept going (stored either way)."""
+    if failing.end.partial is not None:
+        return with_step(rows, failing.step["stepId"], "failed", dumps(failing.end.partial))
     return with_step(rows, failing.step["stepId"], "failed", "null" if failing.continued else None)
+
+
+def stops_block(block: pf.ParallelStep, member: pf.Member, end: End) -> bool:
+    """Whether a member's end stops a fail-fast block from starting anything more: a block, or a
+    failure the member does not continue past."""
+    if block.get("failFast", True) is False:
+        return False
+    return end.status == "blocked" or (end.status == "failed" and member["onError"] != "continue")
+
+
+def block_end(block: pf.ParallelStep, rows: Rows, hint: Hint, run_id: str) -> End:
+    """A block's end from its members' journaled rows (akm_run.core.block_end)."""
+    return core.block_end(block, rows, hint, run_id)
 
 
 # -- steps ----------------------------------------------------------------------------------------------
@@ -158,10 +174,11 @@ class RunWork:
 
 
 def step_work(
-    step: pf.Step, row: StepRow, params: Mapping[str, Any], rows: Rows, hint: Hint, run_id: str
+    step: pf.AnyStep, row: StepRow, params: Mapping[str, Any], rows: Rows, hint: Hint, run_id: str
 ) -> Settle | RunWork:
     """What running a step means: a route or an approval settles it; a work step runs units, a
-    gated one from the iteration its row records."""
+    gated one from the iteration its row records (a `parallel` block runs its members instead)."""
+    assert step["kind"] != "parallel"
     if step["kind"] == "route":
         return Settle(core.route(step, params, rows))
     if step["target"]["kind"] == "approval":
@@ -193,7 +210,7 @@ class Unit:
 class FailUnit:
     """A unit that fails before any attempt: journaled as failed, never dispatched."""
 
-    step: pf.Step
+    step: pf.AnyStep
     place: Placement
     reason: str
     message: str
@@ -205,10 +222,12 @@ class FailUnit:
 
 @dataclass(frozen=True, slots=True)
 class Dispatch:
-    """Run these units to their ends, `width` at a time (a map's), in their order."""
+    """Run these units to their ends, `width` at a time (a map's), in their order. `keep_going`
+    (`fail_fast = false`): a unit that fails or blocks does not stop its siblings."""
 
     units: tuple[Unit, ...]
     width: int = 1
+    keep_going: bool = False
 
 
 def work_units(
@@ -225,9 +244,8 @@ def work_units(
         schema = core.item_schema(step)
         ids = identity.map_unit_ids(step["stepId"], items)
         places = (Placement(step["stepId"], identity.journal_id(ids[i], loop), item, i) for i, item in enumerate(items))
-        return Dispatch(
-            tuple(Unit(step, step["target"], p, loop, inputs, feedback, schema, width=width) for p in places), width
-        )
+        units = tuple(Unit(step, step["target"], p, loop, inputs, feedback, schema, width=width) for p in places)
+        return Dispatch(units, width, keep_going=step.get("failFast", True) is False)
     place = Placement(step["stepId"], identity.journal_id(identity.unit_id(step["stepId"]), loop))
     if missing:
         return FailUnit(step, place, "input_unresolved", "; ".join(missing))
@@ -236,9 +254,11 @@ def work_units(
     return Dispatch((unit,))
 
 
-def work_end(step: pf.WorkStep, ends: Sequence[End | None]) -> End:
+def work_end(step: pf.WorkStep, ends: Sequence[End | None], hint: Hint, run_id: str) -> End:
     """A work step's end from its units': a map's from all of them, a single unit's block as the step's."""
     if step["kind"] == "map":
+        if step.get("failFast", True) is False:
+            return core.kept_going_end(step, ends, hint, run_id)
         return core.map_end(step, ends)
     [end] = ends
     assert end is not None

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from akm_run import children, units
+from akm_run import children, isolation, units
 from akm_run import planformat as pf
 from akm_run.activity import Board
 from akm_run.core import DriveResult, End, Placement
@@ -39,6 +39,7 @@ class Request:
     width: int = 1  # how many units of its step may run at once (a map's concurrency; 1 for a single unit)
     stall_after_ms: int | None = None
     on_stall: str | None = None  # "terminate", else a stall only warns
+    isolated: bool = False  # the step says `isolation = worktree`: the attempt runs in its own worktree
 
 
 class Dispatcher(Protocol):
@@ -56,6 +57,7 @@ class Settings:
     agent_cmd: str | None
     environ: Mapping[str, str] | None
     hints: Hints
+    state_dir: Path | None = None  # under it, isolated attempts' worktrees (None: isolation.worker_state())
 
 
 class ProcessDispatcher:
@@ -75,16 +77,22 @@ class ProcessDispatcher:
         self.board = board or Board(journal.record_activity)
 
     def dispatch(self, request: Request) -> End:
+        if request.isolated:
+            return isolation.isolated(self.journal, self.settings, request, self._execute)
+        return self._execute(request, self.settings.workdir, {})
+
+    def _execute(self, request: Request, workdir: Path, isolated: dict[str, str]) -> End:
         spec = units.Unit(
             dict(request.target),
             request.context,
             [dict(e) for e in request.env],
             request.output_schema,
             request.timeout_ms,
-            self.settings.workdir,
+            workdir,
             self.settings.agent_cmd,
             getattr(request, "stall_after_ms", None),  # a request an older worker queued has neither
             getattr(request, "on_stall", None),
+            isolated,
         )
 
         def spawned(pid: int) -> None:

@@ -26,7 +26,7 @@ from pathlib import Path
 import psycopg
 from dbos import DBOS, DBOSClient, EnqueueOptions, WorkflowHandle
 
-from akm_run import exitcodes, pool, pool_schemas, preflight, retention, units, wording
+from akm_run import exitcodes, isolation, pool, pool_schemas, preflight, retention, units, wording
 from akm_run.children import hold
 from akm_run.core import DriveResult, End
 from akm_run.dispatch import Request, Settings
@@ -324,7 +324,9 @@ def _preflight_here(
         return None
     here = _workdir(str(workdir), host)
     agent_cmd, notify_cmd = commands
-    checked = preflight.Host(os.environ, here, wording.given_workdir(workdir=here), agent_cmd, None, notify_cmd)
+    checked = preflight.Host(
+        os.environ, here, wording.given_workdir(workdir=here), agent_cmd, None, row.base_commit, notify_cmd=notify_cmd
+    )
     findings = preflight.check(stored_plan(row), checked, store.steps(row.id))
     if not preflight.failed(findings):
         return None
@@ -440,7 +442,7 @@ def attempt(job: UnitJob) -> End:
         return End("completed", output=recorded.output, stderr_tail=recorded.stderr_tail)
     if (stopped := _not_to_run(host.store, request, recorded)) is not None:
         return stopped
-    settings = Settings(_workdir(job.workdir, host), job.agent_cmd, None, Hints())
+    settings = Settings(_workdir(job.workdir, host), job.agent_cmd, None, Hints())  # worktrees: isolation.py
     return host.attempts.execute(host.store, settings, request)
 
 
@@ -456,5 +458,8 @@ def _not_to_run(store: PostgresStore, request: Request, recorded: AttemptRow | N
         request.run_id, request.place.journal, request.attempt, socket.gethostname()
     ):
         units.stop_leftover(recorded.pid, recorded.host)
+        if request.isolated:  # its worktree, if the dead worker was on this host, settles as a finished one's
+            ids = (request.run_id, request.place.journal, request.place.step_id, request.attempt)
+            isolation.reclaim(store, isolation.worker_state(), *ids)
         return End("interrupted", message=f"the worker running attempt {request.attempt} died")
     return None

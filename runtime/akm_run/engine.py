@@ -10,6 +10,7 @@ transitions of akm_run.journal, and akm_run.attempts journals and dispatches the
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import threading
@@ -18,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from akm_run import children, core, decisions, features, notify, numbers, progress, units
+from akm_run import children, core, decisions, features, isolation, notify, numbers, progress, units
 from akm_run import planformat as pf
 from akm_run.activity import Beat, Board
 from akm_run.attempts import Attempts, StepStart
@@ -79,7 +80,8 @@ class Engine:
     pooled: bool = False
 
     def __post_init__(self) -> None:
-        settings = Settings(self.options.workdir, self.options.agent_cmd, self.options.environ, self.options.hints)
+        options = self.options
+        settings = Settings(options.workdir, options.agent_cmd, options.environ, options.hints, options.state_dir)
         board = Board(self._activity)
         process = self.process or ProcessDispatcher(self.store, settings, self.abort, board=board)
         self.dispatcher: Dispatcher = Routing(process, ChildDispatcher(self.store, settings, self.drive))
@@ -107,6 +109,7 @@ class Engine:
                 result = settled(run, self.store, self.options.hints)
             else:
                 self._reclaim(run_id)
+                isolation.say_if_moved(run, self.options.workdir)
                 result = _Drive(self, run, plan).run()
             if run.parent_run_id is None and isinstance(self.store, Store):  # notifications go to the root
                 notify.deliver(self.store, run_id, self.options.hints, self.options.environ)
@@ -120,6 +123,7 @@ class Engine:
         for unit_id, step_id, attempt in self.store.interrupted_attempts(run_id):
             units.stop_leftover(attempt.pid, attempt.host)
             self.store.interrupt_attempt(run_id, unit_id, step_id, attempt.attempt)
+            isolation.reclaim(self.store, self.options.state_dir, run_id, unit_id, step_id, attempt.attempt)
 
 
 def stored_plan(run: RunRow) -> pf.Plan:
@@ -168,6 +172,7 @@ class _Drive:
             self.options.progress,
             scratch,
             engine.pooled,
+            threading.BoundedSemaphore(min(self.plan["limits"]["concurrency"], self.options.max_concurrency)),
         )
         try:
             return self._spine(attempts, rows)
@@ -209,7 +214,10 @@ class _Drive:
             if self.engine.abort.is_set():
                 raise Aborted
             start = StepStart(reached.step["stepId"], reached.index)
-            ended = decisions.step_ended(reached, self._timed(attempts, reached, rows, start), rows)
+            end = self._timed(attempts, reached, rows, start)
+            if reached.step["kind"] == "parallel":
+                rows = self._rows()  # its members' journaled ends
+            ended = decisions.step_ended(reached, end, rows)
             if isinstance(ended, Finish):
                 return self._finish(ended, rows, start)
             if isinstance(ended, BlockStep):
@@ -245,20 +253,42 @@ class _Drive:
         end = failing.end
         with self.store.transaction(durable=False):
             start.journal(self.store, self.run_id)
-            self.store.fail_step(self.run_id, failing.step["stepId"], end.reason, end.message, null=failing.continued)
+            step_id, continued = failing.step["stepId"], failing.continued
+            self.store.fail_step(self.run_id, step_id, end.reason, end.message, null=continued, output=end.partial)
         return decisions.failed_step(rows, failing)
 
     def _complete_step(self, completion: CompleteStep, rows: Rows, start: StepStart | None) -> Rows:
-        """Journal a step's completion and the skips of a route (unless its unit's completion did)."""
+        """Journal a step's completion and the skips of a route (unless its unit's completion did):
+        a skipped `parallel` block's members are skipped with it."""
         if not completion.journaled:
             step_id = completion.step["stepId"]
             with self.store.transaction(durable=False):
                 if start is not None:
                     start.journal(self.store, self.run_id)
                 self.store.complete_step(self.run_id, step_id, completion.output)
-                for name in completion.skipped:
+                for name in self._with_members(completion.skipped, rows):
                     self.store.skip_step(self.run_id, name, f"route {step_id} selected {completion.output}")
-        return decisions.completed(rows, completion)
+        after = decisions.completed(rows, completion)
+        return (
+            self._rows()
+            if any(rows[name].group is None and self._is_block(name) for name in completion.skipped)
+            else after
+        )
+
+    def _is_block(self, step_id: str) -> bool:
+        return any(s["stepId"] == step_id and s["kind"] == "parallel" for s in self.plan["steps"])
+
+    def _with_members(self, skipped: tuple[str, ...], rows: Rows) -> list[str]:
+        """The skipped steps, each skipped block followed by its members that are still pending."""
+        members = {
+            s["stepId"]: [m["stepId"] for m in s["members"]] for s in self.plan["steps"] if s["kind"] == "parallel"
+        }
+        return [
+            x for name in skipped for x in (name, *members.get(name, [])) if x == name or rows[x].status == "pending"
+        ]
+
+    def _rows(self) -> Rows:
+        return {row.step_id: row for row in self.store.steps(self.run_id)}
 
     def _blocked(self, step_id: str, notes: str) -> DriveResult:
         self.store.block_run(self.run_id, notes)
@@ -282,11 +312,15 @@ class _Drive:
 
     # -- steps: their decisions journaled ----------------------------------------------------------------
 
-    def _step(self, attempts: Attempts, reached: StartStep, rows: Rows, start: StepStart) -> End:
+    def _step(
+        self, attempts: Attempts, reached: StartStep, rows: Rows, start: StepStart, halt: threading.Event | None = None
+    ) -> End:
         step, row = reached.step, rows[reached.step["stepId"]]
+        if step["kind"] == "parallel":
+            return self._parallel(attempts, reached, rows, start)
         work = decisions.step_work(step, row, self.params, rows, self.options.hints, self.run_id)
         while isinstance(work, RunWork):
-            done = self._work(attempts, work, rows, start, last=reached.last)
+            done = self._work(attempts, work, rows, start, last=reached.last, halt=halt)
             if done.status != "completed" or "gate" not in work.step:
                 return done
             check = attempts.unit(decisions.gate_check(work, done.output), rows, start)
@@ -300,7 +334,16 @@ class _Drive:
             self.store.loop_gate(self.run_id, step["stepId"], work.iteration, work.loops, verdict.feedback)
         return work.end
 
-    def _work(self, attempts: Attempts, work: RunWork, rows: Rows, start: StepStart, *, last: bool) -> End:
+    def _work(
+        self,
+        attempts: Attempts,
+        work: RunWork,
+        rows: Rows,
+        start: StepStart,
+        *,
+        last: bool,
+        halt: threading.Event | None,
+    ) -> End:
         """One iteration of a work step: its units to their ends, and the step's end from theirs."""
         limit = self.options.max_concurrency
         planned = decisions.work_units(work, self.params, rows, last=last, plan=self.plan, max_concurrency=limit)
@@ -308,6 +351,61 @@ class _Drive:
             return planned.end
         if isinstance(planned, FailUnit):
             return attempts.fail(planned)
+        hint, run_id = self.options.hints, self.run_id
         if work.step["kind"] == "map":
-            return decisions.work_end(work.step, attempts.all(planned, rows, start))
-        return decisions.work_end(work.step, [attempts.unit(planned.units[0], rows, start)])
+            return decisions.work_end(work.step, attempts.all(planned, rows, start, halt), hint, run_id)
+        return decisions.work_end(work.step, [attempts.unit(planned.units[0], rows, start)], hint, run_id)
+
+    # -- parallel blocks: their members run at once, each journaled as a step ------------------------------
+
+    def _parallel(self, attempts: Attempts, reached: StartStep, rows: Rows, start: StepStart) -> End:
+        """A `parallel` block: its members that must run, in source order and at most `concurrency` at
+        a time, each to its end journaled as a step's; then the block's end from theirs, worst first.
+        Under fail-fast, after a member fails or blocks no other starts (those running finish); the
+        ones never started stay pending for `resume`."""
+        block = reached.step
+        assert block["kind"] == "parallel"
+        members = block["members"]
+        with self.store.transaction(durable=False):
+            start.journal(self.store, self.run_id)
+        halt, running, lock = threading.Event(), [0], threading.Lock()
+
+        def counted(change: int) -> None:
+            with lock:
+                running[0] += change
+                self.options.progress.members(self.where, running[0], len(members))
+
+        def one(i: int) -> End:
+            member = members[i]
+            if halt.is_set() or core.spine_action(member, rows[member["stepId"]]) != "run":
+                return End("not_dispatched")
+            counted(1)
+            try:
+                end = self._member(attempts, StartStep(member, reached.index, False), rows, halt, block)
+            finally:
+                counted(-1)
+            if decisions.stops_block(block, member, end):
+                halt.set()
+            return end
+
+        attempts.fan_out(one, len(members), block.get("concurrency", len(members)), halt)
+        return decisions.block_end(block, self._rows(), self.options.hints, self.run_id)
+
+    def _member(
+        self, attempts: Attempts, reached: StartStep, rows: Rows, halt: threading.Event, block: pf.ParallelStep
+    ) -> End:
+        """One member to its end, journaled as its own step's (a block that fails and continues
+        leaves its failed members' outputs null)."""
+        start = StepStart(reached.step["stepId"], reached.index)
+        end = self._step(attempts, reached, rows, start, halt)
+        ended = decisions.step_ended(reached, end, rows)
+        if isinstance(ended, BlockStep):
+            with self.store.transaction(durable=False):
+                start.journal(self.store, self.run_id)
+                self.store.block_step(self.run_id, reached.step["stepId"], end.notes, end.reason)
+        elif isinstance(ended, FailStep):
+            continued = ended.continued or block["onError"] == "continue"
+            self._fail(dataclasses.replace(ended, continued=continued), rows, start)
+        elif isinstance(ended, CompleteStep):
+            self._complete_step(ended, rows, start)
+        return end

@@ -21,21 +21,31 @@ PLAN_DETECTORS: Mapping[Feature, Callable[[Mapping[str, Any]], bool]] = {
     "notify": lambda plan: "notify" in plan,
 }
 STEP_DETECTORS: Mapping[Feature, Callable[[Mapping[str, Any]], bool]] = {
+    "keepGoing": lambda step: step.get("failFast") is False,
+    "parallel": lambda step: step["kind"] == "parallel",
     "stall": lambda step: "stallAfterMs" in step or "onStall" in step,
+    "worktree": lambda step: "isolation" in step,
 }
 
 # The features this runtime honours.
-SUPPORTED: frozenset[Feature] = frozenset({"exclusive", "notify", "stall"})
+SUPPORTED: frozenset[Feature] = frozenset({"exclusive", "keepGoing", "notify", "parallel", "stall", "worktree"})
+
+
+def every_step(plan: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
+    """The plan's own steps in order, a `parallel` block's members after it (not its children's)."""
+    for step in plan["steps"]:
+        yield step
+        yield from step.get("members", [])
 
 
 def plans(plan: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
     """The plan and every plan it embeds. (A plan the compiler builds for a workflow with errors,
     which is never written, may hold a child target without its plan.)"""
     yield plan
-    for step in plan["steps"]:
+    for step in every_step(plan):
         target = step.get("target")
         if target is not None and target["kind"] == "child-workflow" and "plan" in target:
-            yield from plans(target["plan"])
+            yield from plans(target["plan"])  # a child that did not compile has none (its plan is never written)
 
 
 def used(plan: Mapping[str, Any]) -> list[Feature]:
@@ -43,7 +53,7 @@ def used(plan: Mapping[str, Any]) -> list[Feature]:
     found: set[Feature] = set()
     for each in plans(plan):
         found.update(name for name, uses in PLAN_DETECTORS.items() if uses(each))
-        for step in each["steps"]:
+        for step in every_step(each):
             found.update(name for name, uses in STEP_DETECTORS.items() if uses(step))
     return sorted(found)
 

@@ -127,6 +127,17 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
         WHEN EXISTS (SELECT 1 FROM runs WHERE id = OLD.run_id)
         BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
     """,
+    # parallel blocks: a step of a `parallel` block names its block (operations.md D1)
+    """
+    ALTER TABLE steps ADD COLUMN "group" TEXT;
+    """,
+    # Worktree isolation: the commit and repository a run's worktrees are checked out from, frozen
+    # when it is published; the worktree an attempt left behind for review.
+    """
+    ALTER TABLE runs ADD COLUMN base_commit TEXT;
+    ALTER TABLE runs ADD COLUMN base_repo TEXT;
+    ALTER TABLE attempts ADD COLUMN worktree TEXT;
+    """,
     # Unit activity (operations.md D6): when an attempt last showed activity, its latest progress
     # frame (not a history) and how many of its progress lines were invalid. Notifications (D4):
     # the host's notifier remembered on the run, and one row per event to deliver, written in the
@@ -277,6 +288,15 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
     CREATE TRIGGER events_append_only_delete BEFORE DELETE ON events
         FOR EACH ROW EXECUTE FUNCTION events_append_only_delete();
     """,
+    # parallel blocks: a step of a `parallel` block names its block (operations.md D1)
+    """
+    ALTER TABLE steps ADD COLUMN "group" TEXT;
+    """,
+    """
+    ALTER TABLE runs ADD COLUMN base_commit TEXT;
+    ALTER TABLE runs ADD COLUMN base_repo TEXT;
+    ALTER TABLE attempts ADD COLUMN worktree TEXT;
+    """,
     """
     ALTER TABLE attempts ADD COLUMN last_activity_at DOUBLE PRECISION;
     ALTER TABLE attempts ADD COLUMN progress_json TEXT;
@@ -322,6 +342,8 @@ EVENT_KINDS = (
     "unit.interrupted",  # a crash reclaim found the attempt still marked running
     "gate.rejected",
     "preflight.failed",  # a worker's preflight found an error: the drive ended before any dispatch
+    "worktree.retained",  # an attempt's worktree had changes: kept for review, its path journaled
+    "worktree.removed",  # an attempt's worktree was removed (clean after its attempt, or pruned)
     "unit.silent",  # a running attempt showed no activity for its step's stall_after (once per silent stretch)
     "unit.active",  # a silent attempt showed activity again
     "notify.sent",  # a notification was delivered (its notifier exited 0)

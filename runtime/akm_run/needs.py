@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-NeedKind = Literal["secret", "passthrough", "agent", "interpreter"]
-NEED_KINDS: tuple[NeedKind, ...] = ("secret", "passthrough", "agent", "interpreter")
+NeedKind = Literal["secret", "passthrough", "agent", "interpreter", "git"]
+NEED_KINDS: tuple[NeedKind, ...] = ("secret", "passthrough", "agent", "interpreter", "git")
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +29,8 @@ class Condition:
 
 @dataclass(frozen=True, slots=True)
 class Need:
-    """One thing one step needs: a secret or passthrough name, an agent command, an interpreter.
+    """One thing one step needs: a secret or passthrough name, an agent command, an interpreter, a
+    git work tree (its attempts run in worktrees).
 
     `place` is the spine position of the step at every level (top-level index first), `step_path`
     its name (`deploy/workflows/child:hi`), `condition` set when a route may skip the step."""
@@ -157,27 +158,33 @@ def _walk(
     runs: Callable[[str], bool],
 ) -> Iterator[Need]:
     conditional = _conditions(plan, prefix, runs)
-    for step in plan["steps"]:
-        if not runs(step["stepId"]):
-            continue
-        here, path = (*place, step["index"]), prefix + step["stepId"]
-        condition = outer or conditional.get(step["stepId"])
-        for entry in step.get("env", []):
-            if entry["kind"] == "secret":
-                yield Need("secret", entry["secret"], here, path, condition)
-            elif entry["kind"] == "passthrough":
-                yield Need("passthrough", entry["name"], here, path, condition)
-        for target in _targets(step):
-            if target["kind"] == "agent":
-                yield Need("agent", "", here, path, condition)
-            elif target["kind"] == "script" and (found := interpreter(target["text"])) is not None:
-                yield Need("interpreter", found.text(), here, path, condition, found)
-            elif target["kind"] == "child-workflow" and "plan" in target:  # a diff's child stands alone
-                yield from _walk(target["plan"], here, f"{path}/{target['ref']}:", condition, lambda step_id: True)
+    for block in plan["steps"]:  # a `parallel` block's members are at its place, under its route
+        for step in (block, *block.get("members", [])):
+            if runs(step["stepId"]):
+                here = (*place, block["index"])
+                yield from _step(step, here, prefix + step["stepId"], outer or conditional.get(block["stepId"]))
+
+
+def _step(step: Mapping[str, Any], here: tuple[int, ...], path: str, condition: Condition | None) -> Iterator[Need]:
+    for entry in step.get("env", []):
+        if entry["kind"] == "secret":
+            yield Need("secret", entry["secret"], here, path, condition)
+        elif entry["kind"] == "passthrough":
+            yield Need("passthrough", entry["name"], here, path, condition)
+    if "isolation" in step:
+        yield Need("git", "", here, path, condition)
+    for target in _targets(step):
+        if target["kind"] == "agent":
+            yield Need("agent", "", here, path, condition)
+        elif target["kind"] == "script" and (found := interpreter(target["text"])) is not None:
+            yield Need("interpreter", found.text(), here, path, condition, found)
+        elif target["kind"] == "child-workflow" and "plan" in target:  # a diff's child stands alone
+            yield from _walk(target["plan"], here, f"{path}/{target['ref']}:", condition, lambda step_id: True)
 
 
 def summary(plan: Mapping[str, Any]) -> dict[NeedKind, list[str]]:
-    """The distinct needs of a plan by kind, each list sorted (the agent's is `[""]` when needed)."""
+    """The distinct needs of a plan by kind, each list sorted (the agent's and git's are `[""]` when
+    needed)."""
     found: dict[NeedKind, set[str]] = {kind: set() for kind in NEED_KINDS}
     for need in needs(plan):
         found[need.kind].add(need.name)

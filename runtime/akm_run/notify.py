@@ -21,13 +21,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from akm_run import children, outcomes, units, wording
+from akm_run import children, exitcodes, outcomes, units, wording
 from akm_run.activity import Beat
-from akm_run.console import iso
+from akm_run.console import emit, iso
 from akm_run.hints import Hints
 from akm_run.locks import pid_alive
+from akm_run.outbox import HOST_EVENTS
 from akm_run.rows import NotificationRow, RunRow
-from akm_run.store import HOST_EVENTS, Store
+from akm_run.store import Store
 from akm_run.trust import signed_by
 
 HOST_TIMEOUT_S = 30.0  # the host's notifier (`--notify-cmd`): the default timeout of a `notify` section
@@ -271,6 +272,13 @@ def _blocked(store: Store, run: RunRow, hints: Hints, context: dict[str, Any]) -
 
 
 # -- what `logs --notifications` and `status` show -------------------------------------------------------
+
+
+def show(store: Store, run: RunRow, fmt: str) -> int:
+    """`akm-run logs RUN --notifications`: the run's deliveries, as text or JSON; exit 0."""
+    listed = document(store, run)
+    emit(listed, text(listed), fmt)
+    return exitcodes.COMPLETED
 
 
 def document(store: Store, run: RunRow) -> dict[str, Any]:

@@ -43,8 +43,8 @@ class Decision:
 
 def approval_refusal(plan: pf.Plan, run: RunRow, current: StepRow | None, decision: Decision) -> Failure | None:
     """Why a decision cannot be taken on this step, or None when it can."""
-    step = next((s for s in plan["steps"] if s["stepId"] == decision.step_id), None)
-    if step is None or step["kind"] == "route" or step["target"]["kind"] != "approval":
+    step = next((s for s in core.every_step(plan) if s["stepId"] == decision.step_id), None)
+    if step is None or step["kind"] == "route" or step["kind"] == "parallel" or step["target"]["kind"] != "approval":
         return wording.no_approval_step(run=run.id, step=decision.step_id)
     if run.status in ("completed", "failed"):  # an abandoned run leaves its gate blocked: still settled
         return wording.run_not_waiting(run=run.id, status=run.status)
@@ -58,8 +58,8 @@ def decide(journal: Journal, plan: pf.Plan, run: RunRow, decision: Decision) -> 
     """Record an approval decision on a blocked approval step (approval_refusal said it may be taken).
     Returns whether the run failed: a rejection fails the step, and the run, unless the step has
     on_error = continue (then the run goes on with `approved: false`)."""
-    step = next(s for s in plan["steps"] if s["stepId"] == decision.step_id)
-    assert step["kind"] != "route"
+    step = next(s for s in core.every_step(plan) if s["stepId"] == decision.step_id)
+    assert step["kind"] not in ("route", "parallel")
     approval: dict[str, Any] = {"approved": decision.approved, "by": decision.by}
     if decision.note:
         approval["note"] = decision.note
@@ -77,9 +77,25 @@ def decide(journal: Journal, plan: pf.Plan, run: RunRow, decision: Decision) -> 
             journal.fail_run(run.id, failure, clear_notes=True)
         else:
             journal.decide_step(run.id, decision.step_id, output, decision.by, approved=decision.approved)
+            _reopen_block(journal, plan, run.id, decision.step_id)
             if not any(s.status == "blocked" for s in journal.steps(run.id)):
                 journal.unblock_run(run.id)
     return failed
+
+
+def _reopen_block(journal: Journal, plan: pf.Plan, run_id: str, member: str) -> None:
+    """A decided member of a `parallel` block: once none of its members waits, the block is
+    pending again, so the next drive settles it (its decided member is reused)."""
+    block = next(
+        (s for s in plan["steps"] if s["kind"] == "parallel" and member in {m["stepId"] for m in s["members"]}), None
+    )
+    if block is None:
+        return
+    rows = {s.step_id: s for s in journal.steps(run_id)}
+    if rows[block["stepId"]].status == "blocked" and all(
+        rows[m["stepId"]].status != "blocked" for m in block["members"]
+    ):
+        journal.reopen_step(run_id, block["stepId"])
 
 
 def abandon(journal: Journal, run: RunRow) -> bool:

@@ -18,6 +18,7 @@ from akm_run import features, strictjson, wording
 from akm_run.digest import canonical_bytes, tagged_sha256
 from akm_run.planformat import (
     FORMAT,
+    ISOLATED_TARGETS,
     MAX_DEPTH,
     MAX_EMBEDDED_BYTES,
     MAX_FILE_BYTES,
@@ -311,14 +312,15 @@ def _semantics(plan: dict[str, Any], path: str) -> None:
     for name, param in params.items():
         if "default" in param:
             default_fits(param["default"], param["schema"], f"{path}.params.{name}.default")
-    index_of: dict[str, int] = {}
-    for i, step in enumerate(plan["steps"]):
-        where = f"{path}.steps[{i}]"
-        if step["index"] != i:
+    index_of: dict[str, int] = {}  # a member's is its block's: it reads what is before the block
+    placed = _placed(plan, path)
+    for where, step, i in placed:
+        if "index" in step and step["index"] != i:
             raise PlanError(f"{where}.index", wording.misplaced_step(index=step["index"], position=i))
         if step["stepId"] in index_of:
             raise PlanError(f"{where}.stepId", wording.duplicate_step(step=json.dumps(step["stepId"])))
         index_of[step["stepId"]] = i
+    members = {step["stepId"] for where, step, _ in placed if "index" not in step}
 
     def reads(reference: str, where: str, before: int) -> None:
         match = REFERENCE.fullmatch(reference)
@@ -329,8 +331,7 @@ def _semantics(plan: dict[str, Any], path: str) -> None:
         if step is not None and index_of.get(step, before) >= before:
             raise PlanError(where, wording.not_earlier(reference=json.dumps(reference)))
 
-    for i, step in enumerate(plan["steps"]):
-        where = f"{path}.steps[{i}]"
+    for where, step, i in placed:
         for j, reference in enumerate(step.get("inputs", [])):
             reads(reference, f"{where}.inputs[{j}]", i)
         if step["kind"] == "map":
@@ -341,13 +342,24 @@ def _semantics(plan: dict[str, Any], path: str) -> None:
             if "default" in step:
                 nexts.append((f"{where}.default", step["default"]))
             for at, target in nexts:
-                if index_of.get(target, -1) <= i:
+                if index_of.get(target, -1) <= i or target in members:
                     raise PlanError(at, wording.route_not_later(target=json.dumps(target)))
         target = step.get("target")
+        if "isolation" in step and (target is None or target["kind"] not in ISOLATED_TARGETS):
+            raise PlanError(f"{where}.isolation", wording.isolation_without_process())
         if target is not None and target["kind"] == "child-workflow":
             _child_bindings(target, f"{where}.target", i, reads, step["kind"] == "map")
     for name, output in plan.get("outputs", {}).items():
         reads(output["from"], f"{path}.outputs.{name}.from", len(plan["steps"]))
+
+
+def _placed(plan: dict[str, Any], path: str) -> list[tuple[str, dict[str, Any], int]]:
+    """(JSON path, step, spine index) of every step: a `parallel` block, then its members."""
+    placed = []
+    for i, step in enumerate(plan["steps"]):
+        placed.append((f"{path}.steps[{i}]", step, i))
+        placed += [(f"{path}.steps[{i}].members[{j}]", m, i) for j, m in enumerate(step.get("members", []))]
+    return placed
 
 
 def _child_bindings(
@@ -370,11 +382,11 @@ def _child_bindings(
 
 def _hashes(plan: dict[str, Any], path: str, depth: int, embedded: list[int]) -> None:
     """Each embedded child's planHash matches its plan; depth and total embedded bytes stay in bounds."""
-    for i, step in enumerate(plan["steps"]):
+    for at, step, _ in _placed(plan, path):
         target = step.get("target")
         if target is None or target["kind"] != "child-workflow":
             continue
-        where = f"{path}.steps[{i}].target"
+        where = f"{at}.target"
         if depth + 1 > MAX_DEPTH:
             raise PlanError(where, wording.composition_too_deep(limit=MAX_DEPTH))
         data = canonical_bytes(target["plan"])

@@ -28,6 +28,7 @@ MAX_STEPS = 256
 MAX_PARAMS = 64
 MAX_OUTPUTS = 64
 MAX_CONCURRENCY = 64
+MAX_MEMBERS = 64  # the steps of one `parallel` block
 MAX_TIMEOUT_MS = 24 * 3600 * 1000  # every duration in a plan (timeouts, backoff) lies in [1, this]
 MIN_DURATION_MS = 1
 MAX_RETRY = 10
@@ -46,6 +47,9 @@ ON_ERROR: tuple[OnError, ...] = ("fail", "continue")
 # The third-edition constructs a plan may use (`plan.features`, derived by akm_run.features).
 Feature = Literal["exclusive", "keepGoing", "notify", "parallel", "stall", "tokens", "worktree"]
 FEATURES: tuple[Feature, ...] = ("exclusive", "keepGoing", "notify", "parallel", "stall", "tokens", "worktree")
+# How a unit's attempts are isolated from each other (`isolation = worktree`; absent: none).
+Isolation = Literal["worktree"]
+ISOLATED_TARGETS = ("shell", "script", "agent")  # the targets that run a process in a directory
 
 # -- patterns (matched in full) -------------------------------------------------------------------------
 
@@ -210,17 +214,22 @@ class EnvPassthrough(TypedDict):
 EnvEntry: TypeAlias = Union[EnvLiteral, EnvSecret, EnvPassthrough]
 
 
-class _Step(TypedDict):
-    """What every step has."""
+class _Member(TypedDict):
+    """What every step has; a step of a `parallel` block has nothing more (it has no `index`)."""
 
     stepId: StepId
-    index: Annotated[int, Range(0, MAX_STEPS - 1)]
     onError: OnError
     inputs: NotRequired[Annotated[list[Reference], Items(low=1)]]
     outputSchema: NotRequired[Schema]
 
 
-class _Work(_Step):
+class _Step(_Member):
+    """What every step of the spine has: its place on it."""
+
+    index: Annotated[int, Range(0, MAX_STEPS - 1)]
+
+
+class _Work(_Member):
     """What a step that runs units has (a unit or a map step)."""
 
     target: Target
@@ -230,16 +239,31 @@ class _Work(_Step):
     env: NotRequired[Annotated[list[EnvEntry], Items(low=1), SortedBy("name")]]
     stallAfterMs: NotRequired[Annotated[int, Range(MIN_STALL_MS, MAX_TIMEOUT_MS)]]
     onStall: NotRequired[OnStall]
+    # Each attempt runs in its own git worktree at the run's base commit (shell, script, agent only).
+    isolation: NotRequired[Isolation]
 
 
-class UnitStep(_Work):
+class MemberUnit(_Work):
     kind: Literal["unit"]
 
 
-class MapStep(_Work):
-    kind: Literal["map"]
+class _MapWork(_Work):
     over: Reference
     concurrency: Annotated[int, Range(1, MAX_CONCURRENCY)]
+    # `fail_fast = false`: every item runs whatever its siblings do (absent when true; "keepGoing").
+    failFast: NotRequired[Literal[False]]
+
+
+class MemberMap(_MapWork):
+    kind: Literal["map"]
+
+
+class UnitStep(MemberUnit, _Step):
+    kind: Literal["unit"]
+
+
+class MapStep(MemberMap, _Step):
+    kind: Literal["map"]
 
 
 class Case(TypedDict):
@@ -254,8 +278,24 @@ class RouteStep(_Step):
     default: NotRequired[StepId]
 
 
-Step: TypeAlias = Union[UnitStep, MapStep, RouteStep]
-WorkStep: TypeAlias = Union[UnitStep, MapStep]
+Member: TypeAlias = Union[MemberUnit, MemberMap]  # a step of a `parallel` block: a unit or a map
+
+
+class ParallelStep(TypedDict):
+    """Steps that run at once (`parallel`): one position on the spine, its members in source order."""
+
+    stepId: StepId
+    index: Annotated[int, Range(0, MAX_STEPS - 1)]
+    onError: OnError
+    kind: Literal["parallel"]
+    members: Annotated[list[Member], Items(1, MAX_MEMBERS)]
+    concurrency: NotRequired[Annotated[int, Range(1, MAX_CONCURRENCY)]]  # absent: every member at once
+    failFast: NotRequired[Literal[False]]
+
+
+Step: TypeAlias = Union[UnitStep, MapStep, RouteStep, ParallelStep]
+WorkStep: TypeAlias = Union[MemberUnit, MemberMap]  # a unit or map step, of the spine or of a block
+AnyStep: TypeAlias = Union[Step, Member]  # a step of the spine or of a block
 
 
 class Notify(TypedDict):

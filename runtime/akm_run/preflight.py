@@ -2,9 +2,9 @@
 
 The checks are a closed list (docs/runtime.md, "Preflight"), kept in CHECKS in the order they are
 reported: one function per check, each reading the plan's needs (akm_run.needs) and the host.
-The checks that come with their own features (`git` for worktrees, `usage` for token budgets) are
-added to CHECKS with those features. A finding names a variable,
-a program or a directory, never a value.
+The checks that come with their own features (`git` for worktrees, `notify` for notifications;
+`usage` for token budgets, to come) are added to CHECKS with those features. A finding names a
+variable, a program, a directory or a commit, never a value.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from akm_run import wording
+from akm_run import wording, worktrees
 from akm_run.needs import Interpreter, Need, NeedKind, interpreter, needs
 from akm_run.needs import program as needs_program
 from akm_run.rows import StepRow
@@ -58,6 +58,8 @@ class Host:
     workdir_named: str  # how a message names the workdir: `--workdir D`, `the run's workdir D`
     agent_cmd: str | None
     state_dir: Path | None = None
+    base_commit: str | None = None  # an existing run's: the workdir's repository must hold it
+    git: bool = True  # False: the workdir is another host's to check (an existing run on the pool)
     notify_cmd: str | None = None  # the host's notifier (--notify-cmd, the run's, $AKM_RUN_NOTIFY_CMD)
 
     @property
@@ -154,6 +156,23 @@ def check_workdir(subject: Subject) -> Iterable[Finding]:
         yield Finding("workdir", "error", None, message, wording.pass_a_workdir())
 
 
+def check_git(subject: Subject) -> Iterable[Finding]:
+    """Steps that run in worktrees: the workdir is in a git work tree whose HEAD names a commit (the
+    base a new run freezes) and, for an existing run, its repository holds the run's base commit."""
+    need, host = subject.of("git").get(""), subject.host
+    if need is None or not host.git or not host.workdir.is_dir():  # a missing workdir: its own finding
+        return
+    try:
+        worktrees.base(host.workdir)
+    except worktrees.GitError as error:
+        message = wording.no_git_work_tree(workdir=host.workdir_named, reason=str(error))
+        yield _at("git", need, message, wording.use_a_git_work_tree())
+        return
+    if host.base_commit is not None and not worktrees.has_commit(host.workdir, host.base_commit):
+        message = wording.base_commit_missing(commit=host.base_commit, workdir=host.workdir_named)
+        yield _at("git", need, message, wording.fetch_the_base_commit(commit=host.base_commit))
+
+
 def check_notify(subject: Subject) -> Iterable[Finding]:
     """The notifiers a run would be sent to: the host's command, then the plan's `notify` section."""
     host = subject.host
@@ -193,14 +212,15 @@ def check_state(subject: Subject) -> Iterable[Finding]:
         yield Finding("state", "error", None, wording.state_unwritable(directory=directory), wording.pass_a_state_dir())
 
 
-# The closed list, in the order findings of one step are reported. `git` (worktree isolation) and
-# `usage` (token budgets) are added here with those features.
+# The closed list, in the order findings of one step are reported. `usage` (token budgets) is added
+# here with its feature.
 CHECKS: tuple[tuple[str, Check], ...] = (
     ("secret", check_secret),
     ("passthrough", check_passthrough),
     ("agent", check_agent),
     ("interpreter", check_interpreter),
     ("workdir", check_workdir),
+    ("git", check_git),
     ("notify", check_notify),
     ("state", check_state),
 )

@@ -43,6 +43,9 @@ class Progress:
     def activity(self, frame: dict[str, Any]) -> None:
         """The newest progress frame a unit in flight reported (`{note?, progress?, total?}`)."""
 
+    def members(self, where: str, running: int, total: int) -> None:
+        """How many members of the `parallel` block at the run's current step are running now."""
+
     def unit_started(self, count: int = 1) -> None:
         with self._lock:
             self.in_flight += count
@@ -89,6 +92,7 @@ class Live(Progress):
         self.stream = stream
         self.runs: dict[str, tuple[str, int, int]] = {}  # per run: (current step, steps done, total); last shown
         self.frame = ""  # the newest progress frame of a unit in flight, as shown
+        self.blocks: dict[str, tuple[int, int]] = {}  # per run at a `parallel` block: (members running, members)
 
     def step_started(self, where: str, step_id: str, done: int, total: int) -> None:
         with self._lock:
@@ -100,6 +104,12 @@ class Live(Progress):
         with self._lock:
             current, done, total = self.runs.pop(where, (f"{where}{step_id}", 0, 0))
             self.runs[where] = (current, done + (status == "completed"), total)
+            self.blocks.pop(where, None)
+            self._draw()
+
+    def members(self, where: str, running: int, total: int) -> None:
+        with self._lock:
+            self.blocks[where] = (running, total)
             self._draw()
 
     def activity(self, frame: dict[str, Any]) -> None:
@@ -116,10 +126,14 @@ class Live(Progress):
         self._draw()
 
     def _draw(self) -> None:
-        current, done, total = next(reversed(self.runs.values()), ("", 0, 0))
+        where, (current, done, total) = next(reversed(self.runs.items()), ("", ("", 0, 0)))
         units = f"{self.in_flight} unit{'s' if self.in_flight != 1 else ''} in flight"
         frame = f", {self.frame}" if self.frame else ""
-        line = escaped(f"steps {done}/{total} done, at {current}, {units}{frame}")[: _columns(self.stream) - 1]
+        at = f"at {current}, {units}{frame}"
+        if where in self.blocks:  # `steps 3/8 done, at checks (2 of 3 members running, 5 units in flight)`
+            running, members = self.blocks[where]
+            at = f"at {current} ({running} of {members} members running, {units}){frame}"
+        line = escaped(f"steps {done}/{total} done, {at}")[: _columns(self.stream) - 1]
         self.stream.write(f"\r\033[K{line}")
         self.stream.flush()
 

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from akm_run import exitcodes, retention, wording
+from akm_run import exitcodes, kept, retention, wording
 from akm_run.console import emit, fail
 from akm_run.durations import parse_age
 from akm_run.hints import Hints
@@ -126,6 +126,7 @@ def delete(store: Store, state_dir: Path, run_id: str, hints: Hints, fmt: str) -
             if current is None or current.status not in ("completed", "failed"):  # resumed meanwhile
                 status = current.status if current else "gone"
                 return fail(wording.delete_unsettled(run=row.id, status=status, command=hints("abandon", row.id)))
+            repos = kept.before_deletion(store, store.run_tree(row.id))  # git's work, outside the transaction
             with store.transaction():
                 tree = store.run_tree(row.id)
                 store.delete_tree(tree)
@@ -133,5 +134,6 @@ def delete(store: Store, state_dir: Path, run_id: str, hints: Hints, fmt: str) -
         return fail(wording.being_driven(held=held))
     for each in tree:
         retention.remove_files(state_dir, each)
+    kept.after_deletion(repos)
     emit({"deleted": row.id, "runs": tree}, wording.deleted_run(run=row.id, runs=len(tree)) + "\n", fmt)
     return exitcodes.COMPLETED

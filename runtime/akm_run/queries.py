@@ -14,11 +14,11 @@ from akm_run.trust import Signature
 RUN_COLUMNS = (
     "id, ref, title, plan_hash, plan_json, params_json, status, current_step, parent_run_id, parent_unit_id, "
     "invocation_key, exported_json, failure_json, notes, units_dispatched, created_at, updated_at, workdir, agent_cmd, "
-    "notify_cmd"
+    "notify_cmd, base_commit, base_repo"
 )
 ATTEMPT_COLUMNS = (
     "attempt, dispatch_id, status, reason, exit_code, pid, host, stderr_tail, started_at, finished_at, output_json, "
-    "message, last_activity_at, progress_json, progress_ignored"
+    "message, last_activity_at, progress_json, progress_ignored, worktree"
 )
 UNIT_COLUMNS = (
     "unit_id, step_id, item_index, input_hash, status, output_json, failure_reason, failure_message, child_run_id"
@@ -74,7 +74,7 @@ class Queries(Database):
     def steps(self, run_id: str) -> list[StepRow]:
         rows = self._execute(
             "SELECT step_id, idx, status, output_json, notes, failure_reason, failure_message, gate_iteration, "
-            "gate_loops, gate_feedback FROM steps WHERE run_id = ? ORDER BY idx",
+            'gate_loops, gate_feedback, "group" FROM steps WHERE run_id = ? ORDER BY idx, "group" IS NOT NULL',
             (run_id,),
         ).fetchall()
         return [StepRow(*r) for r in rows]
@@ -126,6 +126,18 @@ class Queries(Database):
             (run_id,),
         ).fetchall()
         return [(r[0], r[1], AttemptRow(r[0], *r[2:])) for r in rows]
+
+    def kept_worktrees(self, run_id: str | None = None) -> list[tuple[str, str, str, AttemptRow]]:
+        """Attempts whose worktree was kept for review, of one run or of all: (run id, step id,
+        unit id, attempt), oldest first."""
+        rows = self._execute(
+            f"SELECT a.run_id, u.step_id, a.unit_id, {', '.join('a.' + c for c in ATTEMPT_COLUMNS.split(', '))} "
+            "FROM attempts a JOIN units u ON u.run_id = a.run_id AND u.unit_id = a.unit_id "
+            "WHERE a.worktree IS NOT NULL AND (CAST(? AS TEXT) IS NULL OR a.run_id = ?) "
+            "ORDER BY a.started_at, a.run_id, a.unit_id, a.attempt",
+            (run_id, run_id),
+        ).fetchall()
+        return [(r[0], r[1], r[2], AttemptRow(r[2], *r[3:])) for r in rows]
 
     def events(self, run_id: str) -> list[tuple[str, str | None, str | None, dict[str, Any]]]:
         rows = self._execute(

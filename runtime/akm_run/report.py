@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from akm_run import children, notify, operations, running, wording
+from akm_run import children, kept, lanes, notify, operations, running, wording
 from akm_run.console import iso
 from akm_run.core import DriveResult as Result
 from akm_run.hints import Hints
@@ -67,7 +67,8 @@ def result_text(result: Result, run: RunRow, hints: Hints) -> str:
 # -- `akm-run status` ---------------------------------------------------------------------------------
 
 
-def status_document(store: Store, run: RunRow, hints: Hints) -> dict[str, Any]:
+def _run_summary(store: Store, run: RunRow) -> dict[str, Any]:
+    """The `run` object of `status --format json`."""
     summary: dict[str, Any] = {
         "id": run.id,
         "ref": run.ref,
@@ -82,12 +83,22 @@ def status_document(store: Store, run: RunRow, hints: Hints) -> dict[str, Any]:
     signer = signed_by(store, run)
     if signer is not None:
         summary["signedBy"] = signer.document()
+    if run.base_commit is not None:
+        summary["base"] = {"commit": run.base_commit, "repo": run.base_repo}
     if run.status == "completed":
         summary["exported"] = run.exported
     if run.status == "failed" and run.failure is not None:
         summary["failure"] = run.failure
+    return summary
+
+
+def status_document(store: Store, run: RunRow, hints: Hints) -> dict[str, Any]:
+    summary = _run_summary(store, run)
     steps = []
-    rows = store.steps(run.id)
+    order = lanes.plan_order(run)
+    rows = sorted(store.steps(run.id), key=lambda r: order.get(r.step_id, (len(order), None))[0])
+    mapped = lanes.map_steps(run)
+    units = [u for u, _ in store.run_attempts(run.id)] if mapped else []
     if any(r.status == "running" for r in rows) and not store.driven(run.id):
         for row in rows:  # its driver died: nothing runs, and the next drive starts the step again
             if row.status == "running":
@@ -98,6 +109,11 @@ def status_document(store: Store, run: RunRow, hints: Hints) -> dict[str, Any]:
         entry: dict[str, Any] = {"stepId": row.step_id, "status": row.status}
         if row.step_id in flights:
             entry["running"] = [f.document(iso, f.commands(run.id, row.step_id, hints)) for f in flights[row.step_id]]
+        if row.group is not None:
+            entry["group"] = row.group
+        own = [u for u in units if u.step_id == row.step_id]
+        if row.step_id in mapped and own and lanes.shown(mapped[row.step_id], row.status, own):
+            entry["units"] = lanes.units_summary(own)
         notes = children.step_notes(store, hints, run.id, row)
         if notes and row.status in ("blocked", "failed", "skipped", "pending"):
             entry["notes"] = notes
@@ -112,6 +128,8 @@ def status_document(store: Store, run: RunRow, hints: Hints) -> dict[str, Any]:
     if failed is not None:
         failed["line"] = notify.failed_line(store, run, hints)
         document["notificationFailed"] = failed
+    if worktrees := [k.document() for k in kept.kept(store, [run.id])]:
+        document["worktrees"] = worktrees
     tree = child_tree(store, run, hints)
     if tree:
         document["children"] = tree
@@ -151,36 +169,44 @@ def status_text(document: dict[str, Any]) -> str:
     ]
     if "signedBy" in run:
         lines.append(f"signed by {run['signedBy']['principal']} ({run['signedBy']['fingerprint']})")
+    if "base" in run:
+        base = run["base"]
+        lines.append(wording.base_line(commit=base["commit"][:7], repo=kept.short(base["repo"] or "")))
     if "exported" in run:
         lines.append(f"exported: {_json(run['exported'])}")
     lines.append("steps:")
     width = max((len(s["stepId"]) for s in document["steps"]), default=0)
     for step in document["steps"]:
-        line = f"  {STEP_GLYPHS[step['status']]} {step['stepId'].ljust(width)}  {step['status']}"
-        if "failureReason" in step:
-            line += f" ({step['failureReason']})" + (
-                f": {step['failureMessage']}" if step.get("failureMessage") else ""
-            )
-        units = step.get("running", [])
-        if len(units) == 1 and "itemIndex" not in units[0]:
-            added, under = running.line(units[0])
-            line += "  " + added.removeprefix("running ")
-            lines.append(line.rstrip())
-            lines += [f"      {hint}" for hint in under]
-            continue
-        lines.append(line.rstrip())
-        for unit in units:
-            added, under = running.line(unit)
-            lines.append(f"      {added}")
-            lines += [f"        {hint}" for hint in under]
-        if step["status"] in ("blocked", "failed", "pending") and "notes" in step:
-            lines += [f"      {note}" for note in step["notes"].splitlines()]
+        lines += _step_lines(step, width)
+    lines += [kept.line(entry) for entry in document.get("worktrees", [])]
     if "children" in document:
         lines.append("children:")
         lines += _tree(document["children"], "  ")
     if "notificationFailed" in document:
         lines.append(document["notificationFailed"]["line"])
     return "\n".join(lines) + "\n"
+
+
+def _step_lines(step: dict[str, Any], width: int) -> list[str]:
+    """A step's lines in `status`: its status, its running units, its map lanes and its notes."""
+    indent = "    " if "group" in step else "  "  # a `parallel` block's members stand under it
+    line = f"{indent}{STEP_GLYPHS[step['status']]} {step['stepId'].ljust(width)}  {step['status']}"
+    if "failureReason" in step:
+        line += f" ({step['failureReason']})" + (f": {step['failureMessage']}" if step.get("failureMessage") else "")
+    units = step.get("running", [])
+    if len(units) == 1 and "itemIndex" not in units[0]:  # one unit: its activity on the step's line
+        added, under = running.line(units[0])
+        return [(line + "  " + added.removeprefix("running ")).rstrip(), *(f"{indent}    {h}" for h in under)]
+    lines = [line.rstrip()]
+    for unit in units:
+        added, under = running.line(unit)
+        lines.append(f"{indent}    {added}")
+        lines += [f"{indent}      {hint}" for hint in under]
+    if "units" in step:
+        lines += lanes.summary_lines(step["units"], indent + "    ")
+    if step["status"] in ("blocked", "failed", "pending") and "notes" in step:
+        lines += [f"{indent}    {note}" for note in step["notes"].splitlines()]
+    return lines
 
 
 def _why(failure: dict[str, Any] | None) -> str:
@@ -237,6 +263,7 @@ def logs_document(store: Store, run: RunRow, step: str | None, item: int | None,
     """Every attempt of the run's units (optionally of one step, one map item, one attempt number),
     with what it printed; stored values are already redacted."""
     units = []
+    changed = {(k.unit_id, k.attempt): k.changed for k in kept.kept(store, [run.id])}
     for unit, attempts in store.run_attempts(run.id):
         if step is not None and unit.step_id != step:
             continue
@@ -249,12 +276,12 @@ def logs_document(store: Store, run: RunRow, step: str | None, item: int | None,
             entry["childRunId"] = unit.child_run_id
         if unit.failure_reason is not None:
             entry["failure"] = {"reason": unit.failure_reason, "message": unit.failure_message}
-        entry["attempts"] = [_attempt(a) for a in attempts if attempt is None or a.attempt == attempt]
+        entry["attempts"] = [_attempt(a, changed) for a in attempts if attempt is None or a.attempt == attempt]
         units.append(entry)
     return {"runId": run.id, "ref": run.ref, "status": run.status, "units": units}
 
 
-def _attempt(row: AttemptRow) -> dict[str, Any]:
+def _attempt(row: AttemptRow, changed: dict[tuple[str, int], int]) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "attempt": row.attempt,
         "dispatchId": row.dispatch_id,
@@ -276,6 +303,8 @@ def _attempt(row: AttemptRow) -> dict[str, Any]:
         entry["progress"] = row.progress
     if row.progress_ignored:
         entry["progressIgnored"] = row.progress_ignored
+    if row.worktree is not None:
+        entry["worktree"] = {"path": row.worktree, "changedFiles": changed.get((row.unit_id, row.attempt), 0)}
     return entry
 
 
@@ -301,6 +330,8 @@ def logs_text(document: dict[str, Any]) -> str:
                 lines.append(f"    progress: {_json(attempt['progress'])}  (last activity {attempt['lastActivityAt']})")
             if "progressIgnored" in attempt:
                 lines.append(f"    {wording.progress_ignored(count=attempt['progressIgnored'])}")
+            if "worktree" in attempt:
+                lines.append(f"    {kept.line(attempt['worktree'])}")
             if "output" in attempt:
                 lines.append(f"    stdout: {_json(attempt['output'])}")
             if "stderrTail" in attempt:

@@ -18,6 +18,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from akm_run import kept
 from akm_run.deletions import Settled
 from akm_run.store import Store
 
@@ -76,11 +77,13 @@ def _matches(run: Settled, statuses: frozenset[str]) -> bool:
 
 def delete(store: Store, state_dir: Path, selection: Selection) -> Selection:
     """Delete the selected runs, BATCH at a time, each batch one transaction under the runs' locks (a
-    run a driver holds is left alone, in `busy`); then their files. Returns what was deleted."""
+    run a driver holds is left alone, in `busy`); then their files. Returns what was deleted. A
+    batch's kept worktrees are removed first, outside the transaction (git takes its time)."""
     deleted: list[tuple[Settled, list[str]]] = []
     busy: list[tuple[Settled, list[str]]] = []
     for start in range(0, len(selection.runs), BATCH):
         batch, gone = selection.runs[start : start + BATCH], len(deleted)
+        repos = _worktrees_removed(store, batch)
         with ExitStack() as held:
             with store.transaction():
                 for run, tree in batch:
@@ -96,7 +99,19 @@ def delete(store: Store, state_dir: Path, selection: Selection) -> Selection:
         for _, tree in deleted[gone:]:
             for run_id in tree:
                 remove_files(state_dir, run_id)
+        kept.after_deletion(repos)
     return Selection(deleted, selection.kept, busy)
+
+
+def _worktrees_removed(store: Store, batch: list[tuple[Settled, list[str]]]) -> set[str]:
+    """The kept worktrees of the batch's runs that are still settled, removed (kept.before_deletion).
+    A run resumed meanwhile loses only worktrees of attempts that ended, which no drive reuses."""
+    repos: set[str] = set()
+    for run, _ in batch:
+        current = store.run(run.id)
+        if current is not None and current.status in ("completed", "failed"):
+            repos |= kept.before_deletion(store, store.run_tree(run.id))
+    return repos
 
 
 def remove_files(state_dir: Path, run_id: str) -> None:

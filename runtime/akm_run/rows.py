@@ -34,6 +34,8 @@ class RunRow:
     workdir: str | None  # absolute; None for runs published before it was stored
     agent_cmd: str | None
     notify_cmd: str | None = None  # the host's notifier (--notify-cmd, $AKM_RUN_NOTIFY_CMD)
+    base_commit: str | None = None  # the commit its worktrees check out (worktree isolation), else None
+    base_repo: str | None = None  # the root of the repository that commit was read from
 
     @property
     def params(self) -> dict[str, Any]:
@@ -61,6 +63,7 @@ class StepRow:
     gate_iteration: int
     gate_loops: int
     gate_feedback: str | None
+    group: str | None = None  # the `parallel` block a member stands in
 
     @property
     def output(self) -> Any:
@@ -102,6 +105,7 @@ class AttemptRow:
     last_activity_at: float | None = None  # None: no activity since it started
     progress_json: str | None = None  # the latest progress frame
     progress_ignored: int = 0  # invalid progress lines
+    worktree: str | None = None  # the kept worktree of this attempt (absolute), until it is removed
 
     @property
     def output(self) -> Any:

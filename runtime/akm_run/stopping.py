@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import os
 import sys
 import threading
 import time
@@ -20,12 +21,14 @@ from typing import TYPE_CHECKING
 from dbos import DBOS, DBOSClient
 from dbos._error import DBOSAwaitedWorkflowCancelledError, DBOSWorkflowCancelledError
 
-from akm_run import notify, units
+from akm_run import exitcodes, notify, units, wording
 from akm_run.activity import POOL_PERIOD_S, Beat, Board
+from akm_run.console import fail, on_signals
 from akm_run.core import End
 from akm_run.dispatch import ProcessDispatcher, Settings
 from akm_run.guard import Guard
 from akm_run.hints import Hints
+from akm_run.templates import Failure
 
 if TYPE_CHECKING:
     from akm_run.dispatch import Request
@@ -189,6 +192,33 @@ def stop_attempt(client: DBOSClient, store: PostgresStore, request: Request, wor
         time.sleep(POLL_S)
     where = "before the unit started" if status == "ENQUEUED" else "while the unit ran"
     return End("aborted", reason="aborted", message=f"the drive was aborted {where} on the pool")
+
+
+# How long `run` waits, after its first SIGINT or SIGTERM, for the drive to be stopped: past
+# interrupt()'s own bound, the database is not answering (a second signal ends `run` at once).
+GIVE_UP_S = STOPPED_WAIT_S + 10.0
+
+
+def on_stop_signals(stop: threading.Event, run_id: str, hints: Hints) -> None:
+    """`run` following a drive: the first signal sets `stop` (the drive is aborted), and if the
+    database does not answer meanwhile, `run` ends GIVE_UP_S later, or at a second signal, exit 130:
+    a DBOS call to an unreachable server retries for ever, and a signal must end the command."""
+
+    def give_up() -> None:
+        said = wording.signalled_while_database_gone(seconds=GIVE_UP_S, run=run_id, command=hints("status", run_id))
+        code = fail(Failure(said, exitcodes.INTERRUPTED))
+        sys.stderr.flush()
+        os._exit(code)  # the main thread is inside a call that does not return
+
+    def stopped(signum: int, frame: object) -> None:
+        if stop.is_set():
+            give_up()
+        stop.set()
+        timer = threading.Timer(GIVE_UP_S, give_up)
+        timer.daemon = True  # a `run` that ends meanwhile ends as it would have
+        timer.start()
+
+    on_signals(stopped)
 
 
 def interrupt(client: DBOSClient, store: PostgresStore, workflow_id: str, run_id: str) -> None:

@@ -8,8 +8,6 @@ are this class on a dialect: akm_run.sqlitestore.SQLiteStore and akm_run.pgstore
 
 from __future__ import annotations
 
-import hashlib
-import json
 import time
 from typing import Any
 
@@ -17,16 +15,14 @@ from akm_run.activity import Beat
 from akm_run.deletions import Deletions
 from akm_run.exclusive import Exclusion
 from akm_run.migrations import EVENT_KINDS
+from akm_run.outbox import Outbox
 from akm_run.queries import Queries
 from akm_run.rows import AttemptFailure, AttemptStatus, RunStatus, StepStatus
 from akm_run.strictjson import dumps
 from akm_run.trust import Signature
 
-# The events the host's notifier (`--notify-cmd`) is sent (operations.md D4).
-HOST_EVENTS = ("blocked", "failed", "stalled")
 
-
-class Store(Queries, Deletions, Exclusion):
+class Store(Queries, Deletions, Exclusion, Outbox):
     """A run journal (akm_run.journal.Journal): its reads and its transitions, on a dialect's database."""
 
     def event(
@@ -53,14 +49,16 @@ class Store(Queries, Deletions, Exclusion):
         workdir: str | None = None,
         agent_cmd: str | None = None,
         signature: Signature | None = None,
+        base: tuple[str, str] | None = None,
         preflight_skipped: bool = False,
     ) -> str:
-        """Create a run and its step rows, remembering its workdir and agent command (and its
-        signature, in the same transaction); with an invocation key, return the existing run instead
-        when one was already published under it (the UNIQUE index arbitrates racing publishers). An
-        exclusive top-level plan raises exclusive.RunInTheWay while another run holds its key.
-        `preflight_skipped` is recorded in the `run.published` event (`--no-preflight`)."""
-        started = (workdir, agent_cmd)
+        """Create a run and its step rows, remembering its workdir and agent command, its base
+        (commit, repository) when it uses worktrees, and its signature, in the same transaction; with
+        an invocation key, return the existing run instead when one was already published under it
+        (the UNIQUE index arbitrates racing publishers). An exclusive top-level plan raises
+        exclusive.RunInTheWay while another run holds its key. `preflight_skipped` is recorded in the
+        `run.published` event (`--no-preflight`)."""
+        started = (workdir, agent_cmd, *(base or (None, None)))
         try:
             return self._publish(
                 run_id,
@@ -89,7 +87,7 @@ class Store(Queries, Deletions, Exclusion):
         parent_run_id: str | None,
         parent_unit_id: str | None,
         invocation_key: str | None,
-        started: tuple[str | None, str | None],
+        started: tuple[str | None, ...],
         signature: Signature | None,
         preflight_skipped: bool = False,
     ) -> str:
@@ -104,15 +102,17 @@ class Store(Queries, Deletions, Exclusion):
                 self.refuse_second_run(plan, params)
             self._execute(
                 "INSERT INTO runs (id, ref, title, plan_hash, plan_json, params_json, status, parent_run_id, "
-                "parent_unit_id, invocation_key, created_at, updated_at, workdir, agent_cmd) "
-                "VALUES (?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, ?, ?, ?, ?)",
+                "parent_unit_id, invocation_key, created_at, updated_at, workdir, agent_cmd, base_commit, base_repo) "
+                "VALUES (?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (*described, parent_run_id, parent_unit_id, invocation_key, now, now, *started),
             )
-            for step in plan["steps"]:
-                self._execute(
-                    "INSERT INTO steps (run_id, step_id, idx, status, updated_at) VALUES (?, ?, ?, 'pending', ?)",
-                    (run_id, step["stepId"], step["index"], now),
-                )
+            for step in plan["steps"]:  # a `parallel` block's members: at its index, naming it
+                for each, group in [(step, None), *((m, step["stepId"]) for m in step.get("members", []))]:
+                    self._execute(
+                        'INSERT INTO steps (run_id, step_id, idx, status, updated_at, "group") '
+                        "VALUES (?, ?, ?, 'pending', ?, ?)",
+                        (run_id, each["stepId"], step["index"], now, group),
+                    )
             signed: dict[str, Any] = {"preflight": "skipped"} if preflight_skipped else {}
             if signature is not None:
                 signer = signature.signer
@@ -175,75 +175,6 @@ class Store(Queries, Deletions, Exclusion):
             if status in ("blocked", "failed", "completed"):
                 self._queue_notification(run_id, run_id, status)
 
-    # -- notifications (operations.md D4): an outbox row in the event's own transaction -------------------
-
-    def remember_notifier(self, run_id: str, command: str) -> None:
-        """The host's notifier (`--notify-cmd`, `$AKM_RUN_NOTIFY_CMD`) for this run and its re-drives."""
-        with self.transaction():
-            self._execute("UPDATE runs SET notify_cmd = ? WHERE id = ?", (command, run_id))
-
-    def _queue_notification(self, root_id: str, event_run_id: str, event: str) -> None:
-        """Inside the caller's transaction, after the event it tells of: a pending notification of
-        the root run for the newest event of `event_run_id`, when the root has a notifier for it."""
-        row = self._execute(
-            "SELECT notify_cmd, plan_json FROM runs WHERE id = ? AND parent_run_id IS NULL", (root_id,)
-        ).fetchone()
-        if row is None:
-            return
-        wanted = set(HOST_EVENTS if row[0] else ()) | set(json.loads(row[1]).get("notify", {}).get("on", []))
-        if event not in wanted:
-            return
-        seq = int(self._execute("SELECT MAX(seq) FROM events WHERE run_id = ?", (event_run_id,)).fetchone()[0])
-        dispatch = "n-" + hashlib.sha256(f"akm.notify/1\0{root_id}\0{seq}".encode()).hexdigest()[:24]
-        self._execute(
-            "INSERT INTO notifications (run_id, seq, event, dispatch_id, status, created_at) "
-            "VALUES (?, ?, ?, ?, 'pending', ?)",
-            (root_id, seq, event, dispatch, time.time()),
-        )
-
-    def claim_notification(self, run_id: str, seq: int, attempts: int, claimer: str) -> bool:
-        """Take a notification to send it (one more attempt), as read with `attempts`: True for one
-        taker only, so two drives (or a drive and the worker that saw its unit stall) never send it
-        at once. A taker that dies leaves it `sending`, for the next to take under the same dispatch id."""
-        with self.transaction(durable=False):
-            cursor = self._execute(
-                "UPDATE notifications SET status = 'sending', attempts = attempts + 1, claimed_by = ?, claimed_at = ? "
-                "WHERE run_id = ? AND seq = ? AND attempts = ? AND status IN ('pending', 'sending')",
-                (claimer, time.time(), run_id, seq, attempts),
-            )
-            return bool(cursor.rowcount)
-
-    def record_notification(
-        self,
-        run_id: str,
-        seq: int,
-        *,
-        sent: bool,
-        exit_code: int | None,
-        reason: str | None,
-        stderr_tail: str | None,
-        retries: int = 0,
-    ) -> None:
-        """How a claimed delivery ended, after `retries` retries: `notify.sent`, or `notify.failed`
-        (the run is unchanged)."""
-        with self.transaction():
-            self._execute(
-                "UPDATE notifications SET status = ?, attempts = attempts + ?, exit_code = ?, reason = ?, "
-                "stderr_tail = ?, sent_at = ? WHERE run_id = ? AND seq = ?",
-                ("sent" if sent else "failed", retries, exit_code, reason, stderr_tail, time.time(), run_id, seq),
-            )
-            extra: dict[str, Any] = {} if sent else {"exitCode": exit_code, "reason": reason}
-            self.event(run_id, "notify.sent" if sent else "notify.failed", seq=seq, **extra)
-
-    def root_run(self, run_id: str) -> str:
-        """The top-level run a run descends from (itself when it is one)."""
-        for _ in range(64):  # a plan nests at most 8 deep; a cycle in forged rows must not hang
-            row = self._execute("SELECT parent_run_id FROM runs WHERE id = ?", (run_id,)).fetchone()
-            if row is None or row[0] is None:
-                return run_id
-            run_id = str(row[0])
-        return run_id
-
     def start_step(self, run_id: str, step_id: str, index: int) -> None:
         """The spine reaches a step: it becomes the run's current step and starts running."""
         now = time.time()
@@ -278,9 +209,13 @@ class Store(Queries, Deletions, Exclusion):
     def complete_step(self, run_id: str, step_id: str, output: Any) -> None:
         self._move_step(run_id, step_id, "completed", {"output_json": dumps(output)}, {})
 
-    def fail_step(self, run_id: str, step_id: str, reason: str | None, message: str | None, null: bool = False) -> None:
-        """`null`: the step says `on_error = continue`, so its output is stored as null (later steps read null)."""
-        columns = {"failure_reason": reason, "failure_message": message} | ({"output_json": "null"} if null else {})
+    def fail_step(
+        self, run_id: str, step_id: str, reason: str | None, message: str | None, null: bool = False, output: Any = None
+    ) -> None:
+        """`null`: the step says `on_error = continue`, so its output is stored as null (later steps read
+        null). `output`: the partial list of a map that kept going (null at each failed item), stored as is."""
+        stored = {"output_json": dumps(output)} if output is not None else {"output_json": "null"} if null else {}
+        columns = {"failure_reason": reason, "failure_message": message} | stored
         self._move_step(run_id, step_id, "failed", columns, {"reason": reason, "message": message})
 
     def block_step(self, run_id: str, step_id: str, notes: str | None, reason: str | None = None) -> None:
@@ -482,6 +417,26 @@ class Store(Queries, Deletions, Exclusion):
             "output_json = ?, message = ? WHERE run_id = ? AND unit_id = ? AND attempt = ?",
             (status, *ended, run_id, unit_id, attempt),
         )
+
+    # An attempt's worktree (worktree isolation): kept for review when it has changes, else removed.
+
+    def keep_worktree(self, run_id: str, unit_id: str, step_id: str, attempt: int, path: str, changed: int) -> None:
+        """The attempt's worktree had `changed` changed files: it stays, its path journaled."""
+        with self.transaction(durable=False):
+            self._execute(
+                "UPDATE attempts SET worktree = ? WHERE run_id = ? AND unit_id = ? AND attempt = ?",
+                (path, run_id, unit_id, attempt),
+            )
+            self.event(run_id, "worktree.retained", step_id, unit_id, attempt=attempt, path=path, changed=changed)
+
+    def remove_worktree(self, run_id: str, unit_id: str, step_id: str, attempt: int, path: str, *, by: str) -> None:
+        """The attempt's worktree is gone: `by` is "attempt" (clean when it ended) or "prune"."""
+        with self.transaction(durable=False):
+            self._execute(
+                "UPDATE attempts SET worktree = NULL WHERE run_id = ? AND unit_id = ? AND attempt = ?",
+                (run_id, unit_id, attempt),
+            )
+            self.event(run_id, "worktree.removed", step_id, unit_id, attempt=attempt, path=path, by=by)
 
     def fail_unit(
         self, run_id: str, unit_id: str, step_id: str, item_index: int | None, reason: str, message: str

@@ -60,6 +60,7 @@ class Unit:
     agent_cmd: str | None = None
     stall_after_ms: int | None = None
     on_stall: str | None = None  # "terminate", else the stall only warns
+    isolated: dict[str, str] = field(default_factory=dict)  # AKM_WORKTREE, AKM_BASE_COMMIT of a worktree
 
 
 def environment(unit: Unit, environ: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
@@ -91,6 +92,7 @@ def environment(unit: Unit, environ: Mapping[str, str]) -> tuple[dict[str, str],
             "AKM_UNIT_ID": context["unitId"],
             "AKM_DISPATCH_ID": context["dispatchId"],
             "AKM_ATTEMPT": str(context["attempt"]),
+            **unit.isolated,
         }
     )
     return env, secrets

@@ -1,5 +1,5 @@
-"""`akm-run preflight` and `akm-run delete`: verbs that find their plan or run as the others do
-(akm_run.commands) and hand it to their stage (akm_run.preflighting, akm_run.pruning)."""
+"""`akm-run preflight`, `delete` and `worktrees`: verbs that find their plan or run as the others do
+(akm_run.commands) and hand it to their stage (akm_run.preflighting, akm_run.pruning, akm_run.kept)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ import argparse
 from collections.abc import Callable
 from pathlib import Path
 
-from akm_run import preflighting, pruning, wording
+from akm_run import kept, preflighting, pruning, wording
 from akm_run.commands import _admit
 from akm_run.console import fail, state_dir
 from akm_run.engine import stored_plan
 from akm_run.params import ParamsError, collect
 from akm_run.stores import existing as _existing
-from akm_run.stores import hints_for
+from akm_run.stores import hints_for, open_store
 from akm_run.stores import names_a_file as _names_a_file
 from akm_run.stores import shared_store as _shared
 from akm_run.stores import where as _where
@@ -49,4 +49,13 @@ def delete(args: argparse.Namespace) -> int:
     return pruning.delete(store, state_dir(args), row.id, hints_for(args), args.format)
 
 
-COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {"preflight": preflight, "delete": delete}
+def worktrees(args: argparse.Namespace) -> int:
+    """`akm-run worktrees [RUN] [--prune [--dirty]]`: the worktrees attempts kept (akm_run.kept)."""
+    return kept.command(args, open_store(args, reading=not args.prune), _where(args))
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "preflight": preflight,
+    "delete": delete,
+    "worktrees": worktrees,
+}

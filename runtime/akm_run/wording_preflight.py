@@ -9,8 +9,10 @@ from akm_run.templates import error, words
 __all__ = [
     "agent_command_empty",
     "agent_program_missing",
+    "base_commit_missing",
     "configure_an_agent",
     "does_not_exist",
+    "fetch_the_base_commit",
     "fix_the_interpreter",
     "fix_the_notifier",
     "fix_the_notify_cmd",
@@ -22,6 +24,7 @@ __all__ = [
     "interpreter_not_on_path",
     "needed_only_if",
     "no_agent_command",
+    "no_git_work_tree",
     "not_executable",
     "not_on_path",
     "notifier_missing",
@@ -42,6 +45,7 @@ __all__ = [
     "set_the_passthrough",
     "set_the_secret",
     "state_unwritable",
+    "use_a_git_work_tree",
     "workdir_missing",
 ]
 
@@ -103,6 +107,14 @@ def fix_the_interpreter() -> None: ...
 def workdir_missing(*, workdir: str) -> None: ...
 @words("pass --workdir with an existing directory")
 def pass_a_workdir() -> None: ...
+@words("steps run in git worktrees, but {workdir} cannot give them a base commit: {reason}")
+def no_git_work_tree(*, workdir: str, reason: str) -> None: ...
+@words("run akm-run in a git checkout that has a commit, or pass --workdir with one")
+def use_a_git_work_tree() -> None: ...
+@words("the run's base commit {commit} is not in the repository of {workdir}")
+def base_commit_missing(*, commit: str, workdir: str) -> None: ...
+@words("fetch {commit} into that repository (a clone that is behind), or pass --workdir with one that has it")
+def fetch_the_base_commit(*, commit: str) -> None: ...
 @words("state directory {directory} cannot be written (read-only or not permitted)")
 def state_unwritable(*, directory: object) -> None: ...
 @words("pass --state-dir or set AKM_STATE_DIR to a writable directory")

@@ -116,6 +116,21 @@ def test_a_moved_step_reports_its_position(tmp_path: Path) -> None:
     assert moved["one"].field == "position" and (moved["one"].old, moved["one"].new) == (1, 2)
 
 
+def test_a_step_moved_into_a_block_is_a_change_of_both(tmp_path: Path) -> None:
+    (tmp_path / "akm.toml").write_text("")
+    (tmp_path / "a.akm").write_text(
+        'workflow "w" {\n  step lint { shell "l" }\n  parallel checks {\n    step test { shell "t" }\n  }\n}\n'
+    )
+    (tmp_path / "b.akm").write_text(
+        'workflow "w" {\n  parallel checks {\n    step lint { shell "l" }\n    step test { shell "t" }\n  }\n}\n'
+    )
+    result = diff(_plan(tmp_path, "a.akm"), _plan(tmp_path, "b.akm"))
+    fields = {c.name: {f.field: (f.old, f.new) for f in c.fields} for c in result.changes if c.section == "steps"}
+    assert fields["checks"]["members"] == (["test"], ["lint", "test"])
+    assert fields["lint"]["block"] == (None, "checks")
+    assert "test" not in fields  # unchanged inside its block
+
+
 def test_cli_text_and_exit_codes(edited: tuple[Path, Path], snapshot: SnapshotAssertion) -> None:
     before, after = edited
     old_plan = before / "release.plan.json"

@@ -131,3 +131,16 @@ def test_the_picture_in_the_docs_is_current() -> None:
     svg = (images / "release-graph.svg").read_text()
     assert "<svg" in svg and ">checklist: workflows/release&#45;checklist</text>" in svg
     assert "images/release-graph.svg" in (REPO / "docs" / "cli.md").read_text()
+
+
+def test_a_parallel_block_is_a_cluster_with_no_edge_between_its_members() -> None:
+    plan = _plans()["corpus/parallel.akm"]
+    built = graph.build(plan)
+    [block] = [c for c in built.root.clusters if c.title == "checks"]
+    members = {n.id for n in block.nodes}
+    assert len(members) == 3
+    assert not [edge for edge in built.edges if edge[0] in members and edge[1] in members]
+    into = {edge[1] for edge in built.edges if edge[2] == graph.SPINE and edge[1] in members}
+    assert into == members  # the spine forks into every member, and joins after the block
+    rendered = json.loads(_render(graph.dot(plan), "json"))
+    assert "checks" in [o["label"] for o in rendered["objects"] if o["name"].startswith("cluster_")]

@@ -7,6 +7,7 @@ came with, or pins a behaviour the pool must keep."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import uuid
@@ -394,6 +395,24 @@ def test_a_run_finishes_by_itself_when_the_server_restarts_under_its_unit(
     assert followed.returncode == 0 and json.loads(followed.stdout)["status"] == "completed", followed.stderr
     assert ran(workers) == ["a", "b"]  # each unit once
     assert set(completed_attempts(workers, run_id).values()) == {1}
+
+
+def test_a_follower_signalled_while_the_server_is_down_exits_130_without_waiting_for_it(
+    restartable: Runtime, own_server: PostgresServer
+) -> None:
+    """SIGTERM to `run` while its database is unreachable: it cannot cancel the drive, so it says so
+    and exits 130 (the run is the pool's to finish or abandon), rather than waiting for the server."""
+    plan = restartable.compile("wf.akm", SLOW)
+    follower = restartable.start("run", plan)
+    eventually(lambda: ran(restartable) == ["a"], "unit a runs, followed")
+    own_server.down()
+    try:
+        follower.send_signal(signal.SIGTERM)
+        _, err = follower.communicate(timeout=120)  # a hang guard, not a timing
+    finally:
+        own_server.up()
+    assert follower.returncode == 130, err
+    assert "Traceback" not in err and "the database did not answer" in err, err
 
 
 def test_a_run_waiting_on_a_gate_goes_on_after_the_server_restarts(

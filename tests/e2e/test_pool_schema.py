@@ -68,8 +68,9 @@ def completes(runtime: Runtime, follower: subprocess.Popen[str]) -> None:
     if code == 2 and "no `akm-run worker` has served this database yet" in output:
         [row] = runtime.sql("SELECT id FROM runs")
         code, output = finished(run(runtime, str(row[0])))
-    assert code == 0 and '"status": "completed"' in output, output
-    assert "cannot be used" not in output and "Traceback" not in output, output
+    told = output + "".join(f"\n-- output of {w.executor_id} --\n{w.output()}" for w in runtime.workers)
+    assert code == 0 and '"status": "completed"' in output, told
+    assert "cannot be used" not in output and "Traceback" not in output, told
 
 
 def dbos_versions(url: str) -> tuple[int, int]:

@@ -41,6 +41,11 @@ CHECKS = {
         "the script's interpreter `/no/such/shell` does not exist",
     ),
     "workdir": ('step s {\n shell "true"\n }', ("--workdir", "missing"), "--workdir missing is not a directory"),
+    "git": (
+        'step s {\n shell "true"\n isolation = worktree\n }',
+        (),
+        "[git] s: steps run in git worktrees, but --workdir . cannot give them a base commit:",
+    ),
 }
 SCRIPTS = {
     "scripts/s.py": "#!/usr/bin/env no-such-python-akm\nprint(1)\n",

@@ -10,7 +10,7 @@ from typing import Any, cast
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from akm_run import decisions
+from akm_run import decisions, features
 from akm_run import planformat as pf
 from akm_run.core import End
 from akm_run.decisions import (
@@ -63,6 +63,8 @@ def plan(*steps: dict[str, Any], concurrency: int = 4, params: tuple[str, ...] =
     }
     if params:
         out["params"] = {name: {"schema": {}} for name in params}
+    if features.used(out):
+        out["features"] = features.used(out)
     verify_plan(out)
     return cast(pf.Plan, out)
 
@@ -70,7 +72,7 @@ def plan(*steps: dict[str, Any], concurrency: int = 4, params: tuple[str, ...] =
 def work(the_plan: pf.Plan, index: int = 0) -> pf.WorkStep:
     """A step of the plan that runs units (the tests' plans say which ones do)."""
     step = the_plan["steps"][index]
-    assert step["kind"] != "route"
+    assert step["kind"] in ("unit", "map")
     return step
 
 
@@ -265,7 +267,8 @@ def test_a_map_dispatches_one_unit_per_item_in_order_at_the_narrowest_width() ->
 
 def test_a_single_units_block_blocks_the_step_with_its_message_as_notes() -> None:
     step = work(plan(unit("a")))
-    end = decisions.work_end(step, [End("blocked", reason="child_workflow_blocked", message="the child waits")])
+    blocked = End("blocked", reason="child_workflow_blocked", message="the child waits")
+    end = decisions.work_end(step, [blocked], Hints(), "R")
     assert end == End("blocked", reason="child_workflow_blocked", notes="the child waits")
 
 
@@ -324,3 +327,58 @@ def test_an_attempt_whose_host_died_is_done_again_not_retried() -> None:
         "budget_exceeded",
         "the run has dispatched its limit of 4 units (max_units)",
     )
+
+
+# -- a map that keeps going (fail_fast = false) ---------------------------------------------------------
+
+
+def _keeps_going() -> pf.MemberMap:
+    step = work(plan(mapped("m", "params.items", failFast=False), params=("items",)))
+    assert step["kind"] == "map"
+    return step
+
+
+def test_a_map_that_keeps_going_dispatches_saying_so() -> None:
+    the_plan = plan(mapped("m", "params.items", failFast=False), params=("items",))
+    planned = decisions.work_units(
+        RunWork(work(the_plan)), {"items": [1, 2]}, {}, last=True, plan=the_plan, max_concurrency=2
+    )
+    assert isinstance(planned, Dispatch) and planned.keep_going
+
+
+def test_failed_units_fail_the_step_with_the_partial_list_in_item_order() -> None:
+    ends = [
+        End("completed", output="a"),
+        End("failed", reason="exit", message="exit 3"),
+        End("completed", output="c"),
+        End("failed", reason="timeout", message="timed out"),
+    ]
+    end = decisions.work_end(_keeps_going(), ends, Hints(), "R")
+    assert end == End(
+        "failed",
+        reason="units_failed",
+        message="2 of 4 units failed: item 1 (exit), item 3 (timeout)",
+        partial=["a", None, "c", None],
+    )
+
+
+def test_a_blocked_unit_blocks_the_step_once_all_settled_and_the_notes_are_bounded() -> None:
+    ends = [End("blocked", reason="child_workflow_blocked", message=f"clear child {i}") for i in range(25)]
+    ends.insert(3, End("failed", reason="exit", message="exit 1"))
+    end = decisions.work_end(_keeps_going(), ends, Hints(), "R")
+    assert (end.status, end.reason) == ("blocked", "child_workflow_blocked")
+    lines = (end.notes or "").splitlines()
+    assert lines[:3] == ["25 units are blocked:", "  item 0:", "    clear child 0"]
+    assert "  item 4:" in lines and "  item 3:" not in lines  # item 3 failed: it is not blocked
+    assert lines[-2:] == [
+        "  … and 5 more (`akm-run status R`)",
+        "Once they are cleared, `akm-run resume R` and `akm-run run R` drive them all on at once (what completed is reused).",
+    ]
+    assert len(lines) == 1 + 2 * 20 + 2
+
+
+def test_a_long_failure_message_names_twenty_units_then_counts_the_rest() -> None:
+    ends = [End("failed", reason="exit", message="no") for _ in range(23)]
+    end = decisions.work_end(_keeps_going(), ends, Hints(), "R")
+    assert (end.message or "").endswith("item 19 (exit), … and 3 more")
+    assert end.partial == [None] * 23

@@ -57,6 +57,8 @@ def written(tmp_path: Path) -> dict[str, set[str]]:
     store.interrupt_attempt("r1", "a:solo", "a", 3)
     store.begin_attempt("r1", "a:solo", "a", None, "sha256:h", "d-1", new_unit=False)
     store.complete_attempt("r1", "a:solo", "a", 4, 1, None)
+    store.keep_worktree("r1", "a:solo", "a", 4, "/state/worktrees/r1/a:solo~a4", 2)
+    store.remove_worktree("r1", "a:solo", "a", 4, "/state/worktrees/r1/a:solo~a4", by="prune")
     store.fail_unit("r1", "b:solo", "b", None, "input_unresolved", "m")
     store.complete_step("r1", "a", 1)
     store.fail_step("r1", "b", "units_failed", "m")

@@ -91,3 +91,45 @@ def test_a_runtime_refuses_a_feature_it_does_not_honour(
     assert str(refused.value) == 'plan.features: plan needs akm-run support for "stall": upgrade akm-run'
     monkeypatch.setattr(features, "SUPPORTED", frozenset({timeouts_are_a_feature}))
     features.require_supported(plan)
+
+
+def test_isolation_is_the_worktree_feature_and_this_runtime_honours_it() -> None:
+    plan = _plan(_shell("a", isolation="worktree"), _shell("b"))
+    assert features.used(plan) == ["worktree"]
+    plan["features"] = ["worktree"]
+    verify_plan(plan)
+    features.require_supported(plan)
+
+
+def test_isolation_on_a_target_that_runs_no_process_is_refused() -> None:
+    approval = {"kind": "approval", "message": "ok?"}
+    plan = _plan({**_shell("a", isolation="worktree"), "target": approval})
+    plan["features"] = ["worktree"]
+    with pytest.raises(PlanError, match=r"plan\.steps\[0\]\.isolation: `isolation` is only for shell"):
+        verify_plan(plan)
+
+
+def _map(step_id: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "stepId": step_id,
+        "kind": "map",
+        "onError": "fail",
+        "over": "params.items",
+        "concurrency": 2,
+        "target": {"kind": "shell", "command": "true"},
+        **extra,
+    }
+
+
+def test_a_map_that_keeps_going_uses_keep_going() -> None:
+    plan = _plan(_map("each", failFast=False))
+    plan["params"] = {"items": {"schema": {"type": "array"}}}
+    assert features.used(plan) == ["keepGoing"]
+    with pytest.raises(PlanError, match=r'declares features \[\], but the plan uses \["keepGoing"\]'):
+        verify_plan(plan)
+    plan["features"] = ["keepGoing"]
+    verify_plan(plan)
+    features.require_supported(plan)  # this runtime honours it
+    plan["steps"][0]["failFast"] = True  # absent when true: never written
+    with pytest.raises(PlanError, match=r"plan.steps\[0\].failFast"):
+        verify_plan(plan)

@@ -1,4 +1,5 @@
-"""What a plan needs (akm_run.needs) and the checks of a host against it (akm_run.preflight)."""
+"""What a plan needs (akm_run.needs) and the checks of a host against it (akm_run.preflight), the `git`
+check with real repositories in temporary directories."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 from akm_run import preflight
 from akm_run.needs import Interpreter, interpreter, needs, notifier, program, summary
 from akm_run.preflight import Host
+from helpers import committed, git
 
 
 @pytest.mark.parametrize(
@@ -84,6 +86,18 @@ def test_a_child_plans_needs_are_named_under_the_parent_step() -> None:
     ]
     assert summary(plan) == {"secret": ["TOKEN"], "interpreter": ["/bin/zsh"]}
     assert needs(plan, lambda step_id: step_id != "deploy") == []
+
+
+def test_the_members_of_a_parallel_block_are_needs_at_its_place_under_its_route() -> None:
+    route = {"stepId": "pick", "index": 0, "onError": "fail", "kind": "route", "input": "params.x"}
+    members = [_unit("lint", 1, SHELL, SECRET), _unit("review", 1, {"kind": "agent", "instructions": "go"})]
+    block = {"stepId": "checks", "index": 1, "onError": "fail", "kind": "parallel", "members": members}
+    plan = _plan(
+        {**route, "cases": [{"match": 1, "next": "checks"}], "default": "other"}, block, _unit("other", 2, SHELL)
+    )
+    found = [(n.kind, n.step_path, n.place, n.condition is not None) for n in needs(plan)]
+    assert found == [("secret", "lint", (1,), True), ("agent", "review", (1,), True)]
+    assert needs(plan, lambda step_id: step_id != "lint") == [n for n in needs(plan) if n.step_path == "review"]
 
 
 def _host(tmp_path: Path, **environ: str) -> Host:
@@ -179,3 +193,62 @@ def test_the_hosts_notifier_is_checked_as_the_agent_command_is(tmp_path: Path) -
     assert says("nope --x") == [(None, "the --notify-cmd program `nope` is not on PATH")]
     assert says("  ") == [(None, "--notify-cmd names no program")]
     assert says("cd /tmp && nope") == says("$HOOK") == []  # what the shell runs itself is not looked up
+
+
+ISOLATED = {**_unit("fix", 0, {"kind": "agent", "instructions": "go"}), "isolation": "worktree"}
+
+
+def test_a_step_that_runs_in_worktrees_needs_a_git_work_tree() -> None:
+    child = _plan({**_unit("hi", 0, SHELL), "isolation": "worktree"})
+    plan = _plan(ISOLATED, _unit("call", 1, {"kind": "child-workflow", "ref": "workflows/child", "plan": child}))
+    assert [(n.kind, n.step_path) for n in needs(plan) if n.kind == "git"] == [
+        ("git", "fix"),
+        ("git", "call/workflows/child:hi"),
+    ]
+    assert summary(plan) == {"agent": [""], "git": [""]}
+    assert "git" not in summary(_plan(_unit("plain", 0, SHELL)))
+
+
+def _git_findings(plan: dict[str, Any], host: Host) -> list[tuple[str, str, str | None]]:
+    return [(f.severity, f.message, f.step_path) for f in preflight.check(plan, host) if f.check == "git"]
+
+
+def test_the_git_check_wants_a_work_tree_with_a_commit_and_an_existing_run_s_base(tmp_path: Path) -> None:
+    plan = _plan(_unit("plain", 0, SHELL), {**ISOLATED, "index": 1})
+    outside = _git_findings(plan, _host(tmp_path))
+    assert outside == [
+        (
+            "error",
+            f"steps run in git worktrees, but --workdir . cannot give them a base commit: {tmp_path} is not "
+            "inside a git work tree",
+            "fix",
+        )
+    ]
+    git(tmp_path, "init", "-q")
+    [(_, unborn, _)] = _git_findings(plan, _host(tmp_path))
+    assert unborn.endswith("has no commit yet (HEAD names none)")
+    (tmp_path / "f").write_text("x")
+    commit = git(committed(tmp_path), "rev-parse", "HEAD").strip()
+    assert _git_findings(plan, _host(tmp_path)) == []
+    ran = Host({}, tmp_path, "the run's workdir .", None, None, commit)
+    assert _git_findings(plan, ran) == []
+    behind = Host({}, tmp_path, "the run's workdir .", None, None, "0" * 40)
+    [finding] = [f for f in preflight.check(plan, behind) if f.check == "git"]
+    assert finding.message == f"the run's base commit {'0' * 40} is not in the repository of the run's workdir ."
+    assert finding.hint.startswith(f"fetch {'0' * 40} into that repository")
+    assert _git_findings(plan, Host({}, tmp_path, "w", None, None, "0" * 40, git=False)) == []  # another host's
+
+
+def test_a_git_finding_of_a_step_a_route_may_skip_is_a_warning_and_a_missing_workdir_is_its_own(
+    tmp_path: Path,
+) -> None:
+    route = {"stepId": "pick", "index": 0, "onError": "fail", "kind": "route", "input": "params.x"}
+    plan = _plan(
+        {**route, "cases": [{"match": 1, "next": "fix"}], "default": "other"},
+        {**ISOLATED, "index": 1},
+        _unit("other", 2, SHELL),
+    )
+    [(severity, message, _)] = _git_findings(plan, _host(tmp_path))
+    assert severity == "warning" and message.endswith("needed only if route `pick` selects `fix`")
+    gone = Host({}, tmp_path / "gone", "--workdir gone", None)
+    assert [f.check for f in preflight.check(plan, gone)] == ["workdir", "agent"]  # no git finding

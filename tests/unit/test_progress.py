@@ -48,6 +48,19 @@ def test_the_live_line_shows_the_newest_progress_frame_while_units_are_in_flight
     ]
 
 
+def test_the_live_line_counts_the_members_of_a_parallel_block_running() -> None:
+    stream = io.StringIO()
+    live = Live(stream)
+    live.step_started("", "checks", 3, 8)
+    live.members("", 2, 3)
+    live.unit_started(5)
+    live.step_ended("", "checks", "completed", 0.5)
+    assert drawn(stream)[-2:] == [
+        "steps 3/8 done, at checks (2 of 3 members running, 5 units in flight)",
+        "steps 4/8 done, at checks, 5 units in flight",
+    ]
+
+
 def test_the_live_line_stays_within_the_terminal_width() -> None:
     stream = io.StringIO()  # not a terminal: 80 columns
     live = Live(stream)

@@ -333,6 +333,27 @@ def test_a_running_attempt_is_claimed_once_and_an_ended_one_never(store: Store) 
     assert not store.claim_attempt("r1", "a:solo", 3, "host-1")  # nor is one never begun
 
 
+def test_a_run_keeps_its_base_and_an_attempt_its_kept_worktree_until_removed(store: Store) -> None:
+    store.publish_run("r1", PLAN, "sha256:x", {}, base=("3fa9c2d", "/repo"))
+    store.publish_run("r2", PLAN, "sha256:x", {})
+    assert [(r.base_commit, r.base_repo) for r in store.runs()] == [("3fa9c2d", "/repo"), (None, None)]
+    for attempt in (1, 2):
+        store.begin_attempt("r1", "a:solo", "a", None, "sha256:h", f"d-{attempt}", new_unit=attempt == 1)
+    store.keep_worktree("r1", "a:solo", "a", 1, "/state/worktrees/r1/a:solo~a1", 3)
+    store.remove_worktree("r1", "a:solo", "a", 2, "/state/worktrees/r1/a:solo~a2", by="attempt")
+    [(run_id, step_id, unit_id, kept)] = store.kept_worktrees()
+    assert (run_id, step_id, unit_id, kept.attempt, kept.worktree) == ("r1", "a", "a:solo", 1, kept.worktree)
+    assert store.kept_worktrees("r2") == [] and [a.worktree for a in store.attempts("r1", "a:solo")][1] is None
+    store.remove_worktree("r1", "a:solo", "a", 1, "/state/worktrees/r1/a:solo~a1", by="prune")
+    assert store.kept_worktrees("r1") == []
+    events = [(k, d) for k, _, _, d in store.events("r1") if k.startswith("worktree.")]
+    assert events == [
+        ("worktree.retained", {"attempt": 1, "path": "/state/worktrees/r1/a:solo~a1", "changed": 3}),
+        ("worktree.removed", {"attempt": 2, "path": "/state/worktrees/r1/a:solo~a2", "by": "attempt"}),
+        ("worktree.removed", {"attempt": 1, "path": "/state/worktrees/r1/a:solo~a1", "by": "prune"}),
+    ]
+
+
 def test_a_timeline_reads_a_run_or_its_tree_after_a_seq_a_page_at_a_time(store: Store) -> None:
     store.publish_run("r1", PLAN2, "sha256:x", {})
     store.publish_run("other", PLAN2, "sha256:x", {})

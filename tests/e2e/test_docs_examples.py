@@ -165,7 +165,7 @@ def test_the_signing_gate_fails_on_a_plan_no_source_accounts_for(tmp_path: Path)
 
 
 def test_the_refusal_table_names_every_reason() -> None:
-    page = (REPO / "docs" / "runtime.md").read_text()
+    page = (REPO / "docs" / "signing.md").read_text()
     table = re.findall(r"^\| `([a-z ]+)` \|", page.split("message begins")[1].split("\n\n")[0], re.M)
     assert table == [reason.replace("_", " ") for reason in REASONS]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from helpers import Runtime, eventually, source
+from helpers import Runtime, committed, eventually, source
 
 # A unit that reports, then waits for the test's `go` file (a pulse every 0.2 s keeps it active).
 REPORTING = source("""
@@ -222,3 +222,38 @@ def test_what_a_unit_plants_at_its_progress_path_cannot_wedge_the_run(runtime: R
     notes = {u["itemIndex"]: u["attempts"][-1].get("progress", {}).get("note") for u in logs["units"]}
     assert notes[4] == "last" and notes[5] == "replaced"
     assert all(notes[i] is None for i in range(4))
+
+
+# A `parallel` block's members and a worktree-isolated step are units like any other: watched for
+# silence, ended `stalled` under `on_stall = terminate`, and notified.
+WATCHED = source("""
+    workflow "t" {
+      defaults {
+        stall_after = 1s
+        on_stall = terminate
+      }
+      parallel checks {
+        fail_fast = false
+        step quiet { shell "sleep 600" }
+        step isolated {
+          shell "test -n \\"$AKM_WORKTREE\\" && sleep 600"
+          isolation = worktree
+        }
+      }
+    }
+""")
+
+
+def test_parallel_members_and_worktree_attempts_are_watched_for_silence(runtime: Runtime) -> None:
+    plan = runtime.compile("wf.akm", WATCHED)
+    runtime.write({".gitignore": ".akm/\n"})
+    committed(runtime.root)
+    code, document = runtime.run_json(plan, "--notify-cmd", "cat >> sent.jsonl; echo >> sent.jsonl")
+    assert code == 1, document
+    sent = [json.loads(line) for line in (runtime.root / "sent.jsonl").read_text().splitlines() if line]
+    told = sorted((c["event"], c.get("step", {}).get("stepId", "")) for c in sent)
+    assert told == [("failed", "checks"), ("stalled", "isolated"), ("stalled", "quiet")], told
+    logs = json.loads(runtime.akm("logs", "--format", "json").stdout)
+    reasons = {unit["stepId"]: [a["reason"] for a in unit["attempts"]] for unit in logs["units"]}
+    assert reasons == {"quiet": ["stalled"], "isolated": ["stalled"]}, reasons
+    assert sorted(k for k, _ in _unit_events(runtime, document["runId"])) == ["unit.silent", "unit.silent"]

@@ -475,9 +475,7 @@ def failed_member(*, step: str, reason: str) -> None: ...
 def blocked_member(*, step: str) -> None: ...
 
 
-# The wordings kept in modules of their own for length, imported last; the two last are preflight's
-# and worktree isolation's.
-# -- activity and notifications (akm_run.activity, akm_run.notify)
+# -- activity and notifications (akm_run.activity, akm_run.notify), in its own module for length
 from akm_run.wording_activity import *  # noqa: E402, F403
 
 # The wording of preflight, in its own module for length; imported last, as it was written last.

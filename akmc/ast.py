@@ -287,7 +287,7 @@ class OutputDecl:
 
 @node
 class Section:
-    """A workflow-level block: description, params, outputs, limits or defaults."""
+    """A workflow-level block: description, params, outputs, limits, defaults or notify."""
 
     kind: str
     span: Span
@@ -296,6 +296,7 @@ class Section:
     params: list[Param] = field(default_factory=list)
     outputs: list[OutputDecl] = field(default_factory=list)
     settings: list[Setting | Env] = field(default_factory=list)
+    targets: list[Target] = field(default_factory=list)  # notify
 
 
 @node

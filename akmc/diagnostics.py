@@ -71,6 +71,7 @@ CATALOG: dict[str, Code] = _entries(
     ("W704", "unused suppression"),
     ("W705", "step reads the output of a step that may fail and continue"),
     ("W706", "`max_tokens` is set but no agent unit can run in this workflow or its children"),
+    ("W707", "`stall_after` is not shorter than the step's timeout"),
     ("W708", "shell command runs a workspace file the plan does not freeze"),
 )
 

@@ -44,6 +44,7 @@ _BLOCKS = frozenset(
         "outputs",
         "limits",
         "defaults",
+        "notify",
         "step",
         "parallel",
         "bindings",

@@ -89,6 +89,10 @@ def workspace_files(model: Model, root: Path, report: Report, reads: ReadSet) ->
             if target is not None:
                 loading.target(target)
         loading.env(sm.env)
+    if model.notify is not None:
+        if model.notify.target is not None:
+            loading.target(model.notify.target)
+        loading.env(model.notify.env)
     return loading.loaded
 
 

@@ -15,6 +15,7 @@ from akmc import ast, compose
 from akmc import types as t
 from akmc.compose import Child
 from akmc.load import Frozen, Loaded
+from akmc.notifying import NotifyModel
 from akmc.resolve import Model, Retry, StepModel
 from akmc.typecheck import Typed
 
@@ -131,11 +132,26 @@ def lower(
         plan["outputs"] = outputs
     by_id = {sm.id: sm for sm in model.steps}
     plan["steps"] = [_spine_step(sm, by_id, typed, lowering, children or {}) for sm in model.steps if sm.group is None]
+    if model.notify is not None and model.notify.target is not None:
+        plan["notify"] = _notify(model.notify, lowering)
     plan["sourceReadSet"] = lowering.read_set()
     used = features.used(plan)
     if used:
         plan["features"] = used
     return plan
+
+
+def _notify(notify: NotifyModel, lowering: Lowering) -> pf.Notify:
+    assert notify.target is not None
+    lowered = pf.Notify(on=cast(list[pf.NotifyEvent], notify.on), target=lowering.check(notify.target))
+    env = _env(notify.env)
+    if env:
+        lowered["env"] = env
+    if notify.timeout_ms is not None:
+        lowered["timeoutMs"] = notify.timeout_ms
+    if notify.retry is not None:
+        lowered["retry"] = _retry(notify.retry)
+    return lowered
 
 
 def _params(model: Model, typed: Typed) -> dict[str, pf.Param]:
@@ -247,6 +263,10 @@ def _work(sm: StepModel, lowering: Lowering, children: Mapping[str, Child]) -> p
         step["timeoutMs"] = sm.timeout_ms
     if sm.max_tokens is not None:
         step["maxTokens"] = sm.max_tokens
+    if sm.stall_after_ms is not None:
+        step["stallAfterMs"] = sm.stall_after_ms
+        if sm.on_stall == "terminate":
+            step["onStall"] = "terminate"
     env = _env(sm.env)
     if env:
         step["env"] = env

@@ -5,91 +5,20 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from akm_run.durations import format_ms
 from akm_run.numbers import normal
 from akm_run.planformat import MAX_MEMBERS, MAX_OUTPUTS, MAX_PARAMS, MAX_STEPS, NAME
 from akmc import ast, messages
 from akmc.diagnostics import Report, did_you_mean, position
+from akmc.model import Model as Model
+from akmc.model import StepModel as StepModel
+from akmc.notifying import check_notify
 from akmc.records import build, field, record
-from akmc.settings import DEFAULT_CONCURRENCY, HOME, HONOURED, WHY_NOT, check_settings
+from akmc.settings import DEFAULT_CONCURRENCY, HOME, WHY_NOT, check_settings
 from akmc.settings import Retry as Retry  # lowering reads a step's policy from the model
 from akmc.spans import keyword
 
 SECRET_NAME = NAME
-
-
-@record
-class StepModel:
-    """One step after structural checks; `kind` is None when the step is unusable. `index` is its
-    place among every step in source order (a `parallel` block before its members); `spine` its
-    place on the spine (a member shares its block's), `group` the block a member stands in."""
-
-    step: ast.Step
-    index: int
-    kind: str | None = None
-    spine: int = 0
-    group: str | None = None
-    members: list[str] = field(default_factory=list)  # a `parallel` block's, in source order
-    block_concurrency: int | None = None  # a `parallel` block's `concurrency`, when set
-    target: ast.Target | None = None
-    map: ast.MapBlock | None = None
-    route: ast.RouteBlock | None = None
-    gate_check: ast.Target | None = None
-    max_loops: int = 1
-    has_gate: bool = False
-    env: dict[str, ast.EnvEntry] = field(default_factory=dict)
-    inputs: list[ast.Reference] = field(default_factory=list)
-    output: ast.TypeExpr | None = None
-    timeout_ms: int | None = None
-    retry: Retry | None = None
-    on_error: str | None = None
-    isolation: str | None = None  # "worktree", or None: the attempts run in the workdir
-    concurrency: int = DEFAULT_CONCURRENCY
-    max_tokens: int | None = None
-    fail_fast: bool = True  # a map's: `false` runs every item whatever its siblings do (operations.md D3)
-
-    @property
-    def id(self) -> str:
-        return self.step.id.text
-
-    @property
-    def target_kind(self) -> str | None:
-        """The kind that decides which settings the step honours (see HONOURED); None when unusable."""
-        if self.kind in ("route", "parallel"):
-            return self.kind
-        if self.target is None:
-            return None
-        return self.target.kind if self.target.kind in ("uses", "approval") else "unit"
-
-    def honours(self, setting: str) -> bool:
-        kind = self.target_kind
-        if kind is None:
-            return True  # an unusable step is reported already; do not pile on
-        if setting == "max_tokens":  # only an agent reports usage (a map honours it over `agent`)
-            return self.target is not None and self.target.kind == "agent"
-        return setting in HONOURED[kind] or (setting in ("concurrency", "fail_fast") and self.kind == "map")
-
-
-@record
-class Model:
-    workflow: ast.Workflow
-    description: ast.Text | None = None
-    params: dict[str, ast.Param] = field(default_factory=dict)
-    outputs: dict[str, ast.OutputDecl] = field(default_factory=dict)
-    steps: list[StepModel] = field(default_factory=list)
-    index: dict[str, int] = field(default_factory=dict)
-    concurrency: int = DEFAULT_CONCURRENCY
-    max_units: int | None = None
-    max_tokens: int | None = None
-    timeout_ms: int | None = None
-    default_max_tokens: int | None = None
-    exclusive: bool | ast.Reference | None = None  # `limits { exclusive = true | params.NAME }`
-    default_timeout_ms: int | None = None
-    default_retry: Retry | None = None
-    default_on_error: str | None = None
-    default_isolation: str | None = None
-    default_env: dict[str, ast.EnvEntry] = field(default_factory=dict)
-    # (reference, reader index, whether `item` may stand there): every reference, wherever it stands
-    references: list[tuple[ast.Reference, int, bool]] = field(default_factory=list)
 
 
 def resolve(workflow: ast.Workflow, report: Report) -> Model:
@@ -138,6 +67,12 @@ def _sections(model: Model, report: Report) -> None:
                 model.references.append((output.source, len(model.workflow.every_step()), False))
         elif section.kind == "limits":
             _limits(model, section, report)
+        elif section.kind == "notify":
+            env: dict[str, ast.EnvEntry] = {}
+            for entry in section.settings:
+                if isinstance(entry, ast.Env):
+                    _env(entry, env, report)
+            model.notify = check_notify(section, env, report)
         else:
             _defaults(model, section, report)
 
@@ -171,6 +106,8 @@ def _defaults(model: Model, section: ast.Section, report: Report) -> None:
     model.default_max_tokens = values.get("max_tokens")
     model.default_retry = values.get("retry")
     model.default_on_error = values.get("on_error")
+    model.default_stall_after_ms = values.get("stall_after")
+    model.default_on_stall = values.get("on_stall")
     model.default_isolation = values.get("isolation")
     for env in section.settings:
         if isinstance(env, ast.Env):
@@ -263,6 +200,7 @@ def _step(model: Model, step: ast.Step, index: int, report: Report, spine: int, 
             values[name] = value
     _honoured(sm, [*items.settings, *map_settings], items.env, items.gate, report)
     _settle(model, sm, values)
+    _stall(model, sm, values, [*items.settings, *map_settings], report)
     _step_references(model, sm)
     return sm
 
@@ -320,6 +258,25 @@ def _settle(model: Model, sm: StepModel, values: dict[str, Any]) -> None:
     sm.fail_fast = values.get("fail_fast", True) if sm.kind == "map" else True
     if sm.honours("env"):
         sm.env = {**model.default_env, **sm.env}
+
+
+def _stall(model: Model, sm: StepModel, values: dict[str, Any], own: list[ast.Setting], report: Report) -> None:
+    """The step's `stall_after` and `on_stall` (its own, else the defaults'): E207 for its own `on_stall`
+    without a `stall_after`, W707 when the hint could never fire before the (step's, else run's) timeout."""
+    if not sm.honours("stall_after"):
+        return
+    sm.stall_after_ms = values.get("stall_after", model.default_stall_after_ms)
+    on_stall = values.get("on_stall", model.default_on_stall)
+    spans = {s.name.text: s for s in own}
+    if sm.stall_after_ms is None:
+        if "on_stall" in spans:
+            report.add(messages.on_stall_alone(), spans["on_stall"].name.span)
+        return
+    sm.on_stall = "terminate" if on_stall == "terminate" else None
+    timeout = sm.timeout_ms if sm.timeout_ms is not None else model.timeout_ms
+    if timeout is not None and sm.stall_after_ms >= timeout and "stall_after" in spans:
+        stall, limit = format_ms(sm.stall_after_ms), format_ms(timeout)
+        report.add(messages.stall_after_timeout(stall=stall, timeout=limit), spans["stall_after"].value.span)
 
 
 def _step_references(model: Model, sm: StepModel) -> None:

@@ -1,12 +1,21 @@
-"""Settings (`timeout`, `retry`, `on_error`, `isolation`, `concurrency`, `fail_fast`, `max_loops`, `max_units`,
-`max_tokens`): where each may stand, which step kinds honour it, and its value checked and normalised
+"""Settings (`timeout`, `retry`, `on_error`, `stall_after`, `on_stall`, `isolation`, `concurrency`, `fail_fast`,
+`max_loops`, `max_units`, `max_tokens`): where each may stand, which step kinds honour it, and its value checked and normalised
 (E207, E601, W703)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from akm_run.planformat import MAX_CONCURRENCY, MAX_LOOPS, MAX_RETRY, MAX_TIMEOUT_MS, RETRY_REASONS
+from akm_run.planformat import (
+    MAX_CONCURRENCY,
+    MAX_LOOPS,
+    MAX_RETRY,
+    MAX_TIMEOUT_MS,
+    MIN_STALL_MS,
+    NOTIFY_EVENTS,
+    RETRY_DEFAULT_ON,
+    RETRY_REASONS,
+)
 from akmc import ast, messages
 from akmc.diagnostics import Report, did_you_mean, position
 from akmc.records import build, record
@@ -14,14 +23,16 @@ from akmc.records import build, record
 DEFAULT_CONCURRENCY = 4
 
 # Where each setting may stand.
-STEP_SETTINGS = {"timeout", "retry", "on_error", "isolation", "max_tokens"}
+STEP_SETTINGS = {"timeout", "retry", "on_error", "stall_after", "on_stall", "isolation", "max_tokens"}
+ON_STALL = ("warn", "terminate")
 PLACES = {
     "step": STEP_SETTINGS | {"fail_fast"},  # `fail_fast` only on a map step (E207 elsewhere)
     "defaults": STEP_SETTINGS,
-    "map": {"concurrency", "timeout", "retry", "fail_fast", "isolation", "max_tokens"},
+    "map": {"concurrency", "timeout", "retry", "stall_after", "on_stall", "fail_fast", "isolation", "max_tokens"},
     "gate": {"max_loops"},
     "parallel": {"concurrency", "fail_fast", "on_error"},
     "limits": {"concurrency", "max_units", "timeout", "exclusive", "max_tokens"},
+    "notify": {"on", "timeout", "retry"},
 }
 HOME = {
     "timeout": "a step, a `map` block, `defaults` or `limits`",
@@ -29,6 +40,8 @@ HOME = {
     # Worded as the second edition worded them (their golden messages are pinned): a `parallel`
     # block takes `on_error` and `concurrency` too, as the language reference says.
     "on_error": "a step or `defaults`",
+    "stall_after": "a step, a `map` block or `defaults`",
+    "on_stall": "a step, a `map` block or `defaults`",
     "isolation": "a step, a `map` block or `defaults`",
     "concurrency": "a `map` block or `limits`",
     "fail_fast": "a `map` block or its step, or a `parallel` block",
@@ -42,7 +55,7 @@ HOME = {
 # its target's kind (shell, script and agent are "unit"), or "route"; a `map` step honours what its
 # target's kind honours, plus `concurrency`.
 HONOURED = {
-    "unit": {"timeout", "retry", "on_error", "isolation", "env", "gate"},
+    "unit": {"timeout", "retry", "on_error", "stall_after", "on_stall", "isolation", "env", "gate"},
     "uses": {"on_error", "gate"},
     "approval": {"on_error"},
     "route": {"on_error"},
@@ -55,6 +68,10 @@ WHY_NOT = {
     ("approval", "timeout"): "an approval waits for a person, not a process",
     ("approval", "retry"): "an approval runs no process that could be retried",
     ("approval", "gate"): "an approval runs no process that a check could re-run",
+    ("uses", "stall_after"): "set `stall_after` on the child's own steps",
+    ("uses", "on_stall"): "set `on_stall` on the child's own steps",
+    ("approval", "stall_after"): "an approval waits for a person, not a process",
+    ("approval", "on_stall"): "an approval waits for a person, not a process",
     ("uses", "isolation"): "set `isolation` on the child's own steps: they run in worktrees of this run's base commit",
     ("approval", "isolation"): "an approval runs no process that could run in a worktree",
     ("route", "isolation"): "a route runs no process that could run in a worktree",
@@ -101,6 +118,7 @@ def _misplaced(setting: ast.Setting, place: str, report: Report) -> None:
         "defaults": "`defaults`",
         "map": "a `map` block",
         "gate": "a `gate` block",
+        "notify": "`notify`",
         "parallel": "a `parallel` block",
     }.get(place, f"`{place}`")
     if name in HOME:
@@ -120,6 +138,15 @@ def _setting_value(setting: ast.Setting, place: str, report: Report) -> Any:
         value = ast.Word(value.text, value.span)
     if name == "timeout":
         return _duration(value, name, report)
+    if name == "stall_after":
+        return _stall_after(value, report)
+    if name == "on":
+        return _notify_on(value, report)
+    if name == "on_stall":
+        if isinstance(value, ast.Word) and value.text in ON_STALL:
+            return value.text
+        report.add(messages.on_stall_value(), value.span, help=_word_hint(value, ON_STALL))
+        return None
     if name == "on_error":
         if isinstance(value, ast.Word) and value.text in ("fail", "continue"):
             return value.text
@@ -184,9 +211,36 @@ def _duration(value: ast.Value, name: str, report: Report) -> int | None:
     return value.ms
 
 
+def _notify_on(value: ast.Value, report: Report) -> list[str] | None:
+    """`notify { on = [...] }`: a non-empty list of event names, sorted and unique."""
+    names = ", ".join(NOTIFY_EVENTS)
+    items = value.items if isinstance(value, ast.ListValue) else None
+    if not items or not all(isinstance(i, ast.Word) for i in items):
+        report.add(messages.notify_on_list(events=names), value.span)
+        return None
+    events: set[str] = set()
+    for item in items:
+        assert isinstance(item, ast.Word)
+        if item.text in NOTIFY_EVENTS:
+            events.add(item.text)
+        else:
+            help_text = did_you_mean(item.text, set(NOTIFY_EVENTS))
+            report.add(messages.unknown_notify_event(event=item.text, events=names), item.span, help=help_text)
+    return sorted(events) or None
+
+
+def _stall_after(value: ast.Value, report: Report) -> int | None:
+    ms = _duration(value, "stall_after", report)
+    if ms is not None and ms < MIN_STALL_MS:
+        assert isinstance(value, ast.Duration)
+        report.add(messages.stall_after_too_short(duration=value.text), value.span)
+        return None
+    return ms
+
+
 def _retry(value: ast.Value, report: Report) -> Retry | None:
     if isinstance(value, ast.Literal) and isinstance(value.value, int) and not isinstance(value.value, bool):
-        return _retry_max(value.value, value.span, report, list(RETRY_REASONS), None)
+        return _retry_max(value.value, value.span, report, list(RETRY_DEFAULT_ON), None)
     if not isinstance(value, ast.ObjectValue):
         report.add(messages.retry_value(), value.span)
         return None
@@ -201,7 +255,7 @@ def _retry(value: ast.Value, report: Report) -> Retry | None:
     if not isinstance(maximum, ast.Literal) or not isinstance(maximum.value, int) or isinstance(maximum.value, bool):
         report.add(messages.retry_max_integer(), maximum.span)
         return None
-    reasons: list[str] = list(RETRY_REASONS)
+    reasons: list[str] = list(RETRY_DEFAULT_ON)
     if "on" in entries:
         on = entries["on"][1]
         items = on.items if isinstance(on, ast.ListValue) else None

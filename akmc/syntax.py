@@ -182,6 +182,10 @@ class _Builder:
     def defaults(self, span: ast.Span, c: list[Any]) -> ast.Section:
         return self._section("defaults", span, settings=c)
 
+    def notify(self, span: ast.Span, c: list[Any]) -> ast.Section:
+        targets = [x for x in c if isinstance(x, ast.Target)]
+        return self._section("notify", span, settings=[x for x in c if not isinstance(x, ast.Target)], targets=targets)
+
     def param(self, span: ast.Span, c: list[Any]) -> ast.Param:
         name, type_, default, desc = c
         return ast.Param(self._ident(name), type_, default, self._strlit(desc) if desc is not None else None, span)

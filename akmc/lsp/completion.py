@@ -8,6 +8,7 @@ from typing import Any
 
 from lsprotocol import types as lsp
 
+from akm_run.planformat import NOTIFY_EVENTS, RETRY_REASONS
 from akmc import ast
 from akmc import types as t
 from akmc.diagnostics import Report
@@ -16,7 +17,7 @@ from akmc.spans import Span
 from akmc.typecheck import type_of
 from akmc.workspace import discover, ref_of
 
-SECTIONS = ["description", "params", "outputs", "limits", "defaults", "step", "parallel"]
+SECTIONS = ["description", "params", "outputs", "limits", "defaults", "notify", "step", "parallel"]
 TARGETS = ["shell", "script", "agent", "uses", "approval"]
 KEYWORDS = {
     "workflow": SECTIONS,
@@ -31,21 +32,37 @@ KEYWORDS = {
         "timeout",
         "retry",
         "on_error",
+        "stall_after",
+        "on_stall",
         "fail_fast",
         "isolation",
         "max_tokens",
     ],
-    "map": [*TARGETS, "concurrency", "fail_fast", "timeout", "retry", "isolation", "max_tokens", "env"],
+    "map": [
+        *TARGETS,
+        "concurrency",
+        "fail_fast",
+        "timeout",
+        "retry",
+        "stall_after",
+        "on_stall",
+        "isolation",
+        "max_tokens",
+        "env",
+    ],
     "gate": ["check", "max_loops"],
     "parallel": ["step", "concurrency", "fail_fast", "on_error"],
     "limits": ["concurrency", "max_units", "timeout", "exclusive", "max_tokens"],
-    "defaults": ["timeout", "retry", "on_error", "isolation", "max_tokens", "env"],
+    "defaults": ["timeout", "retry", "on_error", "stall_after", "on_stall", "isolation", "max_tokens", "env"],
+    "notify": ["on", "shell", "script", "env", "timeout", "retry"],
 }
-VALUES = {
+VALUES: dict[str, list[str]] = {
     "on_error": ["fail", "continue"],
+    "on_stall": ["warn", "terminate"],
     "fail_fast": ["true", "false"],
     "isolation": ["worktree", "none"],
-    "on": ["exit", "timeout", "spawn_error", "output_invalid"],
+    "on": list(RETRY_REASONS),  # retry's
+    "notify.on": list(NOTIFY_EVENTS),
 }
 TYPE_NAMES = ["string", "int", "number", "bool", "null", "any", "list", "map"]
 
@@ -95,7 +112,7 @@ def block_at(text: str, offset: int) -> tuple[str, str]:
         ("uses", r'\buses\s+"([^"\n]*)"\s*$'),
         ("map", r"\bmap\s+[^{}=]*$"),
         ("route", r"\broute\s+[^{}=]*$"),
-        ("section", r"\b(params|outputs|limits|defaults|gate|env)\s*$"),
+        ("section", r"\b(params|outputs|limits|defaults|notify|gate|env)\s*$"),
     ]
     for kind, pattern in patterns:
         match = re.search(pattern, head)
@@ -134,7 +151,8 @@ def completions(text: str, offset: int, analysis: Analysis | None) -> list[lsp.C
     if re.search(r'\buses\s+"([^"]*)$', line):
         return _refs(analysis)
     if match := re.search(rf"\b({_NAME})\s*=\s*\[?(?:{_NAME}\s*,\s*)*({_NAME})?$", line):
-        return [_item(v, lsp.CompletionItemKind.EnumMember) for v in VALUES.get(match.group(1), [])]
+        setting = "notify.on" if (block, match.group(1)) == ("notify", "on") else match.group(1)
+        return [_item(v, lsp.CompletionItemKind.EnumMember) for v in VALUES.get(setting, [])]
     if re.search(rf"^\s*{_NAME}\s*\??\s*:\s*({_NAME})?$", line) and block in ("params", "outputs", "step", "value"):
         return [_item(n, lsp.CompletionItemKind.TypeParameter) for n in TYPE_NAMES]
     if not re.fullmatch(rf"(?:.*\s)?({_NAME})?", line) or re.search(r"[=:.\[(,]\s*$", line):

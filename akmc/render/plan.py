@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from akm_run.needs import notifier
 from akm_run.needs import summary as needs_of
 from akmc.render.characters import visible
 from akmc.render.summary import binding_text, duration, limits_text, schema_text, value
@@ -114,6 +115,8 @@ def step_lines(step: dict[str, Any], indent: str, number: str = "") -> list[str]
         lines.append(f"{sub}max_tokens: {step['maxTokens']:,}")
     if "retry" in step:
         lines.append(f"{sub}retry: {retry_text(step['retry'])}")
+    if "stallAfterMs" in step:
+        lines.append(f"{sub}stall_after: {duration(step['stallAfterMs'])}, on_stall {step.get('onStall', 'warn')}")
     lines.append(f"{sub}on_error: {step['onError']}")
     if "isolation" in step:
         lines.append(
@@ -158,13 +161,29 @@ def head_lines(plan: dict[str, Any], indent: str) -> list[str]:
     outputs = plan.get("outputs", {})
     lines.append(f"{indent}outputs:" + ("" if outputs else " none (exports runId, status)"))
     lines += [f"{indent}  {output_line(name, o)}" for name, o in outputs.items()]
+    if "notify" in plan:
+        lines += notify_lines(plan["notify"], indent)
+    return lines
+
+
+def notify_lines(notify: dict[str, Any], indent: str) -> list[str]:
+    """The `notify` section: its events, its notifier and how it is bounded."""
+    lines = [f"{indent}notify: on {', '.join(notify['on'])}  [{notify['target']['kind']}]"]
+    lines += target_lines(notify["target"], indent + "  ")
+    if "timeoutMs" in notify:
+        lines.append(f"{indent}  timeout: {duration(notify['timeoutMs'])}")
+    if "retry" in notify:
+        lines.append(f"{indent}  retry: {retry_text(notify['retry'])}")
+    if "env" in notify:
+        lines.append(f"{indent}  env:")
+        lines += [f"{indent}    {env_line(entry)}" for entry in notify["env"]]
     return lines
 
 
 def needs_lines(plan: dict[str, Any], indent: str) -> list[str]:
     """What a host must provide to run the plan and its children, as `akm-run preflight` checks it."""
-    found = needs_of(plan)
-    if not found:
+    found, notified = needs_of(plan), notifier(plan)
+    if not found and not notified:
         return [f"{indent}needs: nothing from the host"]
     lines = [f"{indent}needs:"]
     if "secret" in found:
@@ -177,6 +196,9 @@ def needs_lines(plan: dict[str, Any], indent: str) -> list[str]:
         lines.append(f"{indent}  interpreters: {', '.join(visible(i) for i in found['interpreter'])}")
     if "git" in found:
         lines.append(f"{indent}  a git work tree")
+    if notified:  # the notify section's: secrets HOOK; program curl
+        said = "; ".join(f"{key} {', '.join(visible(n) for n in names)}" for key, names in notified.items())
+        lines.append(f"{indent}  notifier: {said}")
     return lines
 
 

@@ -263,7 +263,9 @@ class Attempts:
             self.scratch,
             dispatch,
             unit.width,
-            None if left is None else left.tokens,
+            max_tokens=None if left is None else left.tokens,
+            stall_after_ms=unit.step.get("stallAfterMs"),
+            on_stall=unit.step.get("onStall"),
             isolated="isolation" in unit.step and not unit.gate_check,  # a gate's check runs in the workdir
         )
         while not self.slots.acquire(timeout=0.05):

@@ -17,38 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from akm_run import console, strictjson, wording
+from akm_run import console, wording
 from akm_run.journal import Journal
 from akm_run.rows import RunRow
+from akm_run.usagelines import MAX_LINE_BYTES as MAX_LINE_BYTES
+from akm_run.usagelines import Usage as Usage
+from akm_run.usagelines import usage_of as usage_of
 
-MAX_LINE_BYTES = 4096  # a line of the progress channel, as D6 bounds it
 _READ_BYTES = 1 << 20  # at most this much of the file is read per look, so a flood cannot stall a drive
-
-
-@dataclass(frozen=True, slots=True)
-class Usage:
-    """One usage report: the tokens counted and every field as the unit reported it."""
-
-    tokens: int
-    fields: dict[str, Any]
-
-
-def usage_of(line: bytes) -> Usage | None:
-    """The usage a line of the progress channel reports, or None when it is not a valid usage line:
-    a strict JSON object `{"usage": {...}}` of at most 4 KiB whose `usage` holds `input_tokens` and
-    `output_tokens` as integers ≥ 0 (further fields are kept as they are)."""
-    if len(line) > MAX_LINE_BYTES:
-        return None
-    try:
-        value = strictjson.loads(line.decode("utf-8"), max_depth=8)
-    except (UnicodeDecodeError, ValueError):  # json.JSONDecodeError and NotStrict are ValueErrors
-        return None
-    if not isinstance(value, dict) or list(value) != ["usage"] or not isinstance(value["usage"], dict):
-        return None
-    usage = value["usage"]
-    counts = [usage.get("input_tokens"), usage.get("output_tokens")]
-    tokens = [n for n in counts if isinstance(n, int) and not isinstance(n, bool) and n >= 0]
-    return Usage(sum(tokens), usage) if len(tokens) == 2 else None
 
 
 def tokens_of(usage: Mapping[str, Any] | None) -> int:

@@ -140,6 +140,7 @@ def logs_options(logs: argparse.ArgumentParser) -> None:
     logs.add_argument("step", metavar="STEP", nargs="?", help="only this step's units")
     logs.add_argument("--unit", type=int, metavar="N", help="only map item N (0 for a step's single unit)")
     logs.add_argument("--attempt", type=int, metavar="N", help="only attempt N of each unit")
+    logs.add_argument("--notifications", action="store_true", help="the run's notifications and their delivery")
     logs.add_argument("--format", choices=("text", "json"), default="text")
 
 
@@ -171,6 +172,7 @@ def plan_options(sub: argparse.ArgumentParser) -> None:
     signed(sub)
     sub.add_argument("--workdir", type=Path, help="the units' working directory (default: the run's, else .)")
     sub.add_argument("--agent-cmd", help="the agent command (default: the run's, else $AKM_AGENT_CMD)")
+    sub.add_argument("--notify-cmd", help="run this on blocked, failed, stalled (default: $AKM_RUN_NOTIFY_CMD)")
 
 
 def preflight_options(check: argparse.ArgumentParser, skipped_by: tuple[argparse.ArgumentParser, ...]) -> None:
@@ -218,6 +220,8 @@ def worker_options(worker: argparse.ArgumentParser) -> None:
     worker.add_argument("--poll", default="1s", metavar="DUR", help="how often to look for work (default 1s)")
     grace = "on SIGTERM, how long the work in flight may take to finish (default 30s)"
     worker.add_argument("--grace", default="30s", metavar="DUR", help=grace)
+    notify = "the notifier of the runs this worker drives that have none (default: $AKM_RUN_NOTIFY_CMD)"
+    worker.add_argument("--notify-cmd", metavar="CMD", help=notify)
 
 
 STATE_DIR_HELP = (

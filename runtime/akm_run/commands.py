@@ -25,6 +25,7 @@ from akm_run.hints import Hints
 from akm_run.identity import new_run_id
 from akm_run.isolation import publishing_base
 from akm_run.locks import LockHeld
+from akm_run.notify import deliver, remember, show
 from akm_run.params import ParamsError, collect
 from akm_run.plan import PlanError, plan_hash
 from akm_run.rows import RunRow, StepRow
@@ -87,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
         if isinstance(published, int):
             return published
         store, run_id, workdir, agent_cmd = published
+        remember(store, run_id, args.notify_cmd)
     else:
         if shared is None and (directory / "state.db").exists():
             refused = preflighting.state_refusal(args, args.target) if checking else _unwritable(directory)
@@ -100,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
         if args.param or args.params_file or args.signature:
             return fail(wording.fixed_when_published())
         store, run_id = store_or_none, row.id
+        remember(store, run_id, args.notify_cmd, row.notify_cmd)
         if args.expect_hash and row.plan_hash != args.expect_hash:
             return fail(wording.run_hash_differs(run=run_id, plan_hash=row.plan_hash, expected=args.expect_hash))
         if (
@@ -125,8 +128,7 @@ def run(args: argparse.Namespace) -> int:
 def _publish(
     args: argparse.Namespace, path: Path, signers: Path | None, checking: bool
 ) -> tuple[Store, str, Path, str | None] | int:
-    """Publish a plan file as a new run: its store, run id, workdir and agent command, or the exit
-    code after saying why nothing was published (a failed preflight, when `checking`, among them)."""
+    """Publish a plan file as a new run (its store, id, workdir, agent command), or say why not: exit code."""
     admitted = _admit(path, args.expect_hash, signers, args.signature)
     if not isinstance(admitted, Admitted):  # refused before anything is written or started
         return admitted
@@ -302,6 +304,8 @@ def logs(args: argparse.Namespace) -> int:
     steps = [s.step_id for s in store.steps(row.id)]
     if args.step is not None and args.step not in steps:
         return fail(wording.no_step(run=row.id, step=args.step, steps=", ".join(steps)))
+    if args.notifications:  # the deliveries, not the attempts
+        return show(store, row, args.format)
     document = report.logs_document(store, row, args.step, args.unit, args.attempt)
     emit(document, report.logs_text(document), args.format)
     return exitcodes.COMPLETED
@@ -457,6 +461,7 @@ def abandon(args: argparse.Namespace) -> int:
     def give_up(store: Store, row: RunRow) -> int:
         running = store.interrupted_attempts(row.id)  # no driver: on the pool, they may run on a worker
         if operations.abandon(store, row):
+            deliver(store, row.id, hints_for(args))
             if (shared := _shared(args)) is not None and running:
                 from akm_run import drives  # DBOS (PG_IMPORT)
 
@@ -473,17 +478,6 @@ def abandon(args: argparse.Namespace) -> int:
     return _locked(args, give_up, trusted=False)  # stopping a run needs no trust in its plan
 
 
-def verify(args: argparse.Namespace) -> int:
-    signers = allowed_signers(args.allowed_signers)
-    if args.signature is not None and signers is None:
-        return fail(wording.signature_needs_signers())
-    admitted = _admit(args.plan, args.expect_hash, signers, args.signature)
-    if not isinstance(admitted, Admitted):
-        return admitted
-    print(admitted.summary(args.plan))
-    return exitcodes.COMPLETED
-
-
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "run": run,
     "status": status,
@@ -492,7 +486,6 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "resume": resume,
     "approve": approve,
     "abandon": abandon,
-    "verify": verify,
     "events": events,
     "worker": serving.worker,
     "prune": lambda args: pruning.prune(_open(args), state_dir(args), args),

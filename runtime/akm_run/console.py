@@ -8,6 +8,7 @@ import os
 import re
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -85,3 +86,8 @@ def emit(document: dict[str, Any], text: str, fmt: str) -> None:
 def on_signals(handler: Any) -> None:
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, handler)
+
+
+def iso(seconds: float) -> str:
+    """A time as every document prints it: UTC, ISO 8601, to the second."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))

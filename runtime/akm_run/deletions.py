@@ -15,7 +15,7 @@ from typing import NamedTuple
 from akm_run.database import Database
 
 # The tables whose rows belong to one run (`run_id`), children before the rows they refer to.
-RUN_TABLES = ("attempts", "units", "steps", "signatures")
+RUN_TABLES = ("attempts", "units", "steps", "signatures", "notifications")
 
 # A run and its descendants, parents before children (runs_by_parent).
 TREE = (

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from akm_run import children, isolation, units
 from akm_run import planformat as pf
+from akm_run.activity import Board
 from akm_run.core import DriveResult, End, Placement
 from akm_run.hints import Hints
 from akm_run.journal import Journal
@@ -37,6 +38,8 @@ class Request:
     dispatch_id: str = ""  # the attempt's dispatch id (identity.dispatch_id; also in the context)
     width: int = 1  # how many units of its step may run at once (a map's concurrency; 1 for a single unit)
     max_tokens: int | None = None  # the smallest token budget left over the unit (budgets.remaining)
+    stall_after_ms: int | None = None
+    on_stall: str | None = None  # "terminate", else a stall only warns
     isolated: bool = False  # the step says `isolation = worktree`: the attempt runs in its own worktree
 
 
@@ -67,9 +70,12 @@ class ProcessDispatcher:
         settings: Settings,
         abort: threading.Event,
         on_spawn: Callable[[int], None] = lambda pid: None,
+        board: Board | None = None,
     ) -> None:
-        """`on_spawn` learns each attempt's process group once its pid is journaled."""
+        """`on_spawn` learns each attempt's process group once its pid is journaled; `board` journals
+        the attempts' activity (default: a board of its own, at most once a second)."""
         self.journal, self.settings, self.abort, self.on_spawn = journal, settings, abort, on_spawn
+        self.board = board or Board(journal.record_activity)
 
     def dispatch(self, request: Request) -> End:
         if request.isolated:
@@ -85,15 +91,17 @@ class ProcessDispatcher:
             request.timeout_ms,
             workdir,
             self.settings.agent_cmd,
-            request.max_tokens,
-            isolated,
+            max_tokens=request.max_tokens,
+            stall_after_ms=getattr(request, "stall_after_ms", None),  # a request an older worker queued has neither
+            on_stall=getattr(request, "on_stall", None),
+            isolated=isolated,
         )
 
         def spawned(pid: int) -> None:
             self.journal.attempt_process(request.run_id, request.place.journal, request.attempt, pid, host=_host())
             self.on_spawn(pid)
 
-        return units.execute(spec, self.abort, spawned, self.settings.environ, request.scratch)
+        return units.execute(spec, self.abort, spawned, self.settings.environ, request.scratch, self.board)
 
 
 class ChildDispatcher:

@@ -105,6 +105,7 @@ class _Host:
     client: DBOSClient  # enqueues and watches attempts from any thread, outside DBOS's context
     shared_store: PostgresStore  # the unit workflows' journal reads and writes (their pids): see `store`
     attempts: Attempts = field(default_factory=Attempts)  # the attempts running here (akm_run.stopping)
+    notify_cmd: str | None = None  # the notifier of the root runs it drives that have none (--notify-cmd)
     declared: set[str] = field(default_factory=set)
     plans: set[tuple[str, str]] = field(default_factory=set)  # (plan hash, md5 of the stored text) verified
     lock: threading.RLock = field(default_factory=threading.RLock)
@@ -181,6 +182,7 @@ def serve(
     workdir: Path,
     poll_s: float,
     grace_s: float,
+    notify_cmd: str | None = None,
 ) -> int:
     """`akm-run worker`: serve the pool until SIGTERM or SIGINT, then stop gracefully and exit 0."""
     global _HOST
@@ -197,7 +199,7 @@ def serve(
         signal.signal(signum, lambda *_: stop.set())
     state = Path(tempfile.mkdtemp(prefix="akm-worker-"))
     dbos = client(url, pool_size=4 + 2 * concurrency)
-    _HOST = _Host(url, workdir.absolute(), state, worker, dbos, store, Attempts.for_worker(dbos))
+    _HOST = _Host(url, workdir.absolute(), state, worker, dbos, store, Attempts.for_worker(dbos), notify_cmd)
     _HOST.units_queue(1)
 
     def warn() -> None:  # settings of this worker that the pool does not hold (pool.Worker.overridden)
@@ -273,8 +275,11 @@ def _drive_here(host: _Host, args: DriveArgs) -> Outcome:
         row = store.run(args.run_id)
         if row is None:
             return Outcome(code=exitcodes.USAGE, message=f"no run named {args.run_id!r}")
+        notify_cmd = row.notify_cmd
+        if host.notify_cmd and not row.notify_cmd and row.parent_run_id is None:  # remembered, like --agent-cmd
+            store.remember_notifier(args.run_id, notify_cmd := host.notify_cmd)
         workdir, agent_cmd = _settings(row, args)
-        if args.preflight and (refused := _preflight_here(host, store, row, workdir, agent_cmd)) is not None:
+        if args.preflight and (refused := _preflight_here(host, store, row, workdir, (agent_cmd, notify_cmd))):
             return refused
         options = Options(
             host.state,
@@ -310,14 +315,18 @@ def _drive_here(host: _Host, args: DriveArgs) -> Outcome:
 
 
 def _preflight_here(
-    host: _Host, store: PostgresStore, row: RunRow, workdir: Path, agent_cmd: str | None
+    host: _Host, store: PostgresStore, row: RunRow, workdir: Path, commands: tuple[str | None, str | None]
 ) -> Outcome | None:
-    """The worker's own preflight, before the drive dispatches anything: on an error, the run stays
-    active, its journal gets `preflight.failed` with the findings, and `run` exits 5 with them."""
+    """The worker's own preflight (with its agent command and notifier, `commands`), before the drive
+    dispatches anything: on an error, the run stays active, its journal gets `preflight.failed` with
+    the findings, and `run` exits 5 with them."""
     if row.status != "active":
         return None
     here = _workdir(str(workdir), host)
-    checked = preflight.Host(os.environ, here, wording.given_workdir(workdir=here), agent_cmd, None, row.base_commit)
+    agent_cmd, notify_cmd = commands
+    checked = preflight.Host(
+        os.environ, here, wording.given_workdir(workdir=here), agent_cmd, None, row.base_commit, notify_cmd=notify_cmd
+    )
     findings = preflight.check(stored_plan(row), checked, store.steps(row.id))
     if not preflight.failed(findings):
         return None

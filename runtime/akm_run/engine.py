@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from akm_run import children, core, decisions, features, isolation, numbers, progress, units
+from akm_run import children, core, decisions, features, isolation, notify, numbers, progress, units
 from akm_run import planformat as pf
+from akm_run.activity import Beat, Board
 from akm_run.attempts import Attempts, StepStart
 from akm_run.core import Aborted, DriveResult, End, Paused
 from akm_run.decisions import (
@@ -42,6 +43,7 @@ from akm_run.journal import Journal
 from akm_run.plan import PlanError, loads_strict, plan_hash, verify_plan
 from akm_run.progress import Progress
 from akm_run.rows import RunRow
+from akm_run.store import Store
 
 DEFAULT_MAX_CONCURRENCY = 16
 PAUSE_POLL_S = 0.5  # how often a drive looks for a `pause --now`; a plain pause is read before each start
@@ -82,8 +84,18 @@ class Engine:
     def __post_init__(self) -> None:
         options = self.options
         settings = Settings(options.workdir, options.agent_cmd, options.environ, options.hints, options.state_dir)
-        process = self.process or ProcessDispatcher(self.store, settings, self.abort)
+        board = Board(self._activity)
+        process = self.process or ProcessDispatcher(self.store, settings, self.abort, board=board)
         self.dispatcher: Dispatcher = Routing(process, ChildDispatcher(self.store, settings, self.drive))
+
+    def _activity(self, beats: list[Beat]) -> None:
+        """Journal a sample of the units' activity, and show the newest progress frame."""
+        self.store.record_activity(beats)
+        if isinstance(self.store, Store):
+            notify.stalled_soon(self.store, beats, self.options.hints, self.options.environ)
+        frames = [b.progress for b in beats if b.progress is not None]
+        if frames:
+            self.options.progress.activity(frames[-1])
 
     def drive(self, run_id: str) -> DriveResult:
         """Drive a run until it completes, fails, blocks or is aborted. Raises LockHeld when another
@@ -96,10 +108,14 @@ class Engine:
             if self.options.admit is not None:
                 self.options.admit(run)
             if run.status != "active":
-                return settled(run, self.store, self.options.hints)
-            self._reclaim(run_id)
-            isolation.say_if_moved(run, self.options.workdir)
-            return _Drive(self, run, plan).run()
+                result = settled(run, self.store, self.options.hints)
+            else:
+                self._reclaim(run_id)
+                isolation.say_if_moved(run, self.options.workdir)
+                result = _Drive(self, run, plan).run()
+            if run.parent_run_id is None and isinstance(self.store, Store):  # notifications go to the root
+                notify.deliver(self.store, run_id, self.options.hints, self.options.environ)
+            return result
 
     def _reclaim(self, run_id: str) -> None:
         """Attempts left `running` by a crashed driver: stop their leftover processes, mark them.

@@ -102,13 +102,20 @@ def json_line(value: Any) -> str:
 
 def text_line(event: Event, lanes: Lanes, followed: str, origin: float | None) -> str:
     """`22:06:36.120  +0.004s  step.started  collect`: UTC time, offset from the followed run's
-    publication, a child run's ref and id, the kind, the step, unit and attempt, and a failure's reason."""
+    publication, a child run's ref and id, the kind, the step, unit and attempt, a silence, the event a
+    notification told of and its notifier's exit code, and a failure's reason."""
     whole = int(event.at)
     clock = time.strftime("%H:%M:%S", time.gmtime(whole)) + f".{int((event.at - whole) * 1000):03d}"
     offset = f"{event.at - origin:+.3f}s" if origin is not None else "?"
     subject = [s for s in (event.step_id, event.unit_id) if s is not None]
     if isinstance(attempt := event.data.get("attempt"), int):
         subject.append(f"attempt {attempt}")
+    if isinstance(silent := event.data.get("silentMs"), int):  # unit.silent, unit.active
+        subject.append(f"silent {silent / 1000:.1f}s")
+    if isinstance(told := event.data.get("seq"), int):  # notify.*: the event it told of
+        subject.append(f"of event {told}")
+    if isinstance(code := event.data.get("exitCode"), int):
+        subject.append(f"exit {code}")
     for key in ("reason", "by"):
         if isinstance(value := event.data.get(key), str):
             subject.append(f"({value})" if key == "reason" else f"by {value}")

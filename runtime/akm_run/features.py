@@ -19,16 +19,20 @@ from akm_run.planformat import Feature, PlanError
 PLAN_DETECTORS: Mapping[Feature, Callable[[Mapping[str, Any]], bool]] = {
     "exclusive": lambda plan: "exclusive" in plan["limits"],
     "tokens": lambda plan: "maxTokens" in plan["limits"],
+    "notify": lambda plan: "notify" in plan,
 }
 STEP_DETECTORS: Mapping[Feature, Callable[[Mapping[str, Any]], bool]] = {
     "keepGoing": lambda step: step.get("failFast") is False,
     "parallel": lambda step: step["kind"] == "parallel",
+    "stall": lambda step: "stallAfterMs" in step or "onStall" in step,
     "worktree": lambda step: "isolation" in step,
     "tokens": lambda step: "maxTokens" in step,
 }
 
 # The features this runtime honours.
-SUPPORTED: frozenset[Feature] = frozenset({"exclusive", "keepGoing", "parallel", "worktree", "tokens"})
+SUPPORTED: frozenset[Feature] = frozenset(
+    {"exclusive", "keepGoing", "notify", "parallel", "stall", "tokens", "worktree"}
+)
 
 
 def every_step(plan: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:

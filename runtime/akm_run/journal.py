@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
+from akm_run.activity import Beat
 from akm_run.rows import AttemptFailure, AttemptRow, RunRow, StepRow, UnitRow
 from akm_run.trust import Signature
 
@@ -98,6 +99,7 @@ class Journal(Protocol):
         max_units: int | None = None,
     ) -> int: ...
     def attempt_process(self, run_id: str, unit_id: str, attempt: int, pid: int, host: str) -> None: ...
+    def record_activity(self, beats: list[Beat]) -> None: ...
     def set_child_run(self, run_id: str, unit_id: str, child_run_id: str) -> None: ...
     def complete_attempt(
         self,

@@ -151,6 +151,32 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE runs ADD COLUMN tokens_spent INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE runs ADD COLUMN tokens_raised INTEGER NOT NULL DEFAULT 0;
     """,
+    # Unit activity (operations.md D6): when an attempt last showed activity, its latest progress
+    # frame (not a history) and how many of its progress lines were invalid. Notifications (D4):
+    # the host's notifier remembered on the run, and one row per event to deliver, written in the
+    # transaction of the event (so a crash before sending sends on the next drive).
+    """
+    ALTER TABLE attempts ADD COLUMN last_activity_at REAL;
+    ALTER TABLE attempts ADD COLUMN progress_json TEXT;
+    ALTER TABLE attempts ADD COLUMN progress_ignored INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE runs ADD COLUMN notify_cmd TEXT;
+    CREATE TABLE notifications (
+        run_id TEXT NOT NULL REFERENCES runs(id),
+        seq INTEGER NOT NULL,
+        event TEXT NOT NULL CHECK (event IN ('blocked', 'failed', 'completed', 'stalled', 'budget')),
+        dispatch_id TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('pending', 'sending', 'sent', 'failed')),
+        attempts INTEGER NOT NULL DEFAULT 0,
+        exit_code INTEGER,
+        reason TEXT,
+        stderr_tail TEXT,
+        claimed_by TEXT,
+        claimed_at REAL,
+        created_at REAL NOT NULL,
+        sent_at REAL,
+        PRIMARY KEY (run_id, seq)
+    );
+    """,
 )
 
 # PostgreSQL's words where SQLite's differ: DOUBLE PRECISION for REAL (PostgreSQL's REAL is 4 bytes,
@@ -295,6 +321,28 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE runs ADD COLUMN tokens_spent BIGINT NOT NULL DEFAULT 0;
     ALTER TABLE runs ADD COLUMN tokens_raised BIGINT NOT NULL DEFAULT 0;
     """,
+    """
+    ALTER TABLE attempts ADD COLUMN last_activity_at DOUBLE PRECISION;
+    ALTER TABLE attempts ADD COLUMN progress_json TEXT;
+    ALTER TABLE attempts ADD COLUMN progress_ignored INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE runs ADD COLUMN notify_cmd TEXT;
+    CREATE TABLE notifications (
+        run_id TEXT NOT NULL REFERENCES runs(id),
+        seq BIGINT NOT NULL,
+        event TEXT NOT NULL CHECK (event IN ('blocked', 'failed', 'completed', 'stalled', 'budget')),
+        dispatch_id TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('pending', 'sending', 'sent', 'failed')),
+        attempts INTEGER NOT NULL DEFAULT 0,
+        exit_code INTEGER,
+        reason TEXT,
+        stderr_tail TEXT,
+        claimed_by TEXT,
+        claimed_at DOUBLE PRECISION,
+        created_at DOUBLE PRECISION NOT NULL,
+        sent_at DOUBLE PRECISION,
+        PRIMARY KEY (run_id, seq)
+    );
+    """,
 )
 
 EVENT_KINDS = (
@@ -328,6 +376,10 @@ EVENT_KINDS = (
     "budget.exceeded",  # a token budget refused a unit before dispatch or ended an attempt past it
     "budget.unmetered",  # an agent unit under a token budget reported no usage (once per step)
     "budget.raised",  # akm-run resume --extra-tokens raised a run's allowance
+    "unit.silent",  # a running attempt showed no activity for its step's stall_after (once per silent stretch)
+    "unit.active",  # a silent attempt showed activity again
+    "notify.sent",  # a notification was delivered (its notifier exited 0)
+    "notify.failed",  # a notifier failed or timed out; the run is unchanged
 )
 
 

@@ -72,6 +72,43 @@ def interpreter(script: str) -> Interpreter | None:
     return Interpreter(program, names[0] if names else "")
 
 
+# Words a shell command line may start with that name no program on PATH: the shell's keywords and
+# special builtins, which it runs itself.
+SHELL_WORDS = frozenset(
+    {"!", "{", "(", "if", "for", "while", "until", "case", ".", ":", "cd", "eval", "exec", "export", "set", "trap"}
+    | {"unset", "readonly", "shift", "return", "exit", "wait", "umask", "read", "command", "builtin", "local"}
+)
+
+
+def program(command: str) -> str | None:
+    """The program a `/bin/sh -c` command line starts (after any `NAME=value` assignments); None
+    when it names none the host must have (nothing, a shell keyword or builtin, an expansion)."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        words = command.split()
+    while words and "=" in words[0] and words[0].split("=", 1)[0].isidentifier():
+        words = words[1:]
+    if not words or words[0] in SHELL_WORDS or "$" in words[0] or "`" in words[0]:
+        return None
+    return words[0]
+
+
+def notifier(plan: Mapping[str, Any]) -> dict[str, list[str]]:
+    """What the plan's `notify` section needs from the host (nothing without one): its `secrets`, its
+    script's `interpreter`, or the `program` its shell command starts."""
+    section = plan.get("notify")
+    if section is None:
+        return {}
+    found = {"secrets": sorted({e["secret"] for e in section.get("env", []) if e["kind"] == "secret"})}
+    target = section["target"]
+    if target["kind"] == "script" and (named := interpreter(target["text"])) is not None:
+        found["interpreter"] = [named.text()]
+    elif target["kind"] == "shell" and (started := program(target["command"])) is not None:
+        found["program"] = [started]
+    return {key: names for key, names in found.items() if names}
+
+
 def _env_words(words: list[str]) -> list[str]:
     """The words of `env`'s command line after its options (`-S` splits the rest again)."""
     out: list[str] = []

@@ -33,8 +33,15 @@ MAX_TIMEOUT_MS = 24 * 3600 * 1000  # every duration in a plan (timeouts, backoff
 MIN_DURATION_MS = 1
 MAX_RETRY = 10
 MAX_LOOPS = 10
-RetryReason = Literal["exit", "timeout", "spawn_error", "output_invalid"]
-RETRY_REASONS: tuple[RetryReason, ...] = ("exit", "timeout", "spawn_error", "output_invalid")
+RetryReason = Literal["exit", "timeout", "spawn_error", "output_invalid", "stalled"]
+RETRY_REASONS: tuple[RetryReason, ...] = ("exit", "timeout", "spawn_error", "output_invalid", "stalled")
+# What `retry = N` retries on: every reason but `stalled`, which came later and is named explicitly
+# (a plan written before it keeps its bytes and its hash).
+RETRY_DEFAULT_ON: tuple[RetryReason, ...] = ("exit", "timeout", "spawn_error", "output_invalid")
+MIN_STALL_MS = 1000  # `stall_after` lies in [1s, MAX_TIMEOUT_MS]
+NotifyEvent = Literal["blocked", "budget", "completed", "failed", "stalled"]
+NOTIFY_EVENTS: tuple[NotifyEvent, ...] = ("blocked", "budget", "completed", "failed", "stalled")
+OnStall = Literal["terminate"]  # `on_stall`; its default, `warn`, is written as the key's absence
 OnError = Literal["fail", "continue"]
 ON_ERROR: tuple[OnError, ...] = ("fail", "continue")
 # The third-edition constructs a plan may use (`plan.features`, derived by akm_run.features).
@@ -231,6 +238,8 @@ class _Work(_Member):
     timeoutMs: NotRequired[Millis]
     maxTokens: NotRequired[Annotated[int, Range(1, MAX_INT)]]  # per unit, over its attempts (agent only)
     env: NotRequired[Annotated[list[EnvEntry], Items(low=1), SortedBy("name")]]
+    stallAfterMs: NotRequired[Annotated[int, Range(MIN_STALL_MS, MAX_TIMEOUT_MS)]]
+    onStall: NotRequired[OnStall]
     # Each attempt runs in its own git worktree at the run's base commit (shell, script, agent only).
     isolation: NotRequired[Isolation]
 
@@ -290,6 +299,16 @@ WorkStep: TypeAlias = Union[MemberUnit, MemberMap]  # a unit or map step, of the
 AnyStep: TypeAlias = Union[Step, Member]  # a step of the spine or of a block
 
 
+class Notify(TypedDict):
+    """The workflow's `notify` section: which events of a top-level run it is sent, and its notifier."""
+
+    on: Annotated[list[NotifyEvent], Items(1, len(NOTIFY_EVENTS))]  # sorted, unique
+    target: CheckTarget
+    env: NotRequired[Annotated[list[EnvEntry], Items(low=1), SortedBy("name")]]
+    timeoutMs: NotRequired[Millis]
+    retry: NotRequired[Retry]
+
+
 class Param(TypedDict):
     schema: Schema
     default: NotRequired[Any]
@@ -331,6 +350,7 @@ class Plan(TypedDict):
     description: NotRequired[str]
     params: NotRequired[Annotated[dict[Name, Param], Entries(MAX_PARAMS)]]
     outputs: NotRequired[Annotated[dict[Name, Output], Entries(MAX_OUTPUTS)]]
+    notify: NotRequired[Notify]
     # Sorted and unique; the decoder derives the same list from the plan (akm_run.features).
     features: NotRequired[Annotated[list[Feature], Items(1, len(FEATURES))]]
 

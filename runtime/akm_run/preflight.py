@@ -3,8 +3,8 @@
 The checks are a closed list (docs/runtime.md, "Preflight"), kept in CHECKS in the order they are
 reported: one function per check, each reading the plan's needs (akm_run.needs) and the host.
 The checks that come with their own features (`git` for worktrees, `usage` for token budgets,
-`notify` for notifications) are added to CHECKS with those features. A finding names a variable,
-a program, a directory or a commit, never a value.
+`notify` for notifications) are in CHECKS with the rest. A finding names a variable, a program, a
+directory or a commit, never a value.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from akm_run import wording, worktrees
-from akm_run.needs import Interpreter, Need, NeedKind, needs
+from akm_run.needs import Interpreter, Need, NeedKind, interpreter, needs
+from akm_run.needs import program as needs_program
 from akm_run.rows import StepRow
 from akm_run.sqlitestore import writable
 from akm_run.units import DEFAULT_PATH
@@ -59,6 +60,7 @@ class Host:
     state_dir: Path | None = None
     base_commit: str | None = None  # an existing run's: the workdir's repository must hold it
     git: bool = True  # False: the workdir is another host's to check (an existing run on the pool)
+    notify_cmd: str | None = None  # the host's notifier (--notify-cmd, the run's, $AKM_RUN_NOTIFY_CMD)
 
     @property
     def path(self) -> str:
@@ -73,6 +75,7 @@ class Subject:
     needs: list[Need]
     host: Host
     budgeted: bool = False  # the plan or a child it embeds sets `max_tokens`: its features say "tokens"
+    notify: Mapping[str, Any] | None = None  # the plan's `notify` section
 
     def of(self, kind: NeedKind) -> dict[str, Need]:
         """Each distinct name of one kind of need, with the step reported for it: the first that
@@ -130,18 +133,22 @@ def check_agent(subject: Subject) -> Iterable[Finding]:
 
 def check_interpreter(subject: Subject) -> Iterable[Finding]:
     for name, need in subject.of("interpreter").items():
-        found = need.interpreter or Interpreter(name)
-        if not found.program.startswith("/"):
-            message = wording.interpreter_not_absolute(line=found.text())
-        elif (missing := _executable(Path(found.program))) is not None:
-            message = wording.interpreter_missing(program=found.program, why=missing)
-        elif found.via_env == "":
-            message = wording.interpreter_names_nothing(line=found.text())
-        elif found.via_env is not None and shutil.which(found.via_env, path=subject.host.path) is None:
-            message = wording.interpreter_not_on_path(name=found.via_env, line=found.text())
-        else:
-            continue
-        yield _at("interpreter", need, message, wording.fix_the_interpreter())
+        message = _interpreter_missing(need.interpreter or Interpreter(name), subject.host)
+        if message is not None:
+            yield _at("interpreter", need, message, wording.fix_the_interpreter())
+
+
+def _interpreter_missing(found: Interpreter, host: Host) -> str | None:
+    """What is wrong with a script's `#!` line on this host (None: nothing)."""
+    if not found.program.startswith("/"):
+        return wording.interpreter_not_absolute(line=found.text())
+    if (missing := _executable(Path(found.program))) is not None:
+        return wording.interpreter_missing(program=found.program, why=missing)
+    if found.via_env == "":
+        return wording.interpreter_names_nothing(line=found.text())
+    if found.via_env is not None and shutil.which(found.via_env, path=host.path) is None:
+        return wording.interpreter_not_on_path(name=found.via_env, line=found.text())
+    return None
 
 
 def check_workdir(subject: Subject) -> Iterable[Finding]:
@@ -175,14 +182,46 @@ def check_usage(subject: Subject) -> Iterable[Finding]:
         yield _at("usage", need, wording.usage_unmetered(), wording.report_usage(), "info")
 
 
+def check_notify(subject: Subject) -> Iterable[Finding]:
+    """The notifiers a run would be sent to: the host's command, then the plan's `notify` section."""
+    host = subject.host
+    if host.notify_cmd is not None:
+        hint = wording.fix_the_notify_cmd()
+        if _first_word(host.notify_cmd) is None:
+            yield Finding("notify", "error", None, wording.notify_cmd_empty(), hint)
+        elif (started := needs_program(host.notify_cmd)) and (missing := _unresolved(started, host)) is not None:
+            yield Finding("notify", "error", None, wording.notify_cmd_missing(program=started, why=missing), hint)
+    if subject.notify is not None:
+        yield from _notify_section(subject.notify, host)
+
+
+def _notify_section(section: Mapping[str, Any], host: Host) -> Iterable[Finding]:
+    """The plan's notifier, checked as a unit is: its secrets, its script's interpreter, and the
+    program its shell command starts."""
+    for entry in section.get("env", []):
+        if entry["kind"] == "secret" and not host.environ.get(name := entry["secret"]):
+            unset = wording.secret_empty(name=name) if name in host.environ else wording.secret_unset(name=name)
+            yield Finding("notify", "error", NOTIFY, unset, wording.set_the_secret(name=name))
+    target = section["target"]
+    if target["kind"] == "script" and (found := interpreter(target["text"])) is not None:
+        if (message := _interpreter_missing(found, host)) is not None:
+            yield Finding("notify", "error", NOTIFY, message, wording.fix_the_interpreter())
+    elif target["kind"] == "shell" and (program := needs_program(target["command"])) is not None:
+        if (missing := _unresolved(program, host)) is not None:
+            message = wording.notifier_missing(program=program, why=missing)
+            yield Finding("notify", "error", NOTIFY, message, wording.fix_the_notifier(program=program))
+
+
+NOTIFY = "notify"  # the step path of the plan's notify section in a finding
+
+
 def check_state(subject: Subject) -> Iterable[Finding]:
     directory = subject.host.state_dir
     if directory is not None and not writable(directory):
         yield Finding("state", "error", None, wording.state_unwritable(directory=directory), wording.pass_a_state_dir())
 
 
-# The closed list, in the order findings of one step are reported. `notify` (notifications) is
-# added here with that feature.
+# The closed list, in the order findings of one step are reported.
 CHECKS: tuple[tuple[str, Check], ...] = (
     ("secret", check_secret),
     ("passthrough", check_passthrough),
@@ -191,6 +230,7 @@ CHECKS: tuple[tuple[str, Check], ...] = (
     ("workdir", check_workdir),
     ("git", check_git),
     ("usage", check_usage),
+    ("notify", check_notify),
     ("state", check_state),
 )
 ORDER = {name: position for position, (name, _) in enumerate(CHECKS)}
@@ -227,7 +267,8 @@ def check(plan: Mapping[str, Any], host: Host, rows: Iterable[StepRow] | None = 
     spine position, then the member or child path, then the check. With `rows` (an existing run),
     only the steps that can still run are checked."""
     settled = {row.step_id for row in rows or () if row.status in ("completed", "skipped")}
-    subject = Subject(needs(plan, lambda step_id: step_id not in settled), host, "tokens" in plan.get("features", ()))
+    runs = needs(plan, lambda step_id: step_id not in settled)
+    subject = Subject(runs, host, "tokens" in plan.get("features", ()), plan.get("notify"))
     found = [finding for _, each in CHECKS for finding in each(subject)]
     return sorted(found, key=lambda f: (f.place, f.step_path or "", ORDER[f.check]))
 

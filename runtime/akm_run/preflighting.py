@@ -23,10 +23,10 @@ from akm_run.wording import Failure
 
 
 def host(args: argparse.Namespace, row: RunRow | None = None, *, pooled: bool) -> Host:
-    """The host a command checks: its workdir and agent command (the command line's, else the run's,
-    else `.` and $AKM_AGENT_CMD) and, on SQLite, its state directory. On the pool a run's own
-    workdir is the worker's to check (a worker without it runs units in its own workdir), and so is
-    its repository (`git`)."""
+    """The host a command checks: its workdir, agent command and notifier (the command line's, else
+    the run's, else `.`, $AKM_AGENT_CMD and $AKM_RUN_NOTIFY_CMD) and, on SQLite, its state directory.
+    On the pool a run's own workdir is the worker's to check (a worker without it runs units in its
+    own workdir), and so is its repository (`git`)."""
     given: Path | None = getattr(args, "workdir", None)
     if given is not None:
         workdir, named = given.absolute(), wording.given_workdir(workdir=given)
@@ -35,9 +35,16 @@ def host(args: argparse.Namespace, row: RunRow | None = None, *, pooled: bool) -
     else:
         workdir, named = Path(".").absolute(), wording.given_workdir(workdir=".")
     agent_cmd = getattr(args, "agent_cmd", None) or (row.agent_cmd if row is not None else None)
+    notify_cmd = (
+        getattr(args, "notify_cmd", None)
+        or (row.notify_cmd if row is not None else None)
+        or os.environ.get("AKM_RUN_NOTIFY_CMD")
+        or None
+    )
     directory = None if pooled else state_dir(args)
     base = row.base_commit if row is not None else None
-    return Host(os.environ, workdir, named, agent_cmd, directory, base, git=not (pooled and row is not None))
+    git = not (pooled and row is not None)
+    return Host(os.environ, workdir, named, agent_cmd, directory, base, git=git, notify_cmd=notify_cmd)
 
 
 def skipped(args: argparse.Namespace) -> bool:

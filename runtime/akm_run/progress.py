@@ -13,7 +13,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TextIO
+from typing import Any, TextIO
 
 from akm_run.console import escaped
 from akm_run.rows import Event, RunRow
@@ -39,6 +39,9 @@ class Progress:
 
     def step_ended(self, where: str, step_id: str, status: str, seconds: float) -> None:
         """A step completed, failed or blocked in this drive."""
+
+    def activity(self, frame: dict[str, Any]) -> None:
+        """The newest progress frame a unit in flight reported (`{note?, progress?, total?}`)."""
 
     def members(self, where: str, running: int, total: int) -> None:
         """How many members of the `parallel` block at the run's current step are running now."""
@@ -88,6 +91,7 @@ class Live(Progress):
         super().__init__()
         self.stream = stream
         self.runs: dict[str, tuple[str, int, int]] = {}  # per run: (current step, steps done, total); last shown
+        self.frame = ""  # the newest progress frame of a unit in flight, as shown
         self.blocks: dict[str, tuple[int, int]] = {}  # per run at a `parallel` block: (members running, members)
 
     def step_started(self, where: str, step_id: str, done: int, total: int) -> None:
@@ -108,16 +112,27 @@ class Live(Progress):
             self.blocks[where] = (running, total)
             self._draw()
 
+    def activity(self, frame: dict[str, Any]) -> None:
+        with self._lock:
+            shown = [json.dumps(frame["note"], ensure_ascii=False)] if "note" in frame else []
+            if "progress" in frame:
+                shown.append(f"{frame['progress']:g}" + (f"/{frame['total']:g}" if "total" in frame else ""))
+            self.frame = " ".join(shown)
+            self._draw()
+
     def _units_changed(self) -> None:
+        if not self.in_flight:
+            self.frame = ""
         self._draw()
 
     def _draw(self) -> None:
         where, (current, done, total) = next(reversed(self.runs.items()), ("", ("", 0, 0)))
         units = f"{self.in_flight} unit{'s' if self.in_flight != 1 else ''} in flight"
-        at = f"at {current}, {units}"
+        frame = f", {self.frame}" if self.frame else ""
+        at = f"at {current}, {units}{frame}"
         if where in self.blocks:  # `steps 3/8 done, at checks (2 of 3 members running, 5 units in flight)`
             running, members = self.blocks[where]
-            at = f"at {current} ({running} of {members} members running, {units})"
+            at = f"at {current} ({running} of {members} members running, {units}){frame}"
         line = escaped(f"steps {done}/{total} done, {at}")[: _columns(self.stream) - 1]
         self.stream.write(f"\r\033[K{line}")
         self.stream.flush()

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from akm_run.database import Database
-from akm_run.rows import AttemptRow, Event, RunRow, StepRow, UnitRow
+from akm_run.rows import AttemptRow, Event, NotificationRow, RunRow, StepRow, UnitRow
 from akm_run.signing import Signer
 from akm_run.strictjson import dumps
 from akm_run.trust import Signature
@@ -15,11 +15,11 @@ from akm_run.trust import Signature
 RUN_COLUMNS = (
     "id, ref, title, plan_hash, plan_json, params_json, status, current_step, parent_run_id, parent_unit_id, "
     "invocation_key, exported_json, failure_json, notes, units_dispatched, created_at, updated_at, workdir, agent_cmd, "
-    "base_commit, base_repo, paused, tokens_spent, tokens_raised"
+    "notify_cmd, base_commit, base_repo, paused, tokens_spent, tokens_raised"
 )
 ATTEMPT_COLUMNS = (
     "attempt, dispatch_id, status, reason, exit_code, pid, host, stderr_tail, started_at, finished_at, output_json, "
-    "message, worktree, usage_json"
+    "message, last_activity_at, progress_json, progress_ignored, worktree, usage_json"
 )
 UNIT_COLUMNS = (
     "unit_id, step_id, item_index, input_hash, status, output_json, failure_reason, failure_message, child_run_id, "
@@ -187,6 +187,25 @@ class Queries(Database):
             "SELECT at FROM events WHERE run_id = ? AND kind = 'run.published' ORDER BY seq LIMIT 1", (run_id,)
         ).fetchone()
         return None if row is None else float(row[0])
+
+    def notifications(self, run_id: str, *, pending: bool = False) -> list[NotificationRow]:
+        """A root run's notifications in event order (with `pending`, only those not yet delivered:
+        pending, or taken by a sender that may have died)."""
+        rows = self._execute(
+            "SELECT seq, event, dispatch_id, status, attempts, exit_code, reason, stderr_tail, created_at, sent_at, "
+            "claimed_by, claimed_at FROM notifications WHERE run_id = ?"
+            + (" AND status IN ('pending', 'sending')" if pending else "")
+            + " ORDER BY seq",
+            (run_id,),
+        ).fetchall()
+        return [NotificationRow(*r) for r in rows]
+
+    def event_at(self, seq: int) -> tuple[str, str | None, str | None, dict[str, Any], float] | None:
+        """(run id, step id, unit id, data, time) of one event."""
+        row = self._execute(
+            "SELECT run_id, step_id, unit_id, data_json, at FROM events WHERE seq = ?", (seq,)
+        ).fetchone()
+        return None if row is None else (row[0], row[1], row[2], json.loads(row[3]) if row[3] else {}, row[4])
 
     def count_attempts(self, run_id: str) -> int:
         row = self._execute("SELECT COUNT(*) FROM attempts WHERE run_id = ?", (run_id,)).fetchone()

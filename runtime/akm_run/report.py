@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
-from akm_run import budgets, children, kept, lanes, operations, wording
+from akm_run import budgets, children, kept, lanes, notify, operations, running, wording
+from akm_run.console import iso
 from akm_run.core import DriveResult as Result
 from akm_run.hints import Hints
 from akm_run.rows import AttemptRow, RunRow
@@ -16,10 +16,6 @@ from akm_run.trust import signed_by
 ABANDONED = operations.ABANDONED["reason"]
 STEP_GLYPHS = {"completed": "✓", "failed": "✗", "blocked": "⚠", "running": "→", "pending": "·", "skipped": "↷"}
 RUN_GLYPHS = {"completed": "✓", "failed": "✗", "blocked": "⚠", "active": "→"}
-
-
-def iso(seconds: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
 
 
 def _json(value: Any) -> str:
@@ -80,7 +76,8 @@ def _paused_text(held: dict[str, Any], hints: Hints, run_id: str) -> str:
 # -- `akm-run status` ---------------------------------------------------------------------------------
 
 
-def status_document(store: Store, run: RunRow, hints: Hints) -> dict[str, Any]:
+def _run_summary(store: Store, run: RunRow) -> dict[str, Any]:
+    """The `run` object of `status --format json`."""
     summary: dict[str, Any] = {
         "id": run.id,
         "ref": run.ref,
@@ -105,6 +102,11 @@ def status_document(store: Store, run: RunRow, hints: Hints) -> dict[str, Any]:
         summary["paused"] = run.paused
     if (usage := budgets.run_usage(store, run)) is not None:
         summary["usage"] = usage
+    return summary
+
+
+def status_document(store: Store, run: RunRow, hints: Hints) -> dict[str, Any]:
+    summary = _run_summary(store, run)
     steps = []
     order = lanes.plan_order(run)
     rows = sorted(store.steps(run.id), key=lambda r: order.get(r.step_id, (len(order), None))[0])
@@ -115,8 +117,11 @@ def status_document(store: Store, run: RunRow, hints: Hints) -> dict[str, Any]:
             if row.status == "running":
                 row.status = "pending"
                 row.notes = f"Its driver stopped before the step finished; continue with `{hints('run', run.id)}`."
+    flights = running.running_units(store, run, rows)
     for row in rows:
         entry: dict[str, Any] = {"stepId": row.step_id, "status": row.status}
+        if row.step_id in flights:
+            entry["running"] = [f.document(iso, f.commands(run.id, row.step_id, hints)) for f in flights[row.step_id]]
         if row.group is not None:
             entry["group"] = row.group
         own = [u for u in units if u.step_id == row.step_id]
@@ -134,6 +139,10 @@ def status_document(store: Store, run: RunRow, hints: Hints) -> dict[str, Any]:
             entry["paused"] = row.paused
         steps.append(entry)
     document: dict[str, Any] = {"run": summary, "steps": steps}
+    failed = notify.summary(store, run)
+    if failed is not None:
+        failed["line"] = notify.failed_line(store, run, hints)
+        document["notificationFailed"] = failed
     if worktrees := [k.document() for k in kept.kept(store, [run.id])]:
         document["worktrees"] = worktrees
     tree = child_tree(store, run, hints)
@@ -186,27 +195,42 @@ def status_text(document: dict[str, Any]) -> str:
     lines.append("steps:")
     width = max((len(s["stepId"]) for s in document["steps"]), default=0)
     for step in document["steps"]:
-        indent = "    " if "group" in step else "  "  # a `parallel` block's members stand under it
-        line = f"{indent}{STEP_GLYPHS[step['status']]} {step['stepId'].ljust(width)}  {step['status']}"
-        if "failureReason" in step:
-            line += f" ({step['failureReason']})" + (
-                f": {step['failureMessage']}" if step.get("failureMessage") else ""
-            )
-        lines.append((line + _pause_mark(step)).rstrip())
-        if "units" in step:
-            lines += lanes.summary_lines(step["units"], indent + "    ")
-        if step["status"] in ("blocked", "failed", "pending", "skipped") and "notes" in step:
-            lines += [f"{indent}    {note}" for note in step["notes"].splitlines()]
+        lines += _step_lines(step, width)
     lines += [kept.line(entry) for entry in document.get("worktrees", [])]
     if "children" in document:
         lines.append("children:")
         lines += _tree(document["children"], "  ")
+    if "notificationFailed" in document:
+        lines.append(document["notificationFailed"]["line"])
     return "\n".join(lines) + "\n"
 
 
 def _pause_mark(entry: dict[str, Any]) -> str:
     """`‖ paused by NAME` after a paused run's status, or a paused step's (akm-run pause)."""
     return f"   ‖ paused by {entry['paused']['by']}" if "paused" in entry else ""
+
+
+def _step_lines(step: dict[str, Any], width: int) -> list[str]:
+    """A step's lines in `status`: its status, its running units, its map lanes and its notes."""
+    indent = "    " if "group" in step else "  "  # a `parallel` block's members stand under it
+    line = f"{indent}{STEP_GLYPHS[step['status']]} {step['stepId'].ljust(width)}  {step['status']}"
+    if "failureReason" in step:
+        line += f" ({step['failureReason']})" + (f": {step['failureMessage']}" if step.get("failureMessage") else "")
+    units = step.get("running", [])
+    line += _pause_mark(step)
+    if len(units) == 1 and "itemIndex" not in units[0]:  # one unit: its activity on the step's line
+        added, under = running.line(units[0])
+        return [(line + "  " + added.removeprefix("running ")).rstrip(), *(f"{indent}    {h}" for h in under)]
+    lines = [line.rstrip()]
+    for unit in units:
+        added, under = running.line(unit)
+        lines.append(f"{indent}    {added}")
+        lines += [f"{indent}      {hint}" for hint in under]
+    if "units" in step:
+        lines += lanes.summary_lines(step["units"], indent + "    ")
+    if step["status"] in ("blocked", "failed", "pending", "skipped") and "notes" in step:
+        lines += [f"{indent}    {note}" for note in step["notes"].splitlines()]
+    return lines
 
 
 def _why(failure: dict[str, Any] | None) -> str:
@@ -297,6 +321,12 @@ def _attempt(row: AttemptRow, changed: dict[tuple[str, int], int]) -> dict[str, 
         entry["output"] = row.output
     if row.stderr_tail:
         entry["stderrTail"] = row.stderr_tail
+    if row.last_activity_at is not None:
+        entry["lastActivityAt"] = iso(row.last_activity_at)
+    if row.progress is not None:
+        entry["progress"] = row.progress
+    if row.progress_ignored:
+        entry["progressIgnored"] = row.progress_ignored
     if row.worktree is not None:
         entry["worktree"] = {"path": row.worktree, "changedFiles": changed.get((row.unit_id, row.attempt), 0)}
     if row.usage_json is not None:
@@ -322,6 +352,10 @@ def logs_text(document: dict[str, Any]) -> str:
             )
             if "message" in attempt:
                 lines.append(f"    message: {attempt['message']}")
+            if "progress" in attempt:
+                lines.append(f"    progress: {_json(attempt['progress'])}  (last activity {attempt['lastActivityAt']})")
+            if "progressIgnored" in attempt:
+                lines.append(f"    {wording.progress_ignored(count=attempt['progressIgnored'])}")
             if "worktree" in attempt:
                 lines.append(f"    {kept.line(attempt['worktree'])}")
             if "usage" in attempt:

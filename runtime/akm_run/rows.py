@@ -33,6 +33,7 @@ class RunRow:
     updated_at: float
     workdir: str | None  # absolute; None for runs published before it was stored
     agent_cmd: str | None
+    notify_cmd: str | None = None  # the host's notifier (--notify-cmd, $AKM_RUN_NOTIFY_CMD)
     base_commit: str | None = None  # the commit its worktrees check out (worktree isolation), else None
     base_repo: str | None = None  # the root of the repository that commit was read from
     paused_json: str | None = None  # `akm-run pause RUN`: {"by", "now"} (a flag, not a status)
@@ -114,6 +115,9 @@ class AttemptRow:
     finished_at: float | None = None
     output_json: str | None = None
     message: str | None = None
+    last_activity_at: float | None = None  # None: no activity since it started
+    progress_json: str | None = None  # the latest progress frame
+    progress_ignored: int = 0  # invalid progress lines
     worktree: str | None = None  # the kept worktree of this attempt (absolute), until it is removed
     usage_json: str | None = None  # the attempt's last usage report (operations.md D8)
 
@@ -124,6 +128,11 @@ class AttemptRow:
     @property
     def usage(self) -> dict[str, Any] | None:
         return None if self.usage_json is None else dict(json.loads(self.usage_json))
+
+    @property
+    def progress(self) -> dict[str, Any] | None:
+        frame: dict[str, Any] | None = None if self.progress_json is None else json.loads(self.progress_json)
+        return frame
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +145,27 @@ class AttemptFailure:
     output: Any = None
     stderr_tail: str | None = None
     final: bool = True
+
+
+NotificationStatus = Literal["pending", "sending", "sent", "failed"]
+
+
+@dataclass(frozen=True, slots=True)
+class NotificationRow:
+    """One notification of a root run: the event it tells of (by the event's seq) and its delivery."""
+
+    seq: int
+    event: str
+    dispatch_id: str
+    status: NotificationStatus
+    attempts: int
+    exit_code: int | None
+    reason: str | None
+    stderr_tail: str | None
+    created_at: float
+    sent_at: float | None
+    claimed_by: str | None = None  # `host:pid` of the process sending it (status `sending`)
+    claimed_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import socket
 from pathlib import Path
 
@@ -62,4 +63,5 @@ def worker(args: argparse.Namespace) -> int:
         workdir=workdir,
         poll_s=poll_ms / 1000,
         grace_s=grace_ms / 1000,
+        notify_cmd=args.notify_cmd or os.environ.get("AKM_RUN_NOTIFY_CMD") or None,
     )

@@ -7,6 +7,7 @@ akm_run.submitting) imports it."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import os
 import sys
@@ -20,16 +21,17 @@ from typing import TYPE_CHECKING
 from dbos import DBOS, DBOSClient
 from dbos._error import DBOSAwaitedWorkflowCancelledError, DBOSWorkflowCancelledError
 
-from akm_run import exitcodes, units, wording
+from akm_run import exitcodes, notify, units, wording
+from akm_run.activity import POOL_PERIOD_S, Beat, Board
 from akm_run.console import fail, on_signals
 from akm_run.core import End
 from akm_run.dispatch import ProcessDispatcher, Settings
 from akm_run.guard import Guard
+from akm_run.hints import Hints
 from akm_run.templates import Failure
 
 if TYPE_CHECKING:
     from akm_run.dispatch import Request
-    from akm_run.hints import Hints
     from akm_run.pgstore import PostgresStore
 
 CANCEL_POLL_S = 0.1  # how often a worker looks whether an attempt it runs was cancelled (a stop)
@@ -62,6 +64,7 @@ class Attempts:
     stopping: threading.Event = field(default_factory=threading.Event)  # the grace period is over
     lock: threading.Lock = field(default_factory=threading.Lock)
     watching: threading.Event = field(default_factory=threading.Event)  # set: the watch ends
+    board: Board | None = None  # the activity of the attempts running here, journaled every 5 s at most
 
     @classmethod
     def for_worker(cls, client: DBOSClient) -> Attempts:
@@ -76,8 +79,11 @@ class Attempts:
         """Run an attempt's process here, registered while it runs (see `ended`)."""
         workflow_id = str(DBOS.workflow_id)
         running = self.run(workflow_id)
+        with self.lock:
+            if self.board is None:
+                self.board = Board(functools.partial(_activity, store), POOL_PERIOD_S)
         try:
-            ended = ProcessDispatcher(store, settings, running.abort, running.spawned).dispatch(request)
+            ended = ProcessDispatcher(store, settings, running.abort, running.spawned, self.board).dispatch(request)
         finally:
             self.done(workflow_id)
         return self.ended(store, request, ended)
@@ -164,6 +170,12 @@ class Attempts:
             ended.stderr_tail,
         )
         return dataclasses.replace(ended, recorded=True)
+
+
+def _activity(store: PostgresStore, beats: list[Beat]) -> None:
+    """A worker's sample of the activity of its units: journaled, and a first silence notified."""
+    store.record_activity(beats)
+    notify.stalled_soon(store, beats, Hints())
 
 
 def stop_attempt(client: DBOSClient, store: PostgresStore, request: Request, workflow_id: str, status: str) -> End:

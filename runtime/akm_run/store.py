@@ -11,16 +11,19 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from akm_run.activity import Beat
 from akm_run.deletions import Deletions
 from akm_run.exclusive import Exclusion
 from akm_run.migrations import EVENT_KINDS
+from akm_run.operating import Operating
+from akm_run.outbox import Outbox
 from akm_run.rows import AttemptFailure, AttemptStatus, RunStatus, StepStatus
 from akm_run.strictjson import dumps
 from akm_run.tokenstore import Tokens
 from akm_run.trust import Signature
 
 
-class Store(Tokens, Deletions, Exclusion):
+class Store(Tokens, Deletions, Exclusion, Outbox, Operating):
     """A run journal (akm_run.journal.Journal): its reads and its transitions, on a dialect's database."""
 
     def event(
@@ -170,6 +173,8 @@ class Store(Tokens, Deletions, Exclusion):
         with self.transaction():
             self._execute(f"UPDATE runs SET {sets} WHERE id = ?", (status, time.time(), *columns.values(), run_id))
             self.event(run_id, "run.reopened" if status == "active" else f"run.{status}", **data)
+            if status in ("blocked", "failed", "completed"):
+                self._queue_notification(run_id, run_id, status)
 
     def start_step(self, run_id: str, step_id: str, index: int) -> None:
         """The spine reaches a step: it becomes the run's current step and starts running."""
@@ -277,48 +282,6 @@ class Store(Tokens, Deletions, Exclusion):
             )
             if data is not None:
                 self.event(run_id, "step.started" if status == "running" else f"step.{status}", step_id, **data)
-
-    # -- operator control (akm-run skip, retry, pause; akm_run.operator) --------------------------------
-
-    def skip_by_operator(self, run_id: str, step_id: str, output: Any, notes: str, by: str, note: str | None) -> None:
-        """`skip`: the step is skipped with the output the operator stated (null when none)."""
-        columns = {"output_json": dumps(output), "notes": notes, "failure_reason": None, "failure_message": None}
-        self._move_step(run_id, step_id, "skipped", columns, {"by": by, "note": note, "operator": True})
-
-    def retry_steps(self, run_id: str, step_id: str, steps: list[str], units: list[str], by: str) -> None:
-        """`retry`: `steps` back to pending as if never run (their gate loops too), `units` superseded:
-        each runs again under its next journal id (identity.retried_id)."""
-        now = time.time()
-        with self.transaction(durable=False):
-            for reopened in steps:
-                self._execute(
-                    "UPDATE steps SET status = 'pending', output_json = NULL, notes = NULL, failure_reason = NULL, "
-                    "failure_message = NULL, gate_iteration = 0, gate_loops = 0, gate_feedback = NULL, "
-                    "updated_at = ? WHERE run_id = ? AND step_id = ?",
-                    (now, run_id, reopened),
-                )
-            for unit in units:
-                self._execute(
-                    "UPDATE units SET superseded = 1, updated_at = ? WHERE run_id = ? AND unit_id = ?",
-                    (now, run_id, unit),
-                )
-            self.event(run_id, "step.reopened", step_id, by=by, steps=steps, units=units)
-
-    def pause(self, run_id: str, steps: list[str], pause: dict[str, Any]) -> None:
-        """`pause`: the run (no `steps`) or these steps start nothing new; never under the run lock."""
-        self._flag(run_id, steps, dumps(pause), "paused", pause)
-
-    def unpause(self, run_id: str, steps: list[str], by: str) -> None:
-        self._flag(run_id, steps, None, "unpaused", {"by": by})
-
-    def _flag(self, run_id: str, steps: list[str], flag: str | None, kind: str, data: dict[str, Any]) -> None:
-        with self.transaction():
-            if not steps:
-                self._execute("UPDATE runs SET paused = ? WHERE id = ?", (flag, run_id))
-                self.event(run_id, f"run.{kind}", **data)
-            for step_id in steps:
-                self._execute("UPDATE steps SET paused = ? WHERE run_id = ? AND step_id = ?", (flag, run_id, step_id))
-                self.event(run_id, f"step.{kind}", step_id, **data)
 
     # -- units and attempts ---------------------------------------------------------------------------
 
@@ -446,6 +409,29 @@ class Store(Tokens, Deletions, Exclusion):
         with self.transaction(durable=False):
             self._end_attempt(run_id, unit_id, attempt, "interrupted", (None, None, None, time.time(), None, None))
             self.event(run_id, "unit.interrupted", step_id, unit_id, attempt=attempt)
+
+    def record_activity(self, beats: list[Beat]) -> None:
+        """The activity of attempts in flight (one sample of a drive's or a worker's board), with the
+        `unit.silent` and `unit.active` events it brings. An attempt that has ended keeps what it had."""
+        with self.transaction(durable=False):
+            for beat in beats:
+                progress = None if beat.progress is None else dumps(beat.progress)
+                self._execute(
+                    "UPDATE attempts SET last_activity_at = ?, progress_json = ?, progress_ignored = ? "
+                    "WHERE run_id = ? AND unit_id = ? AND attempt = ? AND status = 'running'",
+                    (beat.last_activity_at, progress, beat.ignored, beat.run_id, beat.unit_id, beat.attempt),
+                )
+                if beat.event is not None:
+                    self.event(beat.run_id, beat.event, beat.step_id, beat.unit_id, **beat.data)
+                if beat.event == "unit.silent" and beat.data.get("stretch") == 1:
+                    self._queue_notification(self.root_run(beat.run_id), beat.run_id, "stalled")
+
+    def exceed_budget(self, run_id: str, step_id: str, unit_id: str, **data: Any) -> None:
+        """`budget.exceeded` (akm_run.tokenstore), and with it the root run's `budget` notification
+        when its notifier is told of that event (D4)."""
+        with self.transaction(durable=False):
+            super().exceed_budget(run_id, step_id, unit_id, **data)
+            self._queue_notification(self.root_run(run_id), run_id, "budget")
 
     def _end_attempt(
         self, run_id: str, unit_id: str, attempt: int, status: AttemptStatus, ended: tuple[Any, ...]

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from akm_run import outcomes, wording
+from akm_run import activity, durations, outcomes, wording
+from akm_run.activity import Board, Channel, Watch
 from akm_run.budgets import UsageReader
 from akm_run.core import End
 from akm_run.locks import pid_alive
@@ -59,6 +60,8 @@ class Unit:
     workdir: Path = Path(".")
     agent_cmd: str | None = None
     max_tokens: int | None = None  # AKM_MAX_TOKENS: an attempt reporting more is ended (budget_exceeded)
+    stall_after_ms: int | None = None
+    on_stall: str | None = None  # "terminate", else the stall only warns
     isolated: dict[str, str] = field(default_factory=dict)  # AKM_WORKTREE, AKM_BASE_COMMIT of a worktree
 
 
@@ -126,9 +129,11 @@ def execute(
     on_spawn: Callable[[int], None] = lambda pid: None,
     environ: Mapping[str, str] | None = None,
     scratch: Path | None = None,
+    board: Board | None = None,
 ) -> End:
-    """Run one attempt of a shell, script or agent target to its outcome. Its context and script
-    files live in `scratch` (private, 0700) and are removed afterwards; stdout and stderr are pipes."""
+    """Run one attempt of a shell, script or agent target to its outcome. Its context, script and
+    progress files live in `scratch` (private, 0700) and are removed afterwards; stdout and stderr
+    are pipes. `board` journals the attempt's activity while it runs (none: it is not journaled)."""
     environ = os.environ if environ is None else environ
     try:
         env, secrets = environment(unit, environ)
@@ -137,9 +142,10 @@ def execute(
         return End("failed", reason=failure.reason, message=failure.message)
     if scratch is None:
         with tempfile.TemporaryDirectory(prefix="akm-unit-") as directory:
-            return execute(unit, abort, on_spawn, environ, Path(directory))
+            return execute(unit, abort, on_spawn, environ, Path(directory), board)
     prefix = scratch.absolute() / f"{unit.context['dispatchId']}.{unit.context['attempt']}.{threading.get_ident()}"
     created: list[Path] = []
+    watch: Watch | None = None
 
     def write(name: str, text: str, mode: int) -> Path:
         path = Path(f"{prefix}.{name}")
@@ -150,23 +156,38 @@ def execute(
     try:
         stdin_path = write("context.json", json.dumps(unit.context, ensure_ascii=False, sort_keys=True), 0o600)
         env["AKM_CONTEXT"] = str(stdin_path)
-        reader = UsageReader(write("progress", "", 0o600))  # operations.md D6; D8 reads its usage lines
-        env["AKM_PROGRESS"] = str(reader.path)
         if unit.max_tokens is not None:
             env["AKM_MAX_TOKENS"] = str(max(unit.max_tokens, 0))
         if argv[0] == "<script>":
             argv = [str(write("script", unit.target["text"], 0o700))]
         if stdin_text is not None:
             stdin_path = write("stdin", stdin_text, 0o600)
-        outcome = _run(argv, unit, env, stdin_path, abort, on_spawn, secrets, reader)
+        created.append(Path(f"{prefix}.progress"))
+        watch = Watch(unit.context, Channel(created[-1]), unit.stall_after_ms)  # creates the file (D6)
+        env["AKM_PROGRESS"] = str(created[-1])
+        reader = UsageReader(created[-1])  # the usage lines of the same channel (D8)
+        outcome = _run(argv, unit, env, stdin_path, abort, on_spawn, secrets, (watch, board), reader)
         usage = reader.finish()
     finally:
+        if watch is not None:
+            _last_beat(watch, board)
         for path in created:
             with contextlib.suppress(OSError):  # a unit may have removed or replaced its files
                 path.unlink(missing_ok=True)
     ended = outcomes.storable(outcomes.redacted(outcome, secrets))
     ended.usage = None if usage is None else outcomes.redact(usage.fields, secrets)
     return ended
+
+
+def _last_beat(watch: Watch, board: Board | None) -> None:
+    """The attempt's last frame and ignored lines, journaled before its end is."""
+    if board is not None:
+        board.remove(watch)
+        beat = watch.last_beat()
+        if beat is not None:
+            with contextlib.suppress(Exception):  # activity is never worth failing an attempt for
+                board.journal([beat])
+    watch.close()
 
 
 def _private(path: Path, text: str, mode: int) -> None:
@@ -201,9 +222,11 @@ def _run(
     abort: threading.Event,
     on_spawn: Callable[[int], None],
     secrets: list[str],
+    watched: tuple[Watch, Board | None],
     reader: UsageReader,
 ) -> End:
     adopt_orphans()
+    watch, board = watched
     with stdin_path.open("rb") as stdin:
         try:
             with _SPAWNING:
@@ -220,16 +243,22 @@ def _run(
             return End("failed", reason="spawn_error", message=f"cannot start {_what(unit)}: {error.strerror or error}")
     on_spawn(process.pid)
     deadline = None if unit.timeout_ms is None else time.monotonic() + unit.timeout_ms / 1000
-    streams = _Streams(process, STDERR_TAIL_BYTES + max((len(s.encode()) for s in secrets), default=0))
+    streams = _Streams(process, STDERR_TAIL_BYTES + max((len(s.encode()) for s in secrets), default=0), watch)
+    if board is not None:
+        board.add(watch)
     ended = stopped = None
     try:
         while not streams.collect(_slice(deadline)):
+            if board is not None:
+                board.tick()
             if abort.is_set():
                 ended = "aborted"
             elif deadline is not None and time.monotonic() >= deadline:
                 ended = "timeout"
             elif _past_budget(unit, reader):
                 ended = "budget_exceeded"
+            elif unit.on_stall == "terminate" and activity.stalled(watch, board):
+                ended = "stalled"
             if ended:
                 stopped = stop_group(process.pid, functools.partial(_reap_group, process))
                 process.wait()
@@ -267,6 +296,16 @@ def _ended(
             ),
             stderr_tail=tail,
         )
+    if ended == "stalled":
+        assert unit.stall_after_ms is not None
+        return End(
+            "failed",
+            reason="stalled",
+            message=wording.stalled_attempt(
+                what=what, stall=durations.format_ms(unit.stall_after_ms), stopped=str(stopped)
+            ),
+            stderr_tail=tail,
+        )
     if ended == "timeout":
         assert unit.timeout_ms is not None
         return End(
@@ -298,8 +337,8 @@ class _Streams:
     while waiting for it to exit; wakes on output, on exit (a pidfd where there is one) or after a
     slice. It stops at the unit's exit: a background process that keeps the pipes open cannot hold it."""
 
-    def __init__(self, process: Any, stderr_keep: int) -> None:
-        self.process = process
+    def __init__(self, process: Any, stderr_keep: int, watch: Watch | None = None) -> None:
+        self.process, self.watch = process, watch
         self.stdout = bytearray()
         self.stdout_size = 0
         self.stderr = bytearray()
@@ -349,6 +388,8 @@ class _Streams:
         else:
             self.stderr += chunk
             del self.stderr[: -self.stderr_keep]
+            if self.watch is not None:  # any byte on stderr counts as activity
+                self.watch.active()
 
     def close(self) -> None:
         self.process.stdout.close()

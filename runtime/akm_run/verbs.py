@@ -1,4 +1,4 @@
-"""`akm-run preflight`, `delete` and `worktrees`: verbs that find their plan or run as the others do
+"""`akm-run preflight`, `verify`, `delete` and `worktrees`: verbs that find their plan or run as the others do
 (akm_run.commands) and hand it to their stage (akm_run.preflighting, akm_run.pruning, akm_run.kept)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import argparse
 from collections.abc import Callable
 from pathlib import Path
 
-from akm_run import kept, preflighting, pruning, wording
+from akm_run import exitcodes, kept, preflighting, pruning, wording
 from akm_run.commands import _admit
 from akm_run.console import fail, state_dir
 from akm_run.engine import stored_plan
@@ -54,8 +54,20 @@ def worktrees(args: argparse.Namespace) -> int:
     return kept.command(args, open_store(args, reading=not args.prune), _where(args))
 
 
+def verify(args: argparse.Namespace) -> int:
+    signers = allowed_signers(args.allowed_signers)
+    if args.signature is not None and signers is None:
+        return fail(wording.signature_needs_signers())
+    admitted = _admit(args.plan, args.expect_hash, signers, args.signature)
+    if not isinstance(admitted, Admitted):
+        return admitted
+    print(admitted.summary(args.plan))
+    return exitcodes.COMPLETED
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "preflight": preflight,
+    "verify": verify,
     "delete": delete,
     "worktrees": worktrees,
 }

@@ -475,6 +475,9 @@ def failed_member(*, step: str, reason: str) -> None: ...
 def blocked_member(*, step: str) -> None: ...
 
 
+# -- activity and notifications (akm_run.activity, akm_run.notify), in its own module for length
+from akm_run.wording_activity import *  # noqa: E402, F403
+
 # The wording of preflight, of the operator verbs, of worktree isolation and of token budgets, each
 # in its own module for length; imported last.
 from akm_run.wording_budgets import *  # noqa: E402, F403

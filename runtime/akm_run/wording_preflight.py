@@ -14,6 +14,8 @@ __all__ = [
     "does_not_exist",
     "fetch_the_base_commit",
     "fix_the_interpreter",
+    "fix_the_notifier",
+    "fix_the_notify_cmd",
     "given_workdir",
     "install_the_agent",
     "interpreter_missing",
@@ -25,6 +27,9 @@ __all__ = [
     "no_git_work_tree",
     "not_executable",
     "not_on_path",
+    "notifier_missing",
+    "notify_cmd_empty",
+    "notify_cmd_missing",
     "pass_a_state_dir",
     "pass_a_workdir",
     "passthrough_unset",
@@ -131,3 +136,13 @@ def usage_unmetered() -> None: ...
     'have the agent command (or its adapter) write {{"usage": {{"input_tokens": N, "output_tokens": N}}}} lines to $AKM_PROGRESS'
 )
 def report_usage() -> None: ...
+@words("the notify command's program `{program}` {why}")
+def notifier_missing(*, program: str, why: str) -> None: ...
+@words("install `{program}` on this host, or change the workflow's notify section and compile again")
+def fix_the_notifier(*, program: str) -> None: ...
+@words("--notify-cmd names no program")
+def notify_cmd_empty() -> None: ...
+@words("the --notify-cmd program `{program}` {why}")
+def notify_cmd_missing(*, program: str, why: str) -> None: ...
+@words("pass --notify-cmd (or set AKM_RUN_NOTIFY_CMD) with a program this host has")
+def fix_the_notify_cmd() -> None: ...

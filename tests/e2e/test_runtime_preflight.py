@@ -310,3 +310,63 @@ def test_retry_on_the_pool_preflights_the_steps_it_reopens_before_it_changes_the
     assert retried.returncode == 0 and "preflight" in retried.stderr, retried.stderr
     driven = pooled.akm("run", run_id, "--format", "json", env=both)
     assert driven.returncode == 0 and json.loads(driven.stdout)["status"] == "completed", driven.stderr
+
+
+NOTIFIED = source("""
+    workflow "t" {
+      notify {
+        on = [failed]
+        shell "no-such-notifier-akm --post"
+        env { HOOK = secret("AKM_TEST_PREFLIGHT_HOOK") }
+      }
+      step first { shell "touch touched" }
+    }
+""")
+SCRIPTED = source("""
+    workflow "t" {
+      notify {
+        on = [blocked]
+        script "scripts/t.sh"
+      }
+      step first { shell "touch touched" }
+    }
+""")
+
+
+@pytest.mark.sqlite_only
+def test_the_notifiers_are_checked_as_units_are_before_anything_is_published(runtime: Runtime) -> None:
+    plan = runtime.compile("wf.akm", NOTIFIED)
+    options = ("--notify-cmd", "no-such-host-notifier-akm 'a b'")
+    text = runtime.akm("preflight", plan, *options)
+    as_json = runtime.akm("preflight", plan, *options, "--format", "json")
+    assert text.returncode == as_json.returncode == 5, text.stderr
+    document = json.loads(as_json.stdout)
+    assert _findings(text.stdout) == document["findings"]
+    assert [(f["check"], f["severity"], f["stepPath"], f["message"]) for f in document["findings"]] == [
+        ("notify", "error", None, "the --notify-cmd program `no-such-host-notifier-akm` is not on PATH"),
+        ("notify", "error", "notify", "secret `AKM_TEST_PREFLIGHT_HOOK` is not set"),
+        ("notify", "error", "notify", "the notify command's program `no-such-notifier-akm` is not on PATH"),
+    ]
+    env = runtime.env(AKM_RUN_NOTIFY_CMD="no-such-host-notifier-akm")  # the host's notifier from the environment
+    refused = runtime.akm("run", plan, "--format", "json", env=env)
+    assert refused.returncode == 5 and "akm-run: preflight failed: nothing was published" in refused.stderr
+    assert json.loads(refused.stdout)["findings"][0]["message"].startswith("the --notify-cmd program")
+    scripted = runtime.akm("run", runtime.compile("scripted.akm", SCRIPTED, files=SCRIPTS))
+    assert scripted.returncode == 5
+    assert "error [notify] notify: the script's interpreter `/no/such/shell` does not exist" in scripted.stderr
+    _nothing_published(runtime)
+    hooked = runtime.env(AKM_TEST_PREFLIGHT_HOOK="x", AKM_RUN_NOTIFY_CMD="true")
+    fine = runtime.akm("preflight", runtime.compile("fine.akm", NOTIFYING_SHELL), env=hooked)
+    assert fine.returncode == 0 and "preflight: ok" in fine.stdout, fine.stdout
+
+
+NOTIFYING_SHELL = source("""
+    workflow "t" {
+      notify {
+        on = [failed]
+        shell "cd . && echo \\"$HOOK\\" >> hook.txt"
+        env { HOOK = secret("AKM_TEST_PREFLIGHT_HOOK") }
+      }
+      step first { shell "true" }
+    }
+""")

@@ -38,11 +38,12 @@ FAILS = source("""
       }
     }
 """)
-TABLES = ("runs", "steps", "units", "attempts", "events", "signatures")
+TABLES = ("runs", "steps", "units", "attempts", "events", "signatures", "notifications")
+NOTIFIED = ("--notify-cmd", "true")  # the host's notifier: a notification row per block or failure
 
 
-def _run(runtime: Runtime, plan: str, expected: int) -> str:
-    code, document = runtime.run_json(runtime.root / "plans" / plan)
+def _run(runtime: Runtime, plan: str, expected: int, *options: str) -> str:
+    code, document = runtime.run_json(runtime.root / "plans" / plan, *options)
     assert code == expected, document
     return str(document["runId"])
 
@@ -73,9 +74,9 @@ def _journal(runtime: Runtime) -> dict[str, str]:
         runtime.compile(name, text)
     runs = {
         "completed": _run(runtime, "top.plan.json", 0),
-        "failed": _run(runtime, "fails.plan.json", 1),
-        "abandoned": _run(runtime, "waits.plan.json", 3),
-        "blocked": _run(runtime, "waits.plan.json", 3),
+        "failed": _run(runtime, "fails.plan.json", 1, *NOTIFIED),
+        "abandoned": _run(runtime, "waits.plan.json", 3, *NOTIFIED),
+        "blocked": _run(runtime, "waits.plan.json", 3, *NOTIFIED),
         "recent": _run(runtime, "top.plan.json", 0),
     }
     assert runtime.akm("abandon", runs["abandoned"]).returncode == 0
@@ -91,6 +92,7 @@ def test_prune_deletes_old_settled_runs_with_everything_they_left_and_keeps_the_
     listed = json.loads(dry.stdout)
     assert [r["id"] for r in listed["wouldDelete"]] == [runs["completed"], runs["failed"], runs["abandoned"]]
     assert listed["kept"] == {"blocked": 1} and _rows(runtime, [runs["completed"]])["runs"] == 1
+    assert _rows(runtime, [runs["failed"], runs["abandoned"]])["notifications"] == 3  # failed; blocked, failed
     if runtime.sqlite:  # what a drive of it left under the state directory, and a kept worktree
         (runtime.state / "scratch" / f"{child}.999").mkdir(parents=True)
         (runtime.state / "worktrees" / runs["completed"] / "src").mkdir(parents=True)
@@ -102,7 +104,7 @@ def test_prune_deletes_old_settled_runs_with_everything_they_left_and_keeps_the_
     gone = [runs["completed"], child, runs["failed"], runs["abandoned"]]
     assert _rows(runtime, gone) == dict.fromkeys(TABLES, 0)
     kept = _rows(runtime, [runs["blocked"], runs["recent"]])
-    assert kept["runs"] == 2 and kept["events"] > 0 and kept["steps"] > 0
+    assert kept["runs"] == 2 and kept["events"] > 0 and kept["steps"] > 0 and kept["notifications"] == 1
     assert runtime.akm("status", runs["recent"]).returncode == 0
     if runtime.sqlite:
         assert list((runtime.state / "scratch").iterdir()) == []

@@ -247,3 +247,27 @@ def test_run_says_the_reminder_on_stderr_and_goes_on(runtime: Runtime) -> None:
     settled = json.loads(runtime.akm("list", "--format", "json").stdout)["runs"][0]["id"]
     again = runtime.akm("preflight", settled, *agent, "--format", "json")  # nothing left to run: no reminder
     assert again.returncode == 0 and json.loads(again.stdout)["findings"] == [], again.stdout
+
+
+NOTIFIED = source("""
+    workflow "fan" {
+      notify {
+        on = [budget]
+        shell "cat >> sent.jsonl; echo >> sent.jsonl"
+      }
+      params { costs: list[int] = [100, 100, 100] }
+      limits { max_tokens = 150 }
+      step fan {
+        map params.costs { agent "spend"  concurrency = 1 }
+      }
+    }
+""")
+
+
+def test_a_spent_budget_notifies_the_plans_notifier_of_budget(runtime: Runtime) -> None:
+    code, document = runtime.run_json(runtime.compile("fan.akm", NOTIFIED), *_agent(runtime))
+    assert code == 1 and document["failure"]["reason"] == "budget_exceeded", document
+    sent = [json.loads(line) for line in (runtime.root / "sent.jsonl").read_text().splitlines() if line]
+    assert [s["event"] for s in sent] == ["budget"]  # once: the attempt past the budget ended the map
+    logs = json.loads(runtime.akm("logs", document["runId"], "--notifications", "--format", "json").stdout)
+    assert [(n["event"], n["status"]) for n in logs["notifications"]] == [("budget", "sent")]

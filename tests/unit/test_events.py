@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from akm_run.activity import Channel, Watch
 from akm_run.events import BadGlob, Lanes, Polling, document, follow, kind_filter, stamp, text_line
 from akm_run.migrations import EVENT_KINDS
 from akm_run.rows import AttemptFailure, Event
@@ -81,6 +83,9 @@ def written(tmp_path: Path) -> dict[str, set[str]]:
     store.reject_step("c1", "b", {"approved": False}, "rejected by bo", "bo")
     store.fail_run("c1", {"stepId": "b", "reason": "approval_rejected", "message": "m"}, clear_notes=True)
     store.event("r1", "preflight.failed", findings=[])
+    _silence(store, tmp_path)
+    store.record_notification("r1", 1, sent=True, exit_code=0, reason=None, stderr_tail=None)
+    store.record_notification("r1", 2, sent=False, exit_code=7, reason="exit", stderr_tail="no")
     store.complete_run("r1", {})
     store.abandon_run("c1", {"stepId": None, "reason": "abandoned", "message": "m"})
     keys: dict[str, set[str]] = {}
@@ -89,6 +94,19 @@ def written(tmp_path: Path) -> dict[str, set[str]]:
             keys.setdefault(kind, set()).update(data)
     store.close()
     return keys
+
+
+def _silence(store: SQLiteStore, tmp_path: Path) -> None:
+    """An attempt's silent stretch and its end, as a drive's board samples them."""
+    context = {"runId": "r1", "unitId": "a:solo", "stepId": "a", "attempt": 4}
+    watch = Watch(context, Channel(tmp_path / "progress"), stall_after_ms=1000)
+    watch.last -= 2  # two seconds without activity
+    silent = watch.beat(time.monotonic())
+    watch.active()
+    active = watch.beat(time.monotonic())
+    watch.close()
+    assert silent is not None and active is not None
+    store.record_activity([silent, active])
 
 
 def test_every_transition_writes_only_the_data_keys_the_catalog_lists(tmp_path: Path) -> None:
@@ -162,6 +180,14 @@ def test_an_event_as_text_names_a_child_run_and_escapes_what_it_quotes() -> None
         "11:06:40.250  ?  unit.failed  s s:solo attempt 2"
     )
     assert stamp(0.999) == "1970-01-01T00:00:00.999Z"
+
+
+def test_a_silence_and_a_notification_as_text_say_how_long_and_which_event() -> None:
+    lanes = Lanes(NoStore())  # type: ignore[arg-type]
+    silent = _event(run_id="p", kind="unit.silent", data={"attempt": 1, "silentMs": 301_250, "stallAfterMs": 300_000})
+    assert text_line(silent, lanes, "p", None).endswith("unit.silent  s s:solo attempt 1 silent 301.2s")
+    told = _event(run_id="p", kind="notify.failed", data={"seq": 12, "exitCode": 7, "reason": "exit"})
+    assert text_line(told, lanes, "p", None).endswith("notify.failed  s s:solo of event 12 exit 7 (exit)")
 
 
 class Journal:

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from akm_run import preflight
-from akm_run.needs import Interpreter, interpreter, needs, summary
+from akm_run.needs import Interpreter, interpreter, needs, notifier, program, summary
 from akm_run.preflight import Host
 from akm_run.rows import StepRow
 from helpers import committed, git
@@ -142,6 +142,58 @@ def test_a_finding_never_holds_a_value(tmp_path: Path) -> None:
     findings = preflight.check(plan, host)
     assert [f.check for f in findings] == ["workdir", "state", "secret", "passthrough", "interpreter"]
     assert "secret-agent-value" not in preflight.text(findings) and os.sep in preflight.text(findings)
+
+
+@pytest.mark.parametrize(
+    ("command", "started"),
+    [
+        ("curl -d @- $HOOK", "curl"),
+        ("LANG=C ./notify.sh 'a b'", "./notify.sh"),
+        ("cd hooks && ./post", None),
+        ("exec notify", None),
+        ("$NOTIFIER --now", None),
+        ("", None),
+        ("'unclosed quote", "'unclosed"),  # the shell refuses it; the finding names it as written
+    ],
+)
+def test_the_program_a_shell_command_starts(command: str, started: str | None) -> None:
+    assert program(command) == started
+
+
+def _notifying(target: dict[str, Any], env: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    plan = _plan(_unit("s", 0, {"kind": "shell", "command": "true"}))
+    plan["notify"] = {"on": ["failed"], "target": target, **({"env": env} if env else {})}
+    return plan
+
+
+def test_the_notifiers_needs_and_their_findings(tmp_path: Path) -> None:
+    shell = _notifying({"kind": "shell", "command": "notifier --post"}, SECRET)
+    assert notifier(shell) == {"secrets": ["TOKEN"], "program": ["notifier"]}
+    assert notifier(_plan()) == {} and summary(shell) == {}  # a notifier's needs are not a step's
+    messages = [(f.check, f.step_path, f.message) for f in preflight.check(shell, _host(tmp_path))]
+    assert messages == [
+        ("notify", "notify", "secret `TOKEN` is not set"),
+        ("notify", "notify", "the notify command's program `notifier` is not on PATH"),
+    ]
+    (tmp_path / "notifier").write_text("#!/bin/sh\n")
+    (tmp_path / "notifier").chmod(0o755)
+    assert preflight.check(shell, _host(tmp_path, TOKEN="x")) == []
+    script = _notifying({"kind": "script", "text": "#!/no/such/sh\n"})
+    assert notifier(script) == {"interpreter": ["/no/such/sh"]}
+    [finding] = preflight.check(script, _host(tmp_path))
+    assert finding.message == "the script's interpreter `/no/such/sh` does not exist"
+
+
+def test_the_hosts_notifier_is_checked_as_the_agent_command_is(tmp_path: Path) -> None:
+    plan = _plan(_unit("s", 0, {"kind": "shell", "command": "true"}))
+
+    def says(command: str) -> list[tuple[str | None, str]]:
+        host = Host({"PATH": str(tmp_path)}, tmp_path, "--workdir .", None, notify_cmd=command)
+        return [(f.step_path, f.message) for f in preflight.check(plan, host)]
+
+    assert says("nope --x") == [(None, "the --notify-cmd program `nope` is not on PATH")]
+    assert says("  ") == [(None, "--notify-cmd names no program")]
+    assert says("cd /tmp && nope") == says("$HOOK") == []  # what the shell runs itself is not looked up
 
 
 ISOLATED = {**_unit("fix", 0, {"kind": "agent", "instructions": "go"}), "isolation": "worktree"}

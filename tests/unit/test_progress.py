@@ -35,6 +35,19 @@ def test_the_live_line_shows_the_parent_again_once_its_step_that_drove_a_child_r
     ]
 
 
+def test_the_live_line_shows_the_newest_progress_frame_while_units_are_in_flight() -> None:
+    stream = io.StringIO()
+    live = Live(stream)
+    live.step_started("", "index", 0, 2)
+    live.unit_started()
+    live.activity({"note": "Indexing", "progress": 240, "total": 1000})
+    live.unit_ended()
+    assert drawn(stream)[-2:] == [
+        'steps 0/2 done, at index, 1 unit in flight, "Indexing" 240/1000',
+        "steps 0/2 done, at index, 0 units in flight",
+    ]
+
+
 def test_the_live_line_counts_the_members_of_a_parallel_block_running() -> None:
     stream = io.StringIO()
     live = Live(stream)

@@ -1,0 +1,37 @@
+"""A usage report, one line of a unit's progress channel (operations.md D8): read by the token
+budgets (akm_run.budgets) and counted as activity by the heartbeat reader (akm_run.activity)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from akm_run import strictjson
+
+MAX_LINE_BYTES = 4096  # a line of the progress channel, as D6 bounds it
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """One usage report: the tokens counted and every field as the unit reported it."""
+
+    tokens: int
+    fields: dict[str, Any]
+
+
+def usage_of(line: bytes) -> Usage | None:
+    """The usage a line of the progress channel reports, or None when it is not a valid usage line:
+    a strict JSON object `{"usage": {...}}` of at most 4 KiB whose `usage` holds `input_tokens` and
+    `output_tokens` as integers ≥ 0 (further fields are kept as they are)."""
+    if len(line) > MAX_LINE_BYTES:
+        return None
+    try:
+        value = strictjson.loads(line.decode("utf-8"), max_depth=8)
+    except (UnicodeDecodeError, ValueError):  # json.JSONDecodeError and NotStrict are ValueErrors
+        return None
+    if not isinstance(value, dict) or list(value) != ["usage"] or not isinstance(value["usage"], dict):
+        return None
+    usage = value["usage"]
+    counts = [usage.get("input_tokens"), usage.get("output_tokens")]
+    tokens = [n for n in counts if isinstance(n, int) and not isinstance(n, bool) and n >= 0]
+    return Usage(sum(tokens), usage) if len(tokens) == 2 else None

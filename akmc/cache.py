@@ -21,7 +21,7 @@ import stat
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from akm_run.atomic import write_atomically
 from akm_run.digest import tagged_sha256
@@ -31,6 +31,9 @@ from akmc.render.text import shown_lines
 from akmc.sources import SourceFile
 from akmc.spans import Span
 from akmc.workspace import display_path, read_regular, relative_to, uses_refs
+
+if TYPE_CHECKING:
+    from akmc.compose import Child
 
 DIRECTORY = ".akmc-cache"
 FORMAT = 1
@@ -94,6 +97,7 @@ class Cached(NamedTuple):
     children: tuple[str, ...] = ()  # root-relative sources it composes, transitively
     uses: tuple[str, ...] = ()  # root-relative sources it composes directly
     deps: dict[str, str | None] | None = None  # set on a fresh result that may be cached
+    child: Child | None = None  # a fresh result's interface: what a parent's check reads of it
 
 
 class Cache:
@@ -106,6 +110,8 @@ class Cache:
         self._hashes: dict[str, str | None] = {}
         self._bytes: dict[str, bytes] = {}
         self._loaded: dict[str, Cached | None] = {}
+        self._interfaces: dict[str, Any] = {}  # the stored interface of each trusted entry loaded
+        self._deps: dict[str, dict[str, str | None]] = {}  # and what it depends on
         self.settings = self._hash("akm.toml")
 
     def relative(self, path: Path | str) -> str | None:
@@ -139,6 +145,24 @@ class Cache:
         """The file's result was handed on: keep no record of it (a later `load` reads it again)."""
         self._loaded.pop(relative, None)
         self._bytes.pop(relative, None)
+        self._interfaces.pop(relative, None)
+        self._deps.pop(relative, None)
+
+    def interface(self, relative: str) -> Child | None:
+        """What a parent's check reads of the file (`compose.Child`), from its entry when that entry
+        is trusted and current (`load`); None otherwise: the caller compiles the file instead."""
+        from akmc import interfaces  # late: only a parent's check reads a child's interface
+
+        found = self.load(relative)
+        stored = self._interfaces.get(relative)
+        if found is None or stored is None:
+            return None
+        deps = self._deps[relative]
+        ref = relative.removesuffix(".akm")
+        try:
+            return interfaces.decode(stored, ref, found.source.display, self._diagnostic, deps)
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError):
+            return None
 
     def _key(self, relative: str) -> list[Any]:
         return [FORMAT, fingerprint(), relative, self.suppressions, self.settings]
@@ -160,6 +184,8 @@ class Cache:
                 return None
             diagnostics = [self._diagnostic(d) for d in entry["diagnostics"]]
             children, uses = tuple(map(str, entry["children"])), tuple(map(str, entry["uses"]))
+            if isinstance(entry.get("interface"), dict):
+                self._interfaces[relative], self._deps[relative] = entry["interface"], deps
         except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError):
             return None  # missing, corrupt or from another version: never trusted
         data = self._bytes.pop(relative, None)
@@ -170,9 +196,15 @@ class Cache:
         return Cached(source, lines, diagnostics, children, uses)
 
     def store(
-        self, relative: str, deps: dict[str, str | None], diagnostics: list[Diagnostic], uses: tuple[str, ...]
+        self,
+        relative: str,
+        deps: dict[str, str | None],
+        diagnostics: list[Diagnostic],
+        uses: tuple[str, ...],
+        child: Child | None = None,
     ) -> None:
-        """Write one file's entry (atomically); failures to write are ignored: the cache is an optimisation."""
+        """Write one file's entry (atomically), with its interface (`child`) when given; failures to
+        write are ignored: the cache is an optimisation."""
         own = deps.get(relative)
         if self.key is None or own is None:
             return
@@ -185,6 +217,10 @@ class Cache:
             "uses": sorted(uses),
             "sha256": own,
         }
+        if child is not None:
+            from akmc import interfaces  # late: a fresh result was compiled, so the compiler is loaded
+
+            entry["interface"] = interfaces.encode(child, self._encode, child.canonical if child.plan else None)
         entry["mac"] = _mac(self.key, entry)
         try:
             _make_directory(self.directory)

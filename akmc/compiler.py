@@ -88,13 +88,18 @@ class Session:
         suppressions: bool = True,
         display: Callable[[Path], str] = display_path,
         reader: Reader | None = None,
+        interfaces: Callable[[Path], Child | None] | None = None,
     ) -> None:
+        """`interfaces(path)` may answer for a child (resolved path) what a parent reads of it,
+        as the result cache stores it: such a child is neither parsed nor compiled here."""
         self.root = root.resolve() if root is not None else None
         self.reader = reader or Reader()  # where source bytes come from: disk, or editor buffers over it
         self.suppressions = suppressions  # False for --no-ignore
         self.display = display  # how diagnostics name a file (`akmc diff --rev`: `REV:path`)
         self._files: dict[Path, FileResult] = {}  # every file read, by resolved path
         self._checked: dict[Path, None] = {}  # the files asked for and their children, in order
+        self.interfaces = interfaces
+        self._known: dict[Path, Child | None] = {}  # the interfaces `interfaces` answered, by resolved path
 
     @property
     def results(self) -> list[FileResult]:
@@ -151,8 +156,30 @@ class Session:
         result = self._files[key]
         found = []
         for child, _ in result.edges.values():
-            if child is not None:
+            if child is not None and self._known_child(child, result) is None:
                 found.append(self._parse(child, result.root, self.display(child)).path)
+        return found
+
+    def _known_child(self, path: Path, parent: FileResult) -> Child | None:
+        """The stored interface of the child at `path`, when `interfaces` answers for it and this
+        session has not read the file itself."""
+        if self.interfaces is None:
+            return None
+        try:
+            key = real_path(path)
+        except OSError:
+            return None
+        if key in self._files:
+            return None
+        if key not in self._known:
+            found = self._known[key] = self.interfaces(key)
+            if found is not None:
+                found.file = self.display(path)  # as a compile names it (a symlink keeps its name)
+        found = self._known[key]
+        # A stored result is never on a composition cycle (a cycle's results are not stored); one that
+        # names the parent among its dependencies is compiled all the same, so E401 stays exact.
+        if found is None or (found.deps is not None and parent.source.relative in found.deps):
+            return None
         return found
 
     def _postorder(self, start: Path) -> list[Path]:
@@ -221,6 +248,7 @@ class Session:
         result.child.deps = result.deps
         if result.plan is not None:
             result.child.plan, result.child.plan_hash, result.child.size = plan, sha256_of(data), len(data)
+            result.child.canonical = data
             result.child.embedded, result.child.chain = embedded, chain
             result.child.reads = {e["path"]: e.get("sha256") for e in plan["sourceReadSet"]}
         if self.suppressions:
@@ -259,6 +287,13 @@ class Session:
                 result.report.add(why, span, help=compose.suggest(result.root, ref) if missing else None)
                 continue
             key = located.resolve()
+            known = self._known.get(key) if key not in self._files else None
+            if known is not None:  # its stored interface (`_known_child`): what compiling it would give
+                if not known.ok:
+                    compose.failed_child(result.report, span, known)
+                children[sm.id] = known
+                sites.append((span, known))
+                continue
             cycle = self._path_back(key, result.path)
             if cycle is not None:
                 result.report.add(messages.composition_cycle(path=" -> ".join([result.ref, *cycle])), span)

@@ -31,6 +31,7 @@ class Child:
     outputs: dict[str, t.Type] = field(default_factory=dict)  # declared type, else the source's type
     plan: dict[str, Any] | None = None
     plan_hash: str = ""
+    canonical: bytes = b""  # its plan's canonical bytes, which `plan_hash` is taken over
     size: int = 0  # canonical bytes of its plan
     embedded: int = 0  # canonical bytes of every plan it embeds, all levels
     chain: tuple[str, ...] = ()  # its deepest composition chain, itself first

@@ -161,8 +161,8 @@ class Cache:
         ref = relative.removesuffix(".akm")
         try:
             return interfaces.decode(stored, ref, found.source.display, self._diagnostic, deps)
-        except (ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError):
-            return None
+        except interfaces.MALFORMED:
+            return None  # under a valid MAC only through a bug: compiled instead, never trusted
 
     def _key(self, relative: str) -> list[Any]:
         return [FORMAT, fingerprint(), relative, self.suppressions, self.settings]

@@ -17,6 +17,9 @@ from akmc import types as t
 from akmc.compose import Child
 from akmc.diagnostics import Diagnostic
 
+# What decoding something that is not an interface raises; a caller compiles the child instead.
+MALFORMED = (ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError)
+
 _Refinements = tuple[tuple[str, Any], ...]
 _SCALARS = (str, int, float, bool, type(None))
 
@@ -38,8 +41,8 @@ def encode(child: Child, diagnostic: Callable[[Diagnostic], Any], plan: bytes | 
 def decode(
     data: dict[str, Any], ref: str, file: str, diagnostic: Callable[[Any], Diagnostic], deps: dict[str, str | None]
 ) -> Child:
-    """The child an interface describes, named `ref` and shown as `file`. ValueError (or TypeError,
-    KeyError) when it is not an interface `encode` wrote, or its plan is not the one its hash names."""
+    """The child an interface describes, named `ref` and shown as `file`. One of MALFORMED when it is
+    not an interface `encode` wrote, or its plan is not the one its hash names."""
     ok = data["ok"]
     if type(ok) is not bool:
         raise ValueError("ok")
@@ -90,7 +93,7 @@ def encode_type(type_: t.Type) -> list[Any]:
 
 
 def decode_type(data: Any) -> t.Type:
-    """The type `encode_type` wrote; ValueError for anything else."""
+    """The type `encode_type` wrote; one of MALFORMED for anything else."""
     kind = data[0]
     if kind == "prim" and type(data[1]) is str:
         return t.Prim(data[1], _refinements(data[2]))

@@ -9,7 +9,11 @@ hash is among those it records, every one of those hashes still matches, and its
 the workspace, restored from another machine or edited is never believed, whatever hashes it claims.
 Anything else — stale, corrupt, huge, not a regular file, from another compiler — is ignored and
 rewritten. Entries are written to a temporary file and renamed, so concurrent `akmc` processes never
-see half an entry. Without a usable key (no writable home) nothing is cached."""
+see half an entry. Without a usable key (no writable home) nothing is cached.
+
+An entry also keeps the file's interface (`akmc.interfaces`: what a parent's check reads of it), its
+plan in a file beside the entry that is believed only when its bytes have the hash the entry names:
+a parent re-checked for one edited child reads its other children's interfaces, not their sources."""
 
 from __future__ import annotations
 
@@ -37,6 +41,7 @@ if TYPE_CHECKING:
 
 DIRECTORY = ".akmc-cache"
 FORMAT = 1
+PLAN_SUFFIX = ".plan"  # beside an entry: the plan of its interface (`akmc.interfaces`), by the entry's name
 MAX_ENTRY_BYTES = 8 * 1024 * 1024  # an entry past this is not read (diagnostics of one file are far smaller)
 MAX_INDEX_BYTES = 256 * 1024 * 1024  # the `uses` index of a very large workspace stays far below this
 
@@ -159,10 +164,14 @@ class Cache:
             return None
         deps = self._deps[relative]
         ref = relative.removesuffix(".akm")
+
+        def plan() -> bytes:
+            return read_regular(self._entry_path(relative).with_suffix(PLAN_SUFFIX), MAX_ENTRY_BYTES)
+
         try:
-            return interfaces.decode(stored, ref, found.source.display, self._diagnostic, deps)
-        except interfaces.MALFORMED:
-            return None  # under a valid MAC only through a bug: compiled instead, never trusted
+            return interfaces.decode(stored, ref, found.source.display, self._diagnostic, deps, plan)
+        except (*interfaces.MALFORMED, OSError):
+            return None  # missing, or not the plan the entry names: compiled instead, never trusted
 
     def _key(self, relative: str) -> list[Any]:
         return [FORMAT, fingerprint(), relative, self.suppressions, self.settings]
@@ -220,10 +229,12 @@ class Cache:
         if child is not None:
             from akmc import interfaces  # late: a fresh result was compiled, so the compiler is loaded
 
-            entry["interface"] = interfaces.encode(child, self._encode, child.canonical if child.plan else None)
+            entry["interface"] = interfaces.encode(child, self._encode)
         entry["mac"] = _mac(self.key, entry)
         try:
             _make_directory(self.directory)
+            if child is not None and child.plan is not None:  # first: an entry never names a plan not yet written
+                write_atomically(self._entry_path(relative).with_suffix(PLAN_SUFFIX), child.canonical, mode=0o600)
             write_atomically(self._entry_path(relative), json.dumps(entry, separators=(",", ":")), mode=0o600)
         except OSError:
             return

@@ -2,9 +2,11 @@
 
 A parent compiled against a child's stored interface gets the diagnostics and the plan it would
 get from compiling the child: the interface holds the child's params and outputs with their types,
-whether it has errors (and its first), and its plan as the canonical bytes its hash is taken over,
-with its composition chain and embedded size. Decoding refuses anything that is not exactly what
-`encode` writes (ValueError), so a caller falls back to compiling the child."""
+whether it has errors (and its first), its plan's hash, composition chain and embedded size. The
+plan itself is kept apart, as the canonical bytes its hash is taken over (a parent's plan embeds
+its children's: reading every entry whole would cost more than the check). Decoding refuses
+anything that is not exactly what `encode` writes, or a plan its hash does not name, so a caller
+falls back to compiling the child."""
 
 from __future__ import annotations
 
@@ -24,14 +26,13 @@ _Refinements = tuple[tuple[str, Any], ...]
 _SCALARS = (str, int, float, bool, type(None))
 
 
-def encode(child: Child, diagnostic: Callable[[Diagnostic], Any], plan: bytes | None) -> dict[str, Any]:
-    """The interface of a compiled child; `plan` is its plan's canonical bytes (None without a plan)."""
+def encode(child: Child, diagnostic: Callable[[Diagnostic], Any]) -> dict[str, Any]:
+    """The interface of a compiled child, but its plan: keep `child.canonical` beside it."""
     return {
         "ok": child.ok,
         "params": [[name, encode_type(type_), required] for name, (type_, required) in child.params.items()],
         "outputs": [[name, encode_type(type_)] for name, type_ in child.outputs.items()],
-        "plan": plan.decode("utf-8") if plan is not None else None,
-        "planHash": child.plan_hash,
+        "planHash": child.plan_hash if child.plan is not None else None,
         "embedded": child.embedded,
         "chain": list(child.chain),
         "firstError": diagnostic(child.first_error) if child.first_error is not None else None,
@@ -39,10 +40,16 @@ def encode(child: Child, diagnostic: Callable[[Diagnostic], Any], plan: bytes | 
 
 
 def decode(
-    data: dict[str, Any], ref: str, file: str, diagnostic: Callable[[Any], Diagnostic], deps: dict[str, str | None]
+    data: dict[str, Any],
+    ref: str,
+    file: str,
+    diagnostic: Callable[[Any], Diagnostic],
+    deps: dict[str, str | None],
+    plan: Callable[[], bytes],
 ) -> Child:
-    """The child an interface describes, named `ref` and shown as `file`. One of MALFORMED when it is
-    not an interface `encode` wrote, or its plan is not the one its hash names."""
+    """The child an interface describes, named `ref` and shown as `file`, with the plan `plan()`
+    reads when it has one. One of MALFORMED (or OSError from `plan`) when it is not an interface
+    `encode` wrote, or the plan read is not the one its hash names."""
     ok = data["ok"]
     if type(ok) is not bool:
         raise ValueError("ok")
@@ -56,22 +63,21 @@ def decode(
         if type(name) is not str:
             raise ValueError("output")
         child.outputs[name] = decode_type(type_)
-    text = data["plan"]
-    if text is None:
+    digest = data["planHash"]
+    if digest is None:
         return child
-    plan_bytes = str(text).encode("utf-8")
-    if tagged_sha256(plan_bytes) != data["planHash"]:
+    plan_bytes = plan()
+    if type(digest) is not str or tagged_sha256(plan_bytes) != digest:
         raise ValueError("the plan is not the one its hash names")
-    plan = json.loads(plan_bytes)
-    if not isinstance(plan, dict):
+    loaded = json.loads(plan_bytes)
+    if not isinstance(loaded, dict):
         raise ValueError("plan")
-    child.plan, child.plan_hash, child.size = plan, str(data["planHash"]), len(plan_bytes)
-    child.canonical = plan_bytes
+    child.plan, child.plan_hash, child.size, child.canonical = loaded, digest, len(plan_bytes), plan_bytes
     embedded, chain = data["embedded"], data["chain"]
     if type(embedded) is not int or not all(type(r) is str for r in chain):
         raise ValueError("bounds")
     child.embedded, child.chain = embedded, tuple(chain)
-    child.reads = {e["path"]: e.get("sha256") for e in plan["sourceReadSet"]}
+    child.reads = {e["path"]: e.get("sha256") for e in loaded["sourceReadSet"]}
     return child
 
 

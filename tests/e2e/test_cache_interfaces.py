@@ -13,7 +13,7 @@ import pytest
 
 from akm_run.digest import canonical_bytes
 from akmc import syntax
-from akmc.cache import Cache, _mac, secret
+from akmc.cache import PLAN_SUFFIX, Cache, _mac, secret
 from akmc.commands import check
 from akmc.compiler import Session
 from helpers import edit, run_cli, source
@@ -146,42 +146,47 @@ def _entry(root: Path, name: str) -> Path:
     return Cache(root, True)._entry_path(f"workflows/{name}.akm")
 
 
-def _forge(entry: dict[str, Any], *, remac: bool) -> None:
-    """Give c3's interface a required param the parent does not bind (trusted, that is E406 at the
-    parent); `remac`: and sign it with this user's key, but with a plan its hash does not name."""
+def _forge(root: Path, *, sign: bool) -> dict[str, Any]:
+    """c3's entry with a required param the parent does not bind (believed, that is E406 at the
+    parent); `sign`: signed with this user's key, as only the cache itself can."""
+    path = _entry(root, "c3")
+    entry: dict[str, Any] = json.loads(path.read_text())
     entry["interface"]["params"].append(["extra", ["prim", "string", []], True])
-    if remac:
-        entry["interface"]["plan"] = entry["interface"]["plan"].replace('"child 3"', '"child 3, forged"')
+    if sign:
         key = secret()
         assert key is not None
         entry["mac"] = _mac(key, entry)
+    path.write_text(json.dumps(entry))
+    return entry
 
 
-@pytest.mark.parametrize("how", ["edited", "truncated", "signed with a plan its hash does not name"])
+HOW = ["edited", "truncated", "its plan replaced", "its plan truncated", "its plan removed"]
+
+
+@pytest.mark.parametrize("how", HOW)
 def test_a_tampered_or_truncated_sibling_entry_is_ignored(wide: Path, how: str) -> None:
-    path = _entry(wide, "c3")
-    genuine = path.read_text()
+    path, plan = _entry(wide, "c3"), _entry(wide, "c3").with_suffix(PLAN_SUFFIX)
+    genuine, genuine_plan = path.read_text(), plan.read_bytes()
     if how == "truncated":
         path.write_text(genuine[: len(genuine) // 2])
     else:
-        forged = json.loads(genuine)
-        _forge(forged, remac=how != "edited")
-        path.write_text(json.dumps(forged))
+        # signed when only the plan is tampered: the entry is the cache's own, and the plan is not its
+        _forge(wide, sign=how != "edited")
+    if how == "its plan replaced":
+        plan.write_bytes(genuine_plan.replace(b'"child 3"', b'"child 3, forged"'))
+    elif how == "its plan truncated":
+        plan.write_bytes(genuine_plan[:-1])
+    elif how == "its plan removed":
+        plan.unlink()
     edit(wide / "workflows" / "c2.akm", '"child 2"', '"child 2, edited"')
     assert _found(wide, "workflows/c2.akm") == []  # c3 compiled again: no param `extra` to bind
-    assert json.loads(path.read_text())["interface"]["plan"] == json.loads(genuine)["interface"]["plan"]
+    assert path.read_text() == genuine and plan.read_bytes() == genuine_plan  # and its entry rewritten
 
 
 def test_the_forgery_is_seen_when_signed_whole(wide: Path) -> None:
-    """The control of the test above: an interface this user's key signs, plan and all, is
-    believed, so the param it adds is what the parent is checked against."""
-    path = _entry(wide, "c3")
-    forged = json.loads(path.read_text())
-    _forge(forged, remac=False)
-    key = secret()
-    assert key is not None
-    forged["mac"] = _mac(key, forged)
-    path.write_text(json.dumps(forged))
+    """The control of the test above: an entry this user's key signs, with its own plan beside it,
+    is believed, so the param it adds is what the parent is checked against."""
+    _forge(wide, sign=True)
     edit(wide / "workflows" / "c2.akm", '"child 2"', '"child 2, edited"')
     found = [(d["file"], d["code"]) for d in json.loads(_check(wide, "workflows/c2.akm").stdout)]
     assert found == [("workflows/parent.akm", "E406"), ("workflows/top.akm", "E408")]

@@ -115,8 +115,8 @@ class Cache:
         self._hashes: dict[str, str | None] = {}
         self._bytes: dict[str, bytes] = {}
         self._loaded: dict[str, Cached | None] = {}
-        self._interfaces: dict[str, Any] = {}  # the stored interface of each trusted entry loaded
-        self._deps: dict[str, dict[str, str | None]] = {}  # and what it depends on
+        self._entries: dict[str, dict[str, Any] | None] = {}  # each entry read: trusted and current, or None
+        self._displays: dict[str, str] = {}
         self.settings = self._hash("akm.toml")
 
     def relative(self, path: Path | str) -> str | None:
@@ -150,33 +150,36 @@ class Cache:
         """The file's result was handed on: keep no record of it (a later `load` reads it again)."""
         self._loaded.pop(relative, None)
         self._bytes.pop(relative, None)
-        self._interfaces.pop(relative, None)
-        self._deps.pop(relative, None)
+        self._entries.pop(relative, None)
 
     def interface(self, relative: str) -> Child | None:
         """What a parent's check reads of the file (`compose.Child`), from its entry when that entry
-        is trusted and current (`load`); None otherwise: the caller compiles the file instead."""
+        is trusted and current (as `load` needs it); None otherwise: the caller compiles the file."""
         from akmc import interfaces  # late: only a parent's check reads a child's interface
 
-        found = self.load(relative)
-        stored = self._interfaces.get(relative)
-        if found is None or stored is None:
+        entry = self._entry(relative)
+        if entry is None or not isinstance(entry.get("interface"), dict):
             return None
-        deps = self._deps[relative]
-        ref = relative.removesuffix(".akm")
 
         def plan() -> bytes:
             return read_regular(self._entry_path(relative).with_suffix(PLAN_SUFFIX), MAX_ENTRY_BYTES)
 
+        ref, file = relative.removesuffix(".akm"), self._display(relative)
         try:
-            return interfaces.decode(stored, ref, found.source.display, self._diagnostic, deps, plan)
+            return interfaces.decode(entry["interface"], ref, file, self._diagnostic, entry["deps"], plan)
         except (*interfaces.MALFORMED, OSError):
             return None  # missing, or not the plan the entry names: compiled instead, never trusted
 
     def _key(self, relative: str) -> list[Any]:
         return [FORMAT, fingerprint(), relative, self.suppressions, self.settings]
 
-    def _load(self, relative: str) -> Cached | None:
+    def _entry(self, relative: str) -> dict[str, Any] | None:
+        """The file's entry, read once: None unless it is this user's, for this file as it is now."""
+        if relative not in self._entries:
+            self._entries[relative] = self._read(relative)
+        return self._entries[relative]
+
+    def _read(self, relative: str) -> dict[str, Any] | None:
         if self.key is None:
             return None
         try:
@@ -191,10 +194,17 @@ class Cache:
                 return None
             if any(self._hash(path) != digest for path, digest in deps.items()):
                 return None
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError):
+            return None  # missing, corrupt or from another version: never trusted
+        return entry
+
+    def _load(self, relative: str) -> Cached | None:
+        entry = self._entry(relative)
+        if entry is None:
+            return None
+        try:
             diagnostics = [self._diagnostic(d) for d in entry["diagnostics"]]
             children, uses = tuple(map(str, entry["children"])), tuple(map(str, entry["uses"]))
-            if isinstance(entry.get("interface"), dict):
-                self._interfaces[relative], self._deps[relative] = entry["interface"], deps
         except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError):
             return None  # missing, corrupt or from another version: never trusted
         data = self._bytes.pop(relative, None)
@@ -261,7 +271,10 @@ class Cache:
         return self.relative(Path(display)) or display
 
     def _display(self, relative: str) -> str:
-        return display_path(os.path.join(self._root, relative))
+        found = self._displays.get(relative)
+        if found is None:
+            found = self._displays[relative] = display_path(os.path.join(self._root, relative))
+        return found
 
 
 class UsesIndex:

@@ -6,7 +6,8 @@ those read, and the paths it found absent. An entry is used only when its key (t
 fingerprint, the file, the suppression setting, the workspace's `akm.toml`) matches, its own file's
 hash is among those it records, every one of those hashes still matches, and its keyed hash
 (HMAC-SHA256) verifies under this user's cache key, kept outside the workspace: an entry planted in
-the workspace, restored from another machine or edited is never believed, whatever hashes it claims.
+the workspace, restored from another machine or edited is never believed, whatever hashes it claims
+(the keyed hash is the entry's last field, taken over the bytes before it, so checking it decodes nothing).
 Anything else — stale, corrupt, huge, not a regular file, from another compiler — is ignored and
 rewritten. Entries are written to a temporary file and renamed, so concurrent `akmc` processes never
 see half an entry. Without a usable key (no writable home) nothing is cached.
@@ -77,9 +78,25 @@ def secret() -> bytes | None:
     return key if private and owned and len(key) == 32 else None
 
 
-def _mac(key: bytes, entry: dict[str, Any]) -> str:
-    body = json.dumps({k: v for k, v in entry.items() if k != "mac"}, sort_keys=True, separators=(",", ":"))
-    return hmac.new(key, body.encode("utf-8", "surrogateescape"), hashlib.sha256).hexdigest()
+_MAC = b',"mac":"'  # the last field of a stored entry: the HMAC-SHA256 of the entry's bytes before it
+
+
+def sealed(key: bytes, entry: dict[str, Any]) -> bytes:
+    """An entry as it is stored: its JSON, then, last, the keyed hash of those bytes."""
+    body = json.dumps(entry, separators=(",", ":")).encode("ascii")  # ASCII: json escapes the rest
+    return body[:-1] + _MAC + hmac.new(key, body, hashlib.sha256).hexdigest().encode("ascii") + b'"}'
+
+
+def _opened(key: bytes, stored: bytes) -> Any:
+    """The entry `stored` holds when its keyed hash is this key's over the bytes it follows (checked
+    on the bytes read, before they are decoded); None otherwise."""
+    head, found, tail = stored.rpartition(_MAC)
+    if not found or len(tail) != 66 or not tail.endswith(b'"}'):
+        return None
+    expected = hmac.new(key, head + b"}", hashlib.sha256).hexdigest().encode("ascii")
+    if not hmac.compare_digest(tail[:64], expected):
+        return None  # not written by this user's akmc: planted, copied or edited
+    return json.loads(stored)
 
 
 @lru_cache(maxsize=1)
@@ -184,11 +201,9 @@ class Cache:
             return None
         try:
             stored = read_regular(self._entry_path(relative), MAX_ENTRY_BYTES)
-            entry = json.loads(stored) if len(stored) <= MAX_ENTRY_BYTES else None
+            entry = _opened(self.key, stored) if len(stored) <= MAX_ENTRY_BYTES else None
             if not isinstance(entry, dict) or entry.get("key") != self._key(relative):
                 return None
-            if not hmac.compare_digest(str(entry.get("mac")), _mac(self.key, entry)):
-                return None  # not written by this user's akmc: planted, copied or edited
             deps: dict[str, str | None] = entry["deps"]
             if deps.get(relative) is None or deps[relative] != entry["sha256"]:
                 return None
@@ -240,12 +255,11 @@ class Cache:
             from akmc import interfaces  # late: a fresh result was compiled, so the compiler is loaded
 
             entry["interface"] = interfaces.encode(child, self._encode)
-        entry["mac"] = _mac(self.key, entry)
         try:
             _make_directory(self.directory)
             if child is not None and child.plan is not None:  # first: an entry never names a plan not yet written
                 write_atomically(self._entry_path(relative).with_suffix(PLAN_SUFFIX), child.canonical, mode=0o600)
-            write_atomically(self._entry_path(relative), json.dumps(entry, separators=(",", ":")), mode=0o600)
+            write_atomically(self._entry_path(relative), sealed(self.key, entry), mode=0o600)
         except OSError:
             return
 

@@ -100,6 +100,7 @@ class Session:
         self._checked: dict[Path, None] = {}  # the files asked for and their children, in order
         self.interfaces = interfaces
         self._known: dict[Path, Child | None] = {}  # the interfaces `interfaces` answered, by resolved path
+        self._real: dict[Path, Path] = {}  # the resolved path of each child located
 
     @property
     def results(self) -> list[FileResult]:
@@ -160,13 +161,20 @@ class Session:
                 found.append(self._parse(child, result.root, self.display(child)).path)
         return found
 
+    def _resolved(self, path: Path) -> Path:
+        """`real_path(path)`, once per path: a wide parent's children are looked up several times."""
+        found = self._real.get(path)
+        if found is None:
+            found = self._real[path] = real_path(path)
+        return found
+
     def _known_child(self, path: Path, parent: FileResult) -> Child | None:
         """The stored interface of the child at `path`, when `interfaces` answers for it and this
         session has not read the file itself."""
         if self.interfaces is None:
             return None
         try:
-            key = real_path(path)
+            key = self._resolved(path)
         except OSError:
             return None
         if key in self._files:
@@ -286,7 +294,7 @@ class Session:
                 missing = why.template is messages.child_not_found
                 result.report.add(why, span, help=compose.suggest(result.root, ref) if missing else None)
                 continue
-            key = located.resolve()
+            key = self._resolved(located)
             known = self._known.get(key) if key not in self._files else None
             if known is not None:  # its stored interface (`_known_child`): what compiling it would give
                 if not known.ok:

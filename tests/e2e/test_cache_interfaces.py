@@ -13,7 +13,7 @@ import pytest
 
 from akm_run.digest import canonical_bytes
 from akmc import syntax
-from akmc.cache import PLAN_SUFFIX, Cache, _mac, secret
+from akmc.cache import PLAN_SUFFIX, Cache, sealed, secret
 from akmc.commands import check
 from akmc.compiler import Session
 from helpers import edit, run_cli, source
@@ -155,8 +155,9 @@ def _forge(root: Path, *, sign: bool) -> dict[str, Any]:
     if sign:
         key = secret()
         assert key is not None
-        entry["mac"] = _mac(key, entry)
-    path.write_text(json.dumps(entry))
+        path.write_bytes(sealed(key, {k: v for k, v in entry.items() if k != "mac"}))
+    else:
+        path.write_text(json.dumps(entry))
     return entry
 
 

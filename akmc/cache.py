@@ -134,6 +134,7 @@ class Cache:
         self._loaded: dict[str, Cached | None] = {}
         self._entries: dict[str, dict[str, Any] | None] = {}  # each entry read: trusted and current, or None
         self._displays: dict[str, str] = {}
+        self._paths: dict[str, Path] = {}  # each file's entry
         self.settings = self._hash("akm.toml")
 
     def relative(self, path: Path | str) -> str | None:
@@ -141,8 +142,11 @@ class Cache:
         return relative_to(Path(os.path.abspath(path)), self.root)
 
     def _entry_path(self, relative: str) -> Path:
-        key = f"{fingerprint()}\0{relative}\0{self.suppressions}".encode("utf-8", "surrogateescape")
-        return self.directory / f"{hashlib.sha256(key).hexdigest()[:40]}.json"
+        found = self._paths.get(relative)
+        if found is None:
+            key = f"{fingerprint()}\0{relative}\0{self.suppressions}".encode("utf-8", "surrogateescape")
+            found = self._paths[relative] = self.directory / f"{hashlib.sha256(key).hexdigest()[:40]}.json"
+        return found
 
     def _hash(self, relative: str) -> str | None:
         if relative not in self._hashes:
@@ -169,9 +173,10 @@ class Cache:
         self._bytes.pop(relative, None)
         self._entries.pop(relative, None)
 
-    def interface(self, relative: str) -> Child | None:
-        """What a parent's check reads of the file (`compose.Child`), from its entry when that entry
-        is trusted and current (as `load` needs it); None otherwise: the caller compiles the file."""
+    def interface(self, relative: str, file: str) -> Child | None:
+        """What a parent's check reads of the file (`compose.Child`, naming it `file`), from its entry
+        when that entry is trusted and current (as `load` needs it); None otherwise: the caller
+        compiles the file."""
         from akmc import interfaces  # late: only a parent's check reads a child's interface
 
         entry = self._entry(relative)
@@ -181,9 +186,10 @@ class Cache:
         def plan() -> bytes:
             return read_regular(self._entry_path(relative).with_suffix(PLAN_SUFFIX), MAX_ENTRY_BYTES)
 
-        ref, file = relative.removesuffix(".akm"), self._display(relative)
         try:
-            return interfaces.decode(entry["interface"], ref, file, self._diagnostic, entry["deps"], plan)
+            return interfaces.decode(
+                entry["interface"], relative.removesuffix(".akm"), file, self._diagnostic, entry["deps"], plan
+            )
         except (*interfaces.MALFORMED, OSError):
             return None  # missing, or not the plan the entry names: compiled instead, never trusted
 

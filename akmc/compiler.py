@@ -88,10 +88,11 @@ class Session:
         suppressions: bool = True,
         display: Callable[[Path], str] = display_path,
         reader: Reader | None = None,
-        interfaces: Callable[[Path], Child | None] | None = None,
+        interfaces: Callable[[Path, str], Child | None] | None = None,
     ) -> None:
-        """`interfaces(path)` may answer for a child (resolved path) what a parent reads of it,
-        as the result cache stores it: such a child is neither parsed nor compiled here."""
+        """`interfaces(path, display)` may answer for a child (resolved path; `display` names it) what
+        a parent reads of it, as the result cache stores it: such a child is neither parsed nor
+        compiled here."""
         self.root = root.resolve() if root is not None else None
         self.reader = reader or Reader()  # where source bytes come from: disk, or editor buffers over it
         self.suppressions = suppressions  # False for --no-ignore
@@ -180,9 +181,8 @@ class Session:
         if key in self._files:
             return None
         if key not in self._known:
-            found = self._known[key] = self.interfaces(key)
-            if found is not None:
-                found.file = self.display(path)  # as a compile names it (a symlink keeps its name)
+            # named as a compile names it: by the path located (a symlink keeps its name)
+            self._known[key] = self.interfaces(key, self.display(path))
         found = self._known[key]
         # A stored result is never on a composition cycle (a cycle's results are not stored); one that
         # names the parent among its dependencies is compiled all the same, so E401 stays exact.

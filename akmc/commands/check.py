@@ -484,14 +484,14 @@ def _record(result: FileResult) -> Cached:
     return Cached(result.source, lines, diagnostics, uses=tuple(uses), deps=result.deps, child=result.child)
 
 
-def _interfaces(cache: Cache | None) -> Callable[[Path], Child | None] | None:
+def _interfaces(cache: Cache | None) -> Callable[[Path, str], Child | None] | None:
     """What a session reads of an unchanged child instead of compiling it: its cached interface."""
     if cache is None:
         return None
 
-    def interface(path: Path) -> Child | None:
+    def interface(path: Path, display: str) -> Child | None:
         relative = cache.relative(path)
-        return cache.interface(relative) if relative is not None else None
+        return cache.interface(relative, display) if relative is not None else None
 
     return interface
 

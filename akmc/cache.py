@@ -12,9 +12,10 @@ Anything else — stale, corrupt, huge, not a regular file, from another compile
 rewritten. Entries are written to a temporary file and renamed, so concurrent `akmc` processes never
 see half an entry. Without a usable key (no writable home) nothing is cached.
 
-An entry also keeps the file's interface (`akmc.interfaces`: what a parent's check reads of it), its
-plan in a file beside the entry that is believed only when its bytes have the hash the entry names:
-a parent re-checked for one edited child reads its other children's interfaces, not their sources."""
+Beside each entry, a record of the file's interface (`akmc.interfaces`: what a parent's check reads
+of it, its plan included) is kept, keyed, hashed and checked the same way: a parent re-checked for
+one edited child reads its other children's interfaces, neither their sources nor their diagnostics.
+A parent's plan embeds its children's, so the record stays out of the entry every check reads."""
 
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
 
 DIRECTORY = ".akmc-cache"
 FORMAT = 1
-PLAN_SUFFIX = ".plan"  # beside an entry: the plan of its interface (`akmc.interfaces`), by the entry's name
+INTERFACE_SUFFIX = ".interface"  # beside an entry: the file's interface (`akmc.interfaces`), sealed the same way
 MAX_ENTRY_BYTES = 8 * 1024 * 1024  # an entry past this is not read (diagnostics of one file are far smaller)
 MAX_INDEX_BYTES = 256 * 1024 * 1024  # the `uses` index of a very large workspace stays far below this
 
@@ -179,19 +180,16 @@ class Cache:
         compiles the file."""
         from akmc import interfaces  # late: only a parent's check reads a child's interface
 
-        entry = self._entry(relative)
-        if entry is None or not isinstance(entry.get("interface"), dict):
+        path = self._entry_path(relative).with_suffix(INTERFACE_SUFFIX)
+        record = self._read(relative, path, [*self._key(relative), "interface"])
+        if record is None:
             return None
-
-        def plan() -> bytes:
-            return read_regular(self._entry_path(relative).with_suffix(PLAN_SUFFIX), MAX_ENTRY_BYTES)
-
         try:
             return interfaces.decode(
-                entry["interface"], relative.removesuffix(".akm"), file, self._diagnostic, entry["deps"], plan
+                record["interface"], relative.removesuffix(".akm"), file, self._diagnostic, record["deps"]
             )
-        except (*interfaces.MALFORMED, OSError):
-            return None  # missing, or not the plan the entry names: compiled instead, never trusted
+        except interfaces.MALFORMED:
+            return None  # not the plan its hash names: compiled instead, never trusted
 
     def _key(self, relative: str) -> list[Any]:
         return [FORMAT, fingerprint(), relative, self.suppressions, self.settings]
@@ -199,16 +197,18 @@ class Cache:
     def _entry(self, relative: str) -> dict[str, Any] | None:
         """The file's entry, read once: None unless it is this user's, for this file as it is now."""
         if relative not in self._entries:
-            self._entries[relative] = self._read(relative)
+            self._entries[relative] = self._read(relative, self._entry_path(relative), self._key(relative))
         return self._entries[relative]
 
-    def _read(self, relative: str) -> dict[str, Any] | None:
+    def _read(self, relative: str, path: Path, key: list[Any]) -> dict[str, Any] | None:
+        """The record stored at `path` for the file when it is this user's, under `key`, for the
+        file as it is now (every hash it depends on matches); None otherwise."""
         if self.key is None:
             return None
         try:
-            stored = read_regular(self._entry_path(relative), MAX_ENTRY_BYTES)
+            stored = read_regular(path, MAX_ENTRY_BYTES)
             entry = _opened(self.key, stored) if len(stored) <= MAX_ENTRY_BYTES else None
-            if not isinstance(entry, dict) or entry.get("key") != self._key(relative):
+            if not isinstance(entry, dict) or entry.get("key") != key:
                 return None
             deps: dict[str, str | None] = entry["deps"]
             if deps.get(relative) is None or deps[relative] != entry["sha256"]:
@@ -243,8 +243,8 @@ class Cache:
         uses: tuple[str, ...],
         child: Child | None = None,
     ) -> None:
-        """Write one file's entry (atomically), with its interface (`child`) when given; failures to
-        write are ignored: the cache is an optimisation."""
+        """Write one file's entry, and the record of its interface (`child`) when given, each
+        atomically; failures to write are ignored: the cache is an optimisation."""
         own = deps.get(relative)
         if self.key is None or own is None:
             return
@@ -257,15 +257,20 @@ class Cache:
             "uses": sorted(uses),
             "sha256": own,
         }
-        if child is not None:
-            from akmc import interfaces  # late: a fresh result was compiled, so the compiler is loaded
-
-            entry["interface"] = interfaces.encode(child, self._encode)
+        path = self._entry_path(relative)
         try:
             _make_directory(self.directory)
-            if child is not None and child.plan is not None:  # first: an entry never names a plan not yet written
-                write_atomically(self._entry_path(relative).with_suffix(PLAN_SUFFIX), child.canonical, mode=0o600)
-            write_atomically(self._entry_path(relative), sealed(self.key, entry), mode=0o600)
+            write_atomically(path, sealed(self.key, entry), mode=0o600)
+            if child is not None:
+                from akmc import interfaces  # late: a fresh result was compiled, so the compiler is loaded
+
+                record = {
+                    "key": [*self._key(relative), "interface"],
+                    "deps": deps,
+                    "sha256": own,
+                    "interface": interfaces.encode(child, self._encode),
+                }
+                write_atomically(path.with_suffix(INTERFACE_SUFFIX), sealed(self.key, record), mode=0o600)
         except OSError:
             return
 

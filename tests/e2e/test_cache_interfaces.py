@@ -13,7 +13,7 @@ import pytest
 
 from akm_run.digest import canonical_bytes
 from akmc import syntax
-from akmc.cache import PLAN_SUFFIX, Cache, sealed, secret
+from akmc.cache import INTERFACE_SUFFIX, Cache, sealed, secret
 from akmc.commands import check
 from akmc.compiler import Session
 from helpers import edit, run_cli, source
@@ -142,51 +142,51 @@ def test_a_sibling_edited_since_its_entry_was_written_is_read_again(wide: Path) 
     assert _found(wide, "workflows/c2.akm") == [("workflows/parent.akm", "E407"), ("workflows/top.akm", "E408")]
 
 
-def _entry(root: Path, name: str) -> Path:
-    return Cache(root, True)._entry_path(f"workflows/{name}.akm")
+def _record(root: Path, name: str) -> Path:
+    """Where the cache keeps the interface of `workflows/<name>.akm`."""
+    return Cache(root, True)._entry_path(f"workflows/{name}.akm").with_suffix(INTERFACE_SUFFIX)
 
 
-def _forge(root: Path, *, sign: bool) -> dict[str, Any]:
-    """c3's entry with a required param the parent does not bind (believed, that is E406 at the
-    parent); `sign`: signed with this user's key, as only the cache itself can."""
-    path = _entry(root, "c3")
-    entry: dict[str, Any] = json.loads(path.read_text())
-    entry["interface"]["params"].append(["extra", ["prim", "string", []], True])
-    if sign:
-        key = secret()
-        assert key is not None
-        path.write_bytes(sealed(key, {k: v for k, v in entry.items() if k != "mac"}))
-    else:
-        path.write_text(json.dumps(entry))
-    return entry
+def _forge(root: Path, *, sign: bool, plan: bool = False) -> None:
+    """c3's interface with a required param the parent does not bind (believed, that is E406 at
+    the parent); `sign`: sealed with this user's key, as only the cache itself can; `plan`: and a
+    plan that is not the one its hash names."""
+    path = _record(root, "c3")
+    record: dict[str, Any] = json.loads(path.read_text())
+    record["interface"]["params"].append(["extra", ["prim", "string", []], True])
+    if plan:
+        record["interface"]["plan"] = record["interface"]["plan"].replace('"child 3"', '"child 3, forged"')
+    if not sign:
+        path.write_text(json.dumps(record))
+        return
+    key = secret()
+    assert key is not None
+    path.write_bytes(sealed(key, {k: v for k, v in record.items() if k != "mac"}))
 
 
-HOW = ["edited", "truncated", "its plan replaced", "its plan truncated", "its plan removed"]
+HOW = ["edited", "truncated", "sealed with a plan its hash does not name", "another child's", "removed"]
 
 
 @pytest.mark.parametrize("how", HOW)
-def test_a_tampered_or_truncated_sibling_entry_is_ignored(wide: Path, how: str) -> None:
-    path, plan = _entry(wide, "c3"), _entry(wide, "c3").with_suffix(PLAN_SUFFIX)
-    genuine, genuine_plan = path.read_text(), plan.read_bytes()
+def test_a_tampered_or_truncated_sibling_interface_is_ignored(wide: Path, how: str) -> None:
+    path = _record(wide, "c3")
+    genuine = path.read_bytes()
     if how == "truncated":
-        path.write_text(genuine[: len(genuine) // 2])
+        path.write_bytes(genuine[: len(genuine) // 2])
+    elif how == "another child's":  # sealed by this user's cache, for c4: it never speaks for c3
+        path.write_bytes(_record(wide, "c4").read_bytes())
+    elif how == "removed":
+        path.unlink()
     else:
-        # signed when only the plan is tampered: the entry is the cache's own, and the plan is not its
-        _forge(wide, sign=how != "edited")
-    if how == "its plan replaced":
-        plan.write_bytes(genuine_plan.replace(b'"child 3"', b'"child 3, forged"'))
-    elif how == "its plan truncated":
-        plan.write_bytes(genuine_plan[:-1])
-    elif how == "its plan removed":
-        plan.unlink()
+        _forge(wide, sign=how != "edited", plan=True)
     edit(wide / "workflows" / "c2.akm", '"child 2"', '"child 2, edited"')
     assert _found(wide, "workflows/c2.akm") == []  # c3 compiled again: no param `extra` to bind
-    assert path.read_text() == genuine and plan.read_bytes() == genuine_plan  # and its entry rewritten
+    assert path.read_bytes() == genuine  # and its record written again
 
 
-def test_the_forgery_is_seen_when_signed_whole(wide: Path) -> None:
-    """The control of the test above: an entry this user's key signs, with its own plan beside it,
-    is believed, so the param it adds is what the parent is checked against."""
+def test_the_forgery_is_seen_when_sealed_whole(wide: Path) -> None:
+    """The control of the test above: an interface this user's key seals, with the plan its hash
+    names, is believed, so the param it adds is what the parent is checked against."""
     _forge(wide, sign=True)
     edit(wide / "workflows" / "c2.akm", '"child 2"', '"child 2, edited"')
     found = [(d["file"], d["code"]) for d in json.loads(_check(wide, "workflows/c2.akm").stdout)]

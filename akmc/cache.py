@@ -13,9 +13,10 @@ rewritten. Entries are written to a temporary file and renamed, so concurrent `a
 see half an entry. Without a usable key (no writable home) nothing is cached.
 
 Beside each entry, a record of the file's interface (`akmc.interfaces`: what a parent's check reads
-of it, its plan included) is kept, keyed, hashed and checked the same way: a parent re-checked for
-one edited child reads its other children's interfaces, neither their sources nor their diagnostics.
-A parent's plan embeds its children's, so the record stays out of the entry every check reads."""
+of it) is kept, keyed, sealed and checked the same way, followed by its plan's bytes, which are
+believed only when they have the hash the record names: a parent re-checked for one edited child
+reads its other children's interfaces, neither their sources nor their diagnostics. A parent's plan
+embeds its children's, so it stays out of the entry every check reads."""
 
 from __future__ import annotations
 
@@ -180,13 +181,20 @@ class Cache:
         compiles the file."""
         from akmc import interfaces  # late: only a parent's check reads a child's interface
 
-        path = self._entry_path(relative).with_suffix(INTERFACE_SUFFIX)
-        record = self._read(relative, path, [*self._key(relative), "interface"])
+        try:
+            stored = read_regular(self._entry_path(relative).with_suffix(INTERFACE_SUFFIX), MAX_ENTRY_BYTES)
+        except OSError:
+            return None
+        # `[record,\nplan]`: the sealed record (no newline: JSON escapes them), then the plan's bytes
+        if stored[:1] != b"[" or stored[-1:] != b"]" or len(stored) > MAX_ENTRY_BYTES:
+            return None
+        header, _, plan = stored[1:-1].partition(b",\n")
+        record = self._trusted(relative, header, [*self._key(relative), "interface"])
         if record is None:
             return None
         try:
             return interfaces.decode(
-                record["interface"], relative.removesuffix(".akm"), file, self._diagnostic, record["deps"]
+                record["interface"], relative.removesuffix(".akm"), file, self._diagnostic, record["deps"], plan
             )
         except interfaces.MALFORMED:
             return None  # not the plan its hash names: compiled instead, never trusted
@@ -203,20 +211,27 @@ class Cache:
     def _read(self, relative: str, path: Path, key: list[Any]) -> dict[str, Any] | None:
         """The record stored at `path` for the file when it is this user's, under `key`, for the
         file as it is now (every hash it depends on matches); None otherwise."""
+        try:
+            stored = read_regular(path, MAX_ENTRY_BYTES)
+        except OSError:
+            return None  # missing, or not a regular file
+        return self._trusted(relative, stored, key) if len(stored) <= MAX_ENTRY_BYTES else None
+
+    def _trusted(self, relative: str, stored: bytes, key: list[Any]) -> dict[str, Any] | None:
+        """The record `stored` holds when it is this user's, under `key`, for the file as it is now."""
         if self.key is None:
             return None
         try:
-            stored = read_regular(path, MAX_ENTRY_BYTES)
-            entry = _opened(self.key, stored) if len(stored) <= MAX_ENTRY_BYTES else None
+            entry = _opened(self.key, stored)
             if not isinstance(entry, dict) or entry.get("key") != key:
                 return None
             deps: dict[str, str | None] = entry["deps"]
             if deps.get(relative) is None or deps[relative] != entry["sha256"]:
                 return None
-            if any(self._hash(path) != digest for path, digest in deps.items()):
+            if any(self._hash(dep) != digest for dep, digest in deps.items()):
                 return None
         except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError):
-            return None  # missing, corrupt or from another version: never trusted
+            return None  # corrupt or from another version: never trusted
         return entry
 
     def _load(self, relative: str) -> Cached | None:
@@ -270,7 +285,9 @@ class Cache:
                     "sha256": own,
                     "interface": interfaces.encode(child, self._encode),
                 }
-                write_atomically(path.with_suffix(INTERFACE_SUFFIX), sealed(self.key, record), mode=0o600)
+                plan = child.canonical if child.plan is not None else b"null"
+                stored = b"[" + sealed(self.key, record) + b",\n" + plan + b"]"  # JSON still, read in two
+                write_atomically(path.with_suffix(INTERFACE_SUFFIX), stored, mode=0o600)
         except OSError:
             return
 

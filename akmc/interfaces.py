@@ -2,9 +2,10 @@
 
 A parent compiled against a child's stored interface gets the diagnostics and the plan it would
 get from compiling the child: the interface holds the child's params and outputs with their types,
-whether it has errors (and its first), and its plan as the canonical bytes its hash is taken over,
-with its composition chain and embedded size. Decoding refuses anything that is not exactly what
-`encode` writes, or a plan its hash does not name, so a caller falls back to compiling the child."""
+whether it has errors (and its first), its plan's hash, composition chain and embedded size; the
+plan itself, the canonical bytes its hash is taken over, is kept beside it. Decoding refuses
+anything that is not exactly what `encode` writes, or a plan its hash does not name, so a caller
+falls back to compiling the child."""
 
 from __future__ import annotations
 
@@ -25,12 +26,11 @@ _SCALARS = (str, int, float, bool, type(None))
 
 
 def encode(child: Child, diagnostic: Callable[[Diagnostic], Any]) -> dict[str, Any]:
-    """The interface of a compiled child."""
+    """The interface of a compiled child; its plan (`child.canonical`) is kept beside it."""
     return {
         "ok": child.ok,
         "params": [[name, encode_type(type_), required] for name, (type_, required) in child.params.items()],
         "outputs": [[name, encode_type(type_)] for name, type_ in child.outputs.items()],
-        "plan": child.canonical.decode("utf-8") if child.plan is not None else None,
         "planHash": child.plan_hash if child.plan is not None else None,
         "embedded": child.embedded,
         "chain": list(child.chain),
@@ -44,9 +44,11 @@ def decode(
     file: str,
     diagnostic: Callable[[Any], Diagnostic],
     deps: dict[str, str | None],
+    plan: bytes,
 ) -> Child:
-    """The child an interface describes, named `ref` and shown as `file`. One of MALFORMED when it
-    is not an interface `encode` wrote, or its plan is not the one its hash names."""
+    """The child an interface describes, named `ref` and shown as `file`, with `plan` (the bytes
+    kept beside it) when it has one. One of MALFORMED when it is not an interface `encode` wrote,
+    or `plan` is not the plan its hash names."""
     ok = data["ok"]
     if type(ok) is not bool:
         raise ValueError("ok")
@@ -60,10 +62,10 @@ def decode(
         if type(name) is not str:
             raise ValueError("output")
         child.outputs[name] = decode_type(type_)
-    digest, text = data["planHash"], data["plan"]
-    if digest is None and text is None:
+    digest = data["planHash"]
+    if digest is None:
         return child
-    plan_bytes = text.encode("utf-8")
+    plan_bytes = bytes(plan)
     if type(digest) is not str or tagged_sha256(plan_bytes) != digest:
         raise ValueError("the plan is not the one its hash names")
     loaded = json.loads(plan_bytes)

@@ -150,18 +150,20 @@ def _record(root: Path, name: str) -> Path:
 def _forge(root: Path, *, sign: bool, plan: bool = False) -> None:
     """c3's interface with a required param the parent does not bind (believed, that is E406 at
     the parent); `sign`: sealed with this user's key, as only the cache itself can; `plan`: and a
-    plan that is not the one its hash names."""
+    plan that is not the one its hash names. (A record is `[sealed record,\\nplan bytes]`.)"""
     path = _record(root, "c3")
-    record: dict[str, Any] = json.loads(path.read_text())
+    header, _, plan_bytes = path.read_bytes()[1:-1].partition(b",\n")
+    record: dict[str, Any] = json.loads(header)
     record["interface"]["params"].append(["extra", ["prim", "string", []], True])
     if plan:
-        record["interface"]["plan"] = record["interface"]["plan"].replace('"child 3"', '"child 3, forged"')
-    if not sign:
-        path.write_text(json.dumps(record))
-        return
-    key = secret()
-    assert key is not None
-    path.write_bytes(sealed(key, {k: v for k, v in record.items() if k != "mac"}))
+        plan_bytes = plan_bytes.replace(b'"child 3"', b'"child 3, forged"')
+    if sign:
+        key = secret()
+        assert key is not None
+        header = sealed(key, {k: v for k, v in record.items() if k != "mac"})
+    else:
+        header = json.dumps(record).encode()
+    path.write_bytes(b"[" + header + b",\n" + plan_bytes + b"]")
 
 
 HOW = ["edited", "truncated", "sealed with a plan its hash does not name", "another child's", "removed"]

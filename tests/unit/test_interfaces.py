@@ -67,7 +67,7 @@ def _diagnostic(data: Any) -> Diagnostic:
 @settings(max_examples=examples(300))
 def test_anything_but_an_interface_is_refused_never_a_crash(data: Any) -> None:
     try:
-        interfaces.decode(data, "r", "r.akm", _diagnostic, {})
+        interfaces.decode(data, "r", "r.akm", _diagnostic, {}, b"{}")
     except interfaces.MALFORMED:
         pass
 
@@ -107,11 +107,11 @@ def test_a_compiled_child_survives_the_round_trip_and_its_plan_is_checked(tmp_pa
 
     stored = _through_json(interfaces.encode(child, encode))
     deps: dict[str, str | None] = {"child.akm": "sha256:0"}
-    again = interfaces.decode(stored, child.ref, child.file, decode, deps)
+    again = interfaces.decode(stored, child.ref, child.file, decode, deps, child.canonical)
     for name in ("ref", "file", "ok", "params", "outputs", "plan", "plan_hash", "size", "canonical", "first_error"):
         assert getattr(again, name) == getattr(child, name), name
     assert again.output_type == child.output_type and again.reads == child.reads and again.deps == deps
-    if stored["plan"] is not None:
-        stored["plan"] = stored["plan"].replace('"echo"', '"echo forged"')
+    if stored["planHash"] is not None:
+        forged = child.canonical.replace(b'"echo"', b'"echo forged"')
         with pytest.raises(ValueError, match="hash"):
-            interfaces.decode(stored, child.ref, child.file, decode, deps)
+            interfaces.decode(stored, child.ref, child.file, decode, deps, forged)

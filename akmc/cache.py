@@ -285,7 +285,7 @@ class Cache:
                     "sha256": own,
                     "interface": interfaces.encode(child, self._encode),
                 }
-                plan = child.canonical if child.plan is not None else b"null"
+                plan = child.canonical if child.plan_hash else b"null"
                 stored = b"[" + sealed(self.key, record) + b",\n" + plan + b"]"  # JSON still, read in two
                 write_atomically(path.with_suffix(INTERFACE_SUFFIX), stored, mode=0o600)
         except OSError:

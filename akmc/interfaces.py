@@ -31,7 +31,7 @@ def encode(child: Child, diagnostic: Callable[[Diagnostic], Any]) -> dict[str, A
         "ok": child.ok,
         "params": [[name, encode_type(type_), required] for name, (type_, required) in child.params.items()],
         "outputs": [[name, encode_type(type_)] for name, type_ in child.outputs.items()],
-        "planHash": child.plan_hash if child.plan is not None else None,
+        "planHash": child.plan_hash or None,  # set only with a plan
         "embedded": child.embedded,
         "chain": list(child.chain),
         "firstError": diagnostic(child.first_error) if child.first_error is not None else None,

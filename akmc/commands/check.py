@@ -481,7 +481,23 @@ def _record(result: FileResult) -> Cached:
     ]
     diagnostics = list(result.report.diagnostics)
     lines = shown_lines(result.text, diagnostics) if result.text is not None else {}
-    return Cached(result.source, lines, diagnostics, uses=tuple(uses), deps=result.deps, child=result.child)
+    child = result.child
+    return Cached(result.source, lines, diagnostics, uses=tuple(uses), deps=result.deps, child=_kept(child))
+
+
+def _kept(child: Child | None) -> Child | None:
+    """What the cache keeps of a compiled child (`akmc.interfaces`): its plan as bytes, not as the
+    objects it decodes to, which a record from a worker process would carry across for nothing."""
+    from akmc.compose import Child  # COMPILER_IMPORT
+
+    if child is None:
+        return None
+    kept = Child(
+        child.ref, child.file, child.ok, dict(child.params), dict(child.outputs), first_error=child.first_error
+    )
+    kept.plan_hash, kept.canonical, kept.size = child.plan_hash, child.canonical, child.size
+    kept.embedded, kept.chain = child.embedded, child.chain
+    return kept
 
 
 def _interfaces(cache: Cache | None) -> Callable[[Path, str], Child | None] | None:

@@ -6,10 +6,17 @@ those read, and the paths it found absent. An entry is used only when its key (t
 fingerprint, the file, the suppression setting, the workspace's `akm.toml`) matches, its own file's
 hash is among those it records, every one of those hashes still matches, and its keyed hash
 (HMAC-SHA256) verifies under this user's cache key, kept outside the workspace: an entry planted in
-the workspace, restored from another machine or edited is never believed, whatever hashes it claims.
+the workspace, restored from another machine or edited is never believed, whatever hashes it claims
+(the keyed hash is the entry's last field, taken over the bytes before it, so checking it decodes nothing).
 Anything else — stale, corrupt, huge, not a regular file, from another compiler — is ignored and
 rewritten. Entries are written to a temporary file and renamed, so concurrent `akmc` processes never
-see half an entry. Without a usable key (no writable home) nothing is cached."""
+see half an entry. Without a usable key (no writable home) nothing is cached.
+
+Beside each entry, a record of the file's interface (`akmc.interfaces`: what a parent's check reads
+of it) is kept, keyed, sealed and checked the same way, followed by its plan's bytes, which are
+believed only when they have the hash the record names: a parent re-checked for one edited child
+reads its other children's interfaces, neither their sources nor their diagnostics. A parent's plan
+embeds its children's, so it stays out of the entry every check reads."""
 
 from __future__ import annotations
 
@@ -21,7 +28,7 @@ import stat
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from akm_run.atomic import write_atomically
 from akm_run.digest import tagged_sha256
@@ -32,8 +39,12 @@ from akmc.sources import SourceFile
 from akmc.spans import Span
 from akmc.workspace import display_path, read_regular, relative_to, uses_refs
 
+if TYPE_CHECKING:
+    from akmc.compose import Child
+
 DIRECTORY = ".akmc-cache"
 FORMAT = 1
+INTERFACE_SUFFIX = ".interface"  # beside an entry: the file's interface (`akmc.interfaces`), sealed the same way
 MAX_ENTRY_BYTES = 8 * 1024 * 1024  # an entry past this is not read (diagnostics of one file are far smaller)
 MAX_INDEX_BYTES = 256 * 1024 * 1024  # the `uses` index of a very large workspace stays far below this
 
@@ -69,9 +80,25 @@ def secret() -> bytes | None:
     return key if private and owned and len(key) == 32 else None
 
 
-def _mac(key: bytes, entry: dict[str, Any]) -> str:
-    body = json.dumps({k: v for k, v in entry.items() if k != "mac"}, sort_keys=True, separators=(",", ":"))
-    return hmac.new(key, body.encode("utf-8", "surrogateescape"), hashlib.sha256).hexdigest()
+_MAC = b',"mac":"'  # the last field of a stored entry: the HMAC-SHA256 of the entry's bytes before it
+
+
+def sealed(key: bytes, entry: dict[str, Any]) -> bytes:
+    """An entry as it is stored: its JSON, then, last, the keyed hash of those bytes."""
+    body = json.dumps(entry, separators=(",", ":")).encode("ascii")  # ASCII: json escapes the rest
+    return body[:-1] + _MAC + hmac.new(key, body, hashlib.sha256).hexdigest().encode("ascii") + b'"}'
+
+
+def _opened(key: bytes, stored: bytes) -> Any:
+    """The entry `stored` holds when its keyed hash is this key's over the bytes it follows (checked
+    on the bytes read, before they are decoded); None otherwise."""
+    head, found, tail = stored.rpartition(_MAC)
+    if not found or len(tail) != 66 or not tail.endswith(b'"}'):
+        return None
+    expected = hmac.new(key, head + b"}", hashlib.sha256).hexdigest().encode("ascii")
+    if not hmac.compare_digest(tail[:64], expected):
+        return None  # not written by this user's akmc: planted, copied or edited
+    return json.loads(stored)
 
 
 @lru_cache(maxsize=1)
@@ -94,6 +121,7 @@ class Cached(NamedTuple):
     children: tuple[str, ...] = ()  # root-relative sources it composes, transitively
     uses: tuple[str, ...] = ()  # root-relative sources it composes directly
     deps: dict[str, str | None] | None = None  # set on a fresh result that may be cached
+    child: Child | None = None  # a fresh result's interface: what a parent's check reads of it
 
 
 class Cache:
@@ -106,6 +134,9 @@ class Cache:
         self._hashes: dict[str, str | None] = {}
         self._bytes: dict[str, bytes] = {}
         self._loaded: dict[str, Cached | None] = {}
+        self._entries: dict[str, dict[str, Any] | None] = {}  # each entry read: trusted and current, or None
+        self._displays: dict[str, str] = {}
+        self._paths: dict[str, Path] = {}  # each file's entry
         self.settings = self._hash("akm.toml")
 
     def relative(self, path: Path | str) -> str | None:
@@ -113,8 +144,11 @@ class Cache:
         return relative_to(Path(os.path.abspath(path)), self.root)
 
     def _entry_path(self, relative: str) -> Path:
-        key = f"{fingerprint()}\0{relative}\0{self.suppressions}".encode("utf-8", "surrogateescape")
-        return self.directory / f"{hashlib.sha256(key).hexdigest()[:40]}.json"
+        found = self._paths.get(relative)
+        if found is None:
+            key = f"{fingerprint()}\0{relative}\0{self.suppressions}".encode("utf-8", "surrogateescape")
+            found = self._paths[relative] = self.directory / f"{hashlib.sha256(key).hexdigest()[:40]}.json"
+        return found
 
     def _hash(self, relative: str) -> str | None:
         if relative not in self._hashes:
@@ -139,25 +173,72 @@ class Cache:
         """The file's result was handed on: keep no record of it (a later `load` reads it again)."""
         self._loaded.pop(relative, None)
         self._bytes.pop(relative, None)
+        self._entries.pop(relative, None)
+
+    def interface(self, relative: str, file: str) -> Child | None:
+        """What a parent's check reads of the file (`compose.Child`, naming it `file`), from its entry
+        when that entry is trusted and current (as `load` needs it); None otherwise: the caller
+        compiles the file."""
+        from akmc import interfaces  # late: only a parent's check reads a child's interface
+
+        try:
+            stored = read_regular(self._entry_path(relative).with_suffix(INTERFACE_SUFFIX), MAX_ENTRY_BYTES)
+        except OSError:
+            return None
+        # `[record,\nplan]`: the sealed record (no newline: JSON escapes them), then the plan's bytes
+        if stored[:1] != b"[" or stored[-1:] != b"]" or len(stored) > MAX_ENTRY_BYTES:
+            return None
+        header, _, plan = stored[1:-1].partition(b",\n")
+        record = self._trusted(relative, header, [*self._key(relative), "interface"])
+        if record is None:
+            return None
+        try:
+            return interfaces.decode(
+                record["interface"], relative.removesuffix(".akm"), file, self._diagnostic, record["deps"], plan
+            )
+        except interfaces.MALFORMED:
+            return None  # not the plan its hash names: compiled instead, never trusted
 
     def _key(self, relative: str) -> list[Any]:
         return [FORMAT, fingerprint(), relative, self.suppressions, self.settings]
 
-    def _load(self, relative: str) -> Cached | None:
+    def _entry(self, relative: str) -> dict[str, Any] | None:
+        """The file's entry, read once: None unless it is this user's, for this file as it is now."""
+        if relative not in self._entries:
+            self._entries[relative] = self._read(relative, self._entry_path(relative), self._key(relative))
+        return self._entries[relative]
+
+    def _read(self, relative: str, path: Path, key: list[Any]) -> dict[str, Any] | None:
+        """The record stored at `path` for the file when it is this user's, under `key`, for the
+        file as it is now (every hash it depends on matches); None otherwise."""
+        try:
+            stored = read_regular(path, MAX_ENTRY_BYTES)
+        except OSError:
+            return None  # missing, or not a regular file
+        return self._trusted(relative, stored, key) if len(stored) <= MAX_ENTRY_BYTES else None
+
+    def _trusted(self, relative: str, stored: bytes, key: list[Any]) -> dict[str, Any] | None:
+        """The record `stored` holds when it is this user's, under `key`, for the file as it is now."""
         if self.key is None:
             return None
         try:
-            stored = read_regular(self._entry_path(relative), MAX_ENTRY_BYTES)
-            entry = json.loads(stored) if len(stored) <= MAX_ENTRY_BYTES else None
-            if not isinstance(entry, dict) or entry.get("key") != self._key(relative):
+            entry = _opened(self.key, stored)
+            if not isinstance(entry, dict) or entry.get("key") != key:
                 return None
-            if not hmac.compare_digest(str(entry.get("mac")), _mac(self.key, entry)):
-                return None  # not written by this user's akmc: planted, copied or edited
             deps: dict[str, str | None] = entry["deps"]
             if deps.get(relative) is None or deps[relative] != entry["sha256"]:
                 return None
-            if any(self._hash(path) != digest for path, digest in deps.items()):
+            if any(self._hash(dep) != digest for dep, digest in deps.items()):
                 return None
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError):
+            return None  # corrupt or from another version: never trusted
+        return entry
+
+    def _load(self, relative: str) -> Cached | None:
+        entry = self._entry(relative)
+        if entry is None:
+            return None
+        try:
             diagnostics = [self._diagnostic(d) for d in entry["diagnostics"]]
             children, uses = tuple(map(str, entry["children"])), tuple(map(str, entry["uses"]))
         except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError):
@@ -170,9 +251,15 @@ class Cache:
         return Cached(source, lines, diagnostics, children, uses)
 
     def store(
-        self, relative: str, deps: dict[str, str | None], diagnostics: list[Diagnostic], uses: tuple[str, ...]
+        self,
+        relative: str,
+        deps: dict[str, str | None],
+        diagnostics: list[Diagnostic],
+        uses: tuple[str, ...],
+        child: Child | None = None,
     ) -> None:
-        """Write one file's entry (atomically); failures to write are ignored: the cache is an optimisation."""
+        """Write one file's entry, and the record of its interface (`child`) when given, each
+        atomically; failures to write are ignored: the cache is an optimisation."""
         own = deps.get(relative)
         if self.key is None or own is None:
             return
@@ -185,10 +272,22 @@ class Cache:
             "uses": sorted(uses),
             "sha256": own,
         }
-        entry["mac"] = _mac(self.key, entry)
+        path = self._entry_path(relative)
         try:
             _make_directory(self.directory)
-            write_atomically(self._entry_path(relative), json.dumps(entry, separators=(",", ":")), mode=0o600)
+            write_atomically(path, sealed(self.key, entry), mode=0o600)
+            if child is not None:
+                from akmc import interfaces  # late: a fresh result was compiled, so the compiler is loaded
+
+                record = {
+                    "key": [*self._key(relative), "interface"],
+                    "deps": deps,
+                    "sha256": own,
+                    "interface": interfaces.encode(child, self._encode),
+                }
+                plan = child.canonical if child.plan_hash else b"null"
+                stored = b"[" + sealed(self.key, record) + b",\n" + plan + b"]"  # JSON still, read in two
+                write_atomically(path.with_suffix(INTERFACE_SUFFIX), stored, mode=0o600)
         except OSError:
             return
 
@@ -214,7 +313,10 @@ class Cache:
         return self.relative(Path(display)) or display
 
     def _display(self, relative: str) -> str:
-        return display_path(os.path.join(self._root, relative))
+        found = self._displays.get(relative)
+        if found is None:
+            found = self._displays[relative] = display_path(os.path.join(self._root, relative))
+        return found
 
 
 class UsesIndex:

@@ -88,13 +88,20 @@ class Session:
         suppressions: bool = True,
         display: Callable[[Path], str] = display_path,
         reader: Reader | None = None,
+        interfaces: Callable[[Path, str], Child | None] | None = None,
     ) -> None:
+        """`interfaces(path, display)` may answer for a child (resolved path; `display` names it) what
+        a parent reads of it, as the result cache stores it: such a child is neither parsed nor
+        compiled here."""
         self.root = root.resolve() if root is not None else None
         self.reader = reader or Reader()  # where source bytes come from: disk, or editor buffers over it
         self.suppressions = suppressions  # False for --no-ignore
         self.display = display  # how diagnostics name a file (`akmc diff --rev`: `REV:path`)
         self._files: dict[Path, FileResult] = {}  # every file read, by resolved path
         self._checked: dict[Path, None] = {}  # the files asked for and their children, in order
+        self.interfaces = interfaces
+        self._known: dict[Path, Child | None] = {}  # the interfaces `interfaces` answered, by resolved path
+        self._real: dict[Path, Path] = {}  # the resolved path of each child located
 
     @property
     def results(self) -> list[FileResult]:
@@ -151,8 +158,36 @@ class Session:
         result = self._files[key]
         found = []
         for child, _ in result.edges.values():
-            if child is not None:
+            if child is not None and self._known_child(child, result) is None:
                 found.append(self._parse(child, result.root, self.display(child)).path)
+        return found
+
+    def _resolved(self, path: Path) -> Path:
+        """`real_path(path)`, once per path: a wide parent's children are looked up several times."""
+        found = self._real.get(path)
+        if found is None:
+            found = self._real[path] = real_path(path)
+        return found
+
+    def _known_child(self, path: Path, parent: FileResult) -> Child | None:
+        """The stored interface of the child at `path`, when `interfaces` answers for it and this
+        session has not read the file itself."""
+        if self.interfaces is None:
+            return None
+        try:
+            key = self._resolved(path)
+        except OSError:
+            return None
+        if key in self._files:
+            return None
+        if key not in self._known:
+            # named as a compile names it: by the path located (a symlink keeps its name)
+            self._known[key] = self.interfaces(key, self.display(path))
+        found = self._known[key]
+        # A stored result is never on a composition cycle (a cycle's results are not stored); one that
+        # names the parent among its dependencies is compiled all the same, so E401 stays exact.
+        if found is None or (found.deps is not None and parent.source.relative in found.deps):
+            return None
         return found
 
     def _postorder(self, start: Path) -> list[Path]:
@@ -222,6 +257,7 @@ class Session:
         result.child.deps = result.deps
         if result.plan is not None:
             result.child.plan, result.child.plan_hash, result.child.size = plan, sha256_of(data), len(data)
+            result.child.canonical = data
             result.child.embedded, result.child.chain = embedded, chain
             result.child.reads = {e["path"]: e.get("sha256") for e in plan["sourceReadSet"]}
         if self.suppressions:
@@ -259,7 +295,14 @@ class Session:
                 missing = why.template is messages.child_not_found
                 result.report.add(why, span, help=compose.suggest(result.root, ref) if missing else None)
                 continue
-            key = located.resolve()
+            key = self._resolved(located)
+            known = self._known.get(key) if key not in self._files else None
+            if known is not None:  # its stored interface (`_known_child`): what compiling it would give
+                if not known.ok:
+                    compose.failed_child(result.report, span, known)
+                children[sm.id] = known
+                sites.append((span, known))
+                continue
             cycle = self._path_back(key, result.path)
             if cycle is not None:
                 result.report.add(messages.composition_cycle(path=" -> ".join([result.ref, *cycle])), span)

@@ -32,6 +32,7 @@ class Child:
     outputs: dict[str, t.Type] = field(default_factory=dict)  # declared type, else the source's type
     plan: dict[str, Any] | None = None
     plan_hash: str = ""
+    canonical: bytes = b""  # its plan's canonical bytes, which `plan_hash` is taken over
     size: int = 0  # canonical bytes of its plan
     embedded: int = 0  # canonical bytes of every plan it embeds, all levels
     chain: tuple[str, ...] = ()  # its deepest composition chain, itself first
@@ -57,8 +58,8 @@ build()
 
 
 def locate(root: Path, ref: str, is_file: Callable[[Path], bool] = Path.is_file) -> tuple[Path | None, Message | None]:
-    """The file a `uses` ref names under `root`, or (None, why it does not resolve: an E400 message).
-    `is_file` says whether a source exists (an editor buffer not yet saved counts)."""
+    """The file a `uses` ref names under `root` (resolved), or (None, why it does not resolve: an E400
+    message). `is_file` says whether a source exists (an editor buffer not yet saved counts)."""
     if ref.endswith(SUFFIX):
         return None, messages.child_ref_is_file(ref=ref, suffix=SUFFIX)
     parts = ref.split("/")
@@ -66,7 +67,7 @@ def locate(root: Path, ref: str, is_file: Callable[[Path], bool] = Path.is_file)
         return None, messages.not_a_ref(ref=ref)
     candidate = ref_file(root, ref)
     try:
-        real_path(candidate).relative_to(root.resolve())
+        real_path(candidate).relative_to(root)
     except ValueError:
         return None, messages.child_outside_root(ref=ref)
     except OSError as error:

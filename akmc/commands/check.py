@@ -7,6 +7,7 @@ import gc
 import os
 import sys
 from collections import deque
+from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,6 +34,7 @@ from akmc.workspace import (
 # start-up) are imported only when something must be compiled: a check answered from the cache never is.
 if TYPE_CHECKING:
     from akmc.compiler import FileResult, Session
+    from akmc.compose import Child
 
 FORMATS = ("text", "json", "github", "sarif")
 EPILOG = """examples:
@@ -223,6 +225,8 @@ class _Checker:
         self.root, self.suppressions, self.cache, self.config = root, suppressions, cache, config
         self.jobs = jobs if jobs is not None else min(os.cpu_count() or 1, 8)
         self.seen: set[str] = set()  # every file whose result was handed over (or kept out)
+        self.kept: set[str] = set()  # every file whose fresh result went to the cache
+        self.named: set[str] = set()  # the files asked for: each is reported with every child it composes
         self.shares: list[tuple[int, list[Path]]] = []  # (its number in the output, its files)
         self.files: list[Path] = []  # the files named and their parents, in sorted order
         self.restoring: int | None = None  # the output's number for the pass over the cache
@@ -233,7 +237,7 @@ class _Checker:
     def session(self) -> Session:
         from akmc.compiler import Session  # COMPILER_IMPORT
 
-        return Session(self.root, suppressions=self.suppressions)
+        return Session(self.root, suppressions=self.suppressions, interfaces=_interfaces(self.cache))
 
     def plan(self, chosen: list[Path], out: Output) -> None:
         """Find the parents that compose `chosen` and register with the output every file the
@@ -241,6 +245,7 @@ class _Checker:
         # A child edit can break the workflows that compose it: check those parents too.
         parents = [p for p in self.dependents(chosen) if _wanted(self.root, p, self.config)]
         files = list(dict.fromkeys([*chosen, *parents]))
+        self.named = {_key(p) for p in chosen}
         self.files = sorted(files, key=self._display)
         self.restoring = out.share(self._reach(self.files)) if self.files else None
 
@@ -263,8 +268,7 @@ class _Checker:
         if len(self.shares) == 1:  # few files: in this process, with the session that found the parents
             number, files = self.shares[0]
             ok = _check_all(self.session, files)
-            for result in self.session.results:
-                self._deliver(_record(result), out)
+            self._hand_over(files, [_record(r) for r in self.session.results], out)
             out.done(number)
             return ok
         return self._in_shares(out)
@@ -278,13 +282,14 @@ class _Checker:
         return found
 
     def _reach(self, files: list[Path]) -> set[str]:
-        """How diagnostics name `files` and every file their text says they compose, transitively:
-        the results a session checking `files` may produce. The text's refs come from the `uses`
-        index where the cache keeps one (no unchanged file is read)."""
+        """How diagnostics name `files` and every file the text of the named ones says they compose,
+        transitively: the results a check of `files` may report (of a parent found for them, only
+        its own). The text's refs come from the `uses` index where the cache keeps one (no
+        unchanged file is read)."""
         root = self.root.resolve()
-        found: set[str] = set()
+        found = {self._display(p) for p in files if (k := _key(p)) not in self.named and k not in self.seen}
         visited: set[str] = set()
-        pending = list(files)
+        pending = [p for p in files if _key(p) in self.named]
         while pending:
             path = pending.pop()
             key = _key(path)
@@ -312,18 +317,50 @@ class _Checker:
             return [self.root / u for u in found.uses]
         return self.session.uses_of(path, self.root)
 
+    def _hand_over(self, files: list[Path], records: list[Cached], out: Output) -> None:
+        """Keep every fresh result of a check of `files` in the cache, and report the named files
+        with every child they compose (fresh, or from the cache when the check read only their
+        interface), and each parent found for them alone: its other children were not asked about."""
+        found = {_key(r.source.path): r for r in records}  # by resolved path, as a session names them
+        for each in records:
+            self._keep(each)
+        for path in files:
+            real = os.path.realpath(path)
+            if _key(path) not in self.named:
+                alone = found.get(real)
+                if alone is not None:
+                    self._deliver(alone, out)
+                continue
+            visited: set[str] = set()
+            pending = [Path(real)]
+            while pending:
+                key = _key(pending.pop())
+                if key in visited:
+                    continue
+                visited.add(key)
+                record = found.get(key) or self._restore_one(Path(key))
+                if record is not None:
+                    self._deliver(record, out)
+                    pending += [self.root / u for u in record.uses]
+
+    def _keep(self, record: Cached) -> None:
+        """Write a fresh result's cache entry (once per file), so that nothing keeps its
+        dependencies' hashes; then let the cache forget the file."""
+        key, relative = _key(record.source.path), record.source.relative
+        if key in self.kept or self.cache is None or relative is None:
+            return
+        self.kept.add(key)
+        if record.deps is not None:
+            self.cache.store(relative, record.deps, record.diagnostics, record.uses, record.child)
+        self.cache.forget(relative)
+
     def _deliver(self, record: Cached, out: Output) -> None:
-        """Hand one result to the output (the first for each file); a fresh one's cache entry is
-        written now, so that nothing keeps its dependencies' hashes."""
+        """Hand one result to the output (the first for each file)."""
         key = _key(record.source.path)
         if key in self.seen:
             return
         self.seen.add(key)
-        relative = record.source.relative
-        if self.cache is not None and relative is not None:
-            if record.deps is not None:
-                self.cache.store(relative, record.deps, record.diagnostics, record.uses)
-            self.cache.forget(relative)
+        self._keep(record)
         if _wanted(self.root, record.source.path, self.config):
             found = [d for d in record.diagnostics if self.config.reports(d.code)]
             out.add(record.source.display, record.lines, found, self.config.strict)
@@ -342,7 +379,9 @@ class _Checker:
         if found is None or self.cache is None:
             return False
         root = self.cache.root
-        children = [self.cache.load(c) for c in found.children if _key(root / c) not in self.seen]
+        # a parent found for the named files is reported alone (`_hand_over`)
+        named = found.children if _key(path) in self.named else ()
+        children = [self.cache.load(c) for c in named if _key(root / c) not in self.seen]
         if any(c is None for c in children):
             return False
         for record in [found, *children]:
@@ -361,17 +400,16 @@ class _Checker:
         if self.jobs <= 1:
             ok = True
             for number, files in self.shares:
-                ok = self._take(number, _work(self._job(files)), out) and ok
+                ok = self._take(number, files, _work(self._job(files)), out) and ok
             return ok
         return self._in_workers(list(self.shares), out)
 
     def _job(self, files: list[Path]) -> tuple[Path, bool, list[Path]]:
         return self.root, self.suppressions, [p for p in files if _key(p) not in self.seen]
 
-    def _take(self, number: int, done: tuple[bool, list[Cached]], out: Output) -> bool:
+    def _take(self, number: int, files: list[Path], done: tuple[bool, list[Cached]], out: Output) -> bool:
         ok, records = done
-        for record in records:
-            self._deliver(record, out)
+        self._hand_over(files, records, out)
         out.done(number)
         return ok
 
@@ -395,7 +433,7 @@ class _Checker:
                 except BrokenProcessPool:  # a worker died (killed, out of memory): which share is unknown
                     queue.extendleft(reversed([(number, files), *((n, f) for n, f, _ in running)]))
                     break
-                ok = self._take(number, done, out) and ok
+                ok = self._take(number, files, done, out) and ok
         for number, files in queue:  # after a worker died: one share at a time, each in a new process
             with shares.Pool(1) as pool:
                 try:
@@ -410,7 +448,7 @@ class _Checker:
                     out.done(number)
                     ok = False
                     continue
-            ok = self._take(number, done, out) and ok
+            ok = self._take(number, files, done, out) and ok
         return ok
 
 
@@ -424,7 +462,8 @@ def _key(path: Path) -> str:
 
 
 def _work(job: tuple[Path, bool, list[Path]]) -> tuple[bool, list[Cached]]:
-    """A worker process: check a share of the files in a session of its own."""
+    """A worker process: check a share of the files in a session of its own. (It compiles every
+    child: shares are taken when many files changed, and the cache's interfaces save little then.)"""
     from akmc.compiler import Session  # COMPILER_IMPORT
 
     root, suppressions, files = job
@@ -442,7 +481,35 @@ def _record(result: FileResult) -> Cached:
     ]
     diagnostics = list(result.report.diagnostics)
     lines = shown_lines(result.text, diagnostics) if result.text is not None else {}
-    return Cached(result.source, lines, diagnostics, uses=tuple(uses), deps=result.deps)
+    child = result.child
+    return Cached(result.source, lines, diagnostics, uses=tuple(uses), deps=result.deps, child=_kept(child))
+
+
+def _kept(child: Child | None) -> Child | None:
+    """What the cache keeps of a compiled child (`akmc.interfaces`): its plan as bytes, not as the
+    objects it decodes to, which a record from a worker process would carry across for nothing."""
+    from akmc.compose import Child  # COMPILER_IMPORT
+
+    if child is None:
+        return None
+    kept = Child(
+        child.ref, child.file, child.ok, dict(child.params), dict(child.outputs), first_error=child.first_error
+    )
+    kept.plan_hash, kept.canonical, kept.size = child.plan_hash, child.canonical, child.size
+    kept.embedded, kept.chain = child.embedded, child.chain
+    return kept
+
+
+def _interfaces(cache: Cache | None) -> Callable[[Path, str], Child | None] | None:
+    """What a session reads of an unchanged child instead of compiling it: its cached interface."""
+    if cache is None:
+        return None
+
+    def interface(path: Path, display: str) -> Child | None:
+        relative = cache.relative(path)
+        return cache.interface(relative, display) if relative is not None else None
+
+    return interface
 
 
 def _selected(root: Path, files: list[Path], named: list[Path], config: CheckConfig) -> list[Path]:

@@ -7,34 +7,29 @@ import gc
 import os
 import sys
 from collections import deque
-from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from akmc import exitcodes, shares
 from akmc.cache import Cache, Cached, UsesIndex
+from akmc.commands import cached, selection
 from akmc.config import CheckConfig, ConfigError, code_problem, load
 from akmc.render.stream import Output
-from akmc.render.text import shown_lines
 from akmc.sources import ref_file
 from akmc.workspace import (
     SourceError,
     composer_candidates,
-    discover,
     display_path,
     find_root,
     parents,
-    real_path,
-    relative_to,
     uses_refs,
 )
 
 # COMPILER_IMPORT: the parser and the compiler's stages (akmc.syntax, akmc.compiler: about 70 ms of
 # start-up) are imported only when something must be compiled: a check answered from the cache never is.
 if TYPE_CHECKING:
-    from akmc.compiler import FileResult, Session
-    from akmc.compose import Child
+    from akmc.compiler import Session
 
 FORMATS = ("text", "json", "github", "sarif")
 EPILOG = """examples:
@@ -116,7 +111,7 @@ def run(
     configuration applies and the cache lives there. The command line wins over each akm.toml.
     Results are printed in sorted file order as soon as every file sorted before them is done."""
     named = paths or [Path(".")]
-    sources, named_ok = _sources(named)
+    sources, named_ok = selection.sources(named)
     found = _checkers(sources, named, root, overrides or {}, suppressions, cache, jobs)
     if found is None:
         return exitcodes.USAGE
@@ -178,40 +173,8 @@ def _checkers(
             setattr(config, name, value)
         docs_url = docs_url or config.docs_url
         checker = _Checker(workspace, suppressions, Cache(workspace, suppressions) if cache else None, jobs, config)
-        checkers.append((checker, _selected(workspace, files, named, config)))
+        checkers.append((checker, selection.selected(workspace, files, named, config)))
     return checkers, docs_url
-
-
-def _sources(named: list[Path]) -> tuple[list[Path], bool]:
-    """The sources the named paths hold, and False after an error for a path that does not exist or a
-    directory without a single `.akm` file (checking nothing is never "No problems found")."""
-    found: dict[Path, None] = {}
-    ok = True
-    for path in named:
-        try:
-            path.stat()
-        except (FileNotFoundError, NotADirectoryError):
-            if path.is_symlink():
-                print(
-                    f"akmc: error: cannot read {display_path(path)}: its symlink target does not exist", file=sys.stderr
-                )
-            else:
-                print(f"akmc: error: {display_path(path)}: no such file or directory", file=sys.stderr)
-            ok = False
-            continue
-        except OSError as error:
-            print(f"akmc: error: cannot read {display_path(path)}: {error.strerror or error}", file=sys.stderr)
-            ok = False
-            continue
-        files = discover([path])
-        if not files:
-            where = "the current directory" if str(path) == "." else display_path(path)
-            print(
-                f"akmc: error: no .akm files in {where} or below it; name a workflow or its directory", file=sys.stderr
-            )
-            ok = False
-        found.update(dict.fromkeys(files))
-    return list(found), ok
 
 
 class _Checker:
@@ -237,13 +200,13 @@ class _Checker:
     def session(self) -> Session:
         from akmc.compiler import Session  # COMPILER_IMPORT
 
-        return Session(self.root, suppressions=self.suppressions, interfaces=_interfaces(self.cache))
+        return Session(self.root, suppressions=self.suppressions, interfaces=cached.interfaces(self.cache))
 
     def plan(self, chosen: list[Path], out: Output) -> None:
         """Find the parents that compose `chosen` and register with the output every file the
         check may report: those and the children their text names, transitively."""
         # A child edit can break the workflows that compose it: check those parents too.
-        parents = [p for p in self.dependents(chosen) if _wanted(self.root, p, self.config)]
+        parents = [p for p in self.dependents(chosen) if selection.wanted(self.root, p, self.config)]
         files = list(dict.fromkeys([*chosen, *parents]))
         self.named = {_key(p) for p in chosen}
         self.files = sorted(files, key=self._display)
@@ -268,7 +231,7 @@ class _Checker:
         if len(self.shares) == 1:  # few files: in this process, with the session that found the parents
             number, files = self.shares[0]
             ok = _check_all(self.session, files)
-            self._hand_over(files, [_record(r) for r in self.session.results], out)
+            self._hand_over(files, [cached.record(r) for r in self.session.results], out)
             out.done(number)
             return ok
         return self._in_shares(out)
@@ -361,7 +324,7 @@ class _Checker:
             return
         self.seen.add(key)
         self._keep(record)
-        if _wanted(self.root, record.source.path, self.config):
+        if selection.wanted(self.root, record.source.path, self.config):
             found = [d for d in record.diagnostics if self.config.reports(d.code)]
             out.add(record.source.display, record.lines, found, self.config.strict)
 
@@ -469,67 +432,7 @@ def _work(job: tuple[Path, bool, list[Path]]) -> tuple[bool, list[Cached]]:
     root, suppressions, files = job
     session = Session(root, suppressions=suppressions)
     ok = _check_all(session, files)
-    return ok, [_record(r) for r in session.results]
-
-
-def _record(result: FileResult) -> Cached:
-    """What the cache keeps of a fresh result; `uses` names the children it composes inside the root."""
-    uses = [
-        r
-        for child, _ in result.edges.values()
-        if child is not None and (r := relative_to(real_path(child), result.root))
-    ]
-    diagnostics = list(result.report.diagnostics)
-    lines = shown_lines(result.text, diagnostics) if result.text is not None else {}
-    child = result.child
-    return Cached(result.source, lines, diagnostics, uses=tuple(uses), deps=result.deps, child=_kept(child))
-
-
-def _kept(child: Child | None) -> Child | None:
-    """What the cache keeps of a compiled child (`akmc.interfaces`): its plan as bytes, not as the
-    objects it decodes to, which a record from a worker process would carry across for nothing."""
-    from akmc.compose import Child  # COMPILER_IMPORT
-
-    if child is None:
-        return None
-    kept = Child(
-        child.ref, child.file, child.ok, dict(child.params), dict(child.outputs), first_error=child.first_error
-    )
-    kept.plan_hash, kept.canonical, kept.size = child.plan_hash, child.canonical, child.size
-    kept.embedded, kept.chain = child.embedded, child.chain
-    return kept
-
-
-def _interfaces(cache: Cache | None) -> Callable[[Path, str], Child | None] | None:
-    """What a session reads of an unchanged child instead of compiling it: its cached interface."""
-    if cache is None:
-        return None
-
-    def interface(path: Path, display: str) -> Child | None:
-        relative = cache.relative(path)
-        return cache.interface(relative, display) if relative is not None else None
-
-    return interface
-
-
-def _selected(root: Path, files: list[Path], named: list[Path], config: CheckConfig) -> list[Path]:
-    chosen = []
-    for path in files:
-        if _wanted(root, path, config):
-            chosen.append(path)
-        elif any(path == p for p in named):
-            print(f"akmc: note: {display_path(path)} is excluded by the [check] configuration", file=sys.stderr)
-    return chosen
-
-
-def _wanted(root: Path, path: Path, config: CheckConfig) -> bool:
-    if not config.include and not config.exclude:
-        return True
-    try:
-        relative = path.resolve().relative_to(root).as_posix()
-    except ValueError:
-        return True
-    return config.checks(relative)
+    return ok, [cached.record(r) for r in session.results]
 
 
 def _check_all(session: Session, files: list[Path]) -> bool:

@@ -80,18 +80,24 @@ SHELL_WORDS = frozenset(
 )
 
 
-def program(command: str) -> str | None:
-    """The program a `/bin/sh -c` command line starts (after any `NAME=value` assignments); None
-    when it names none the host must have (nothing, a shell keyword or builtin, an expansion)."""
+def first_word(command: str) -> str | None:
+    """The first word of a `/bin/sh -c` command line after any `NAME=value` assignments."""
     try:
         words = shlex.split(command)
     except ValueError:
         words = command.split()
     while words and "=" in words[0] and words[0].split("=", 1)[0].isidentifier():
         words = words[1:]
-    if not words or words[0] in SHELL_WORDS or "$" in words[0] or "`" in words[0]:
+    return words[0] if words else None
+
+
+def program(command: str) -> str | None:
+    """The program a `/bin/sh -c` command line starts; None when it names none the host must have
+    (nothing, a shell keyword or builtin, an expansion)."""
+    word = first_word(command)
+    if word is None or word in SHELL_WORDS or "$" in word or "`" in word:
         return None
-    return words[0]
+    return word
 
 
 def notifier(plan: Mapping[str, Any]) -> dict[str, list[str]]:

@@ -10,7 +10,6 @@ directory or a commit, never a value.
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -18,7 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from akm_run import wording, worktrees
-from akm_run.needs import Interpreter, Need, NeedKind, interpreter, needs
+from akm_run.needs import Interpreter, Need, NeedKind, first_word, interpreter, needs
 from akm_run.needs import program as needs_program
 from akm_run.rows import StepRow
 from akm_run.sqlitestore import writable
@@ -123,7 +122,7 @@ def check_agent(subject: Subject) -> Iterable[Finding]:
     if not command:
         yield _at("agent", need, wording.no_agent_command(), wording.configure_an_agent())
         return
-    program = _first_word(command)
+    program = first_word(command)
     if program is None:
         yield _at("agent", need, wording.agent_command_empty(), wording.configure_an_agent())
     elif (missing := _unresolved(program, subject.host)) is not None:
@@ -187,7 +186,7 @@ def check_notify(subject: Subject) -> Iterable[Finding]:
     host = subject.host
     if host.notify_cmd is not None:
         hint = wording.fix_the_notify_cmd()
-        if _first_word(host.notify_cmd) is None:
+        if first_word(host.notify_cmd) is None:
             yield Finding("notify", "error", None, wording.notify_cmd_empty(), hint)
         elif (started := needs_program(host.notify_cmd)) and (missing := _unresolved(started, host)) is not None:
             yield Finding("notify", "error", None, wording.notify_cmd_missing(program=started, why=missing), hint)
@@ -234,17 +233,6 @@ CHECKS: tuple[tuple[str, Check], ...] = (
     ("state", check_state),
 )
 ORDER = {name: position for position, (name, _) in enumerate(CHECKS)}
-
-
-def _first_word(command: str) -> str | None:
-    """The program a `/bin/sh -c` command line starts (after any `NAME=value` assignments)."""
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        words = command.split()
-    while words and "=" in words[0] and words[0].split("=", 1)[0].isidentifier():
-        words = words[1:]
-    return words[0] if words else None
 
 
 def _unresolved(program: str, host: Host) -> str | None:

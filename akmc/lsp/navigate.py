@@ -131,6 +131,8 @@ def _step_text(name: str, analysis: Analysis) -> str | None:
     sm = analysis.model.steps[analysis.model.index[name]]
     output = analysis.typed.steps.get(name)
     text = f"step `{name}`: {_step_kind(sm)}"
+    if sm.kind == "parallel":
+        text += ", members " + ", ".join(f"`{member}`" for member in sm.members)
     if output is not None:
         text += f"\n\noutput: `{t.describe(output)}`"
     child = analysis.children.get(name)

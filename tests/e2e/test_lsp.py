@@ -237,6 +237,25 @@ async def test_hover(client: LanguageClient, workspace: Path) -> None:
     assert "child workflow `workflows/child`" in uses and "`report`" in uses and "`count`" in uses
 
 
+PARALLEL = """workflow "checks" {
+  parallel checks {
+    step lint { shell "echo 1" }
+    step unit { shell "echo 2" }
+  }
+}
+"""
+
+
+async def test_hover_on_a_parallel_block_names_its_members_and_its_output(
+    client: LanguageClient, workspace: Path
+) -> None:
+    target = open_doc(client, workspace / "workflows" / "checks.akm", PARALLEL)
+    await published(client, target, lambda d: not d)
+    shown = await _hover(client, target, PARALLEL, "checks {")
+    assert "step `checks`: parallel, members `lint`, `unit`" in shown, shown
+    assert "output: `{ lint: any, unit: any }`" in shown, shown  # shell output is untyped JSON
+
+
 async def test_hover_explains_a_diagnostic(client: LanguageClient, workspace: Path) -> None:
     text = PARENT.replace('"ada"', "1")
     target = open_doc(client, workspace / "workflows" / "parent.akm", text)

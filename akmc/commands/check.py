@@ -11,9 +11,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from akmc import exitcodes, shares
+from akmc import checkcache, checkfiles, exitcodes, shares
 from akmc.cache import Cache, Cached, UsesIndex
-from akmc.commands import cached, selection
 from akmc.config import CheckConfig, ConfigError, code_problem, load
 from akmc.render.stream import Output
 from akmc.sources import ref_file
@@ -111,7 +110,7 @@ def run(
     configuration applies and the cache lives there. The command line wins over each akm.toml.
     Results are printed in sorted file order as soon as every file sorted before them is done."""
     named = paths or [Path(".")]
-    sources, named_ok = selection.sources(named)
+    sources, named_ok = checkfiles.sources(named)
     found = _checkers(sources, named, root, overrides or {}, suppressions, cache, jobs)
     if found is None:
         return exitcodes.USAGE
@@ -173,7 +172,7 @@ def _checkers(
             setattr(config, name, value)
         docs_url = docs_url or config.docs_url
         checker = _Checker(workspace, suppressions, Cache(workspace, suppressions) if cache else None, jobs, config)
-        checkers.append((checker, selection.selected(workspace, files, named, config)))
+        checkers.append((checker, checkfiles.selected(workspace, files, named, config)))
     return checkers, docs_url
 
 
@@ -200,13 +199,13 @@ class _Checker:
     def session(self) -> Session:
         from akmc.compiler import Session  # COMPILER_IMPORT
 
-        return Session(self.root, suppressions=self.suppressions, interfaces=cached.interfaces(self.cache))
+        return Session(self.root, suppressions=self.suppressions, interfaces=checkcache.interfaces(self.cache))
 
     def plan(self, chosen: list[Path], out: Output) -> None:
         """Find the parents that compose `chosen` and register with the output every file the
         check may report: those and the children their text names, transitively."""
         # A child edit can break the workflows that compose it: check those parents too.
-        parents = [p for p in self.dependents(chosen) if selection.wanted(self.root, p, self.config)]
+        parents = [p for p in self.dependents(chosen) if checkfiles.wanted(self.root, p, self.config)]
         files = list(dict.fromkeys([*chosen, *parents]))
         self.named = {_key(p) for p in chosen}
         self.files = sorted(files, key=self._display)
@@ -231,7 +230,7 @@ class _Checker:
         if len(self.shares) == 1:  # few files: in this process, with the session that found the parents
             number, files = self.shares[0]
             ok = _check_all(self.session, files)
-            self._hand_over(files, [cached.record(r) for r in self.session.results], out)
+            self._hand_over(files, [checkcache.record(r) for r in self.session.results], out)
             out.done(number)
             return ok
         return self._in_shares(out)
@@ -324,7 +323,7 @@ class _Checker:
             return
         self.seen.add(key)
         self._keep(record)
-        if selection.wanted(self.root, record.source.path, self.config):
+        if checkfiles.wanted(self.root, record.source.path, self.config):
             found = [d for d in record.diagnostics if self.config.reports(d.code)]
             out.add(record.source.display, record.lines, found, self.config.strict)
 
@@ -432,7 +431,7 @@ def _work(job: tuple[Path, bool, list[Path]]) -> tuple[bool, list[Cached]]:
     root, suppressions, files = job
     session = Session(root, suppressions=suppressions)
     ok = _check_all(session, files)
-    return ok, [cached.record(r) for r in session.results]
+    return ok, [checkcache.record(r) for r in session.results]
 
 
 def _check_all(session: Session, files: list[Path]) -> bool:

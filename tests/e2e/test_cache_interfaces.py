@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from akm_run.digest import canonical_bytes
-from akmc import syntax
+from akmc import checkcache, syntax
 from akmc.cache import INTERFACE_SUFFIX, Cache, sealed, secret
-from akmc.commands import cached, check
+from akmc.commands import check
 from akmc.compiler import Session
 from helpers import edit, run_cli, source
 
@@ -204,7 +204,7 @@ def test_a_parent_compiled_against_interfaces_has_the_same_diagnostics_and_plan(
         parent = wide / "workflows" / "parent.akm"
         fresh = Session(wide)
         compiled = fresh.check(parent)
-        read = Session(wide, interfaces=cached.interfaces(Cache(wide, True)))
+        read = Session(wide, interfaces=checkcache.interfaces(Cache(wide, True)))
         answered = read.check(parent)
         assert [r.ref for r in read.results] == ["workflows/parent"]  # no child compiled
         assert answered.report.diagnostics == compiled.report.diagnostics

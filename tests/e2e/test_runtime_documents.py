@@ -74,6 +74,8 @@ CLOCK = (
     (re.compile(r"\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z\b"), "<time>"),
     (re.compile(r"took \d+(?:\.\d+)?m?s"), "took <duration>"),
     (re.compile(r'"durationMs": \d+'), '"durationMs": <duration>'),
+    # whether the activity sampler saw a short unit before it ended (operations.md D6)
+    (re.compile(r'\n *"lastActivityAt": "[^"]*",'), ""),
 )
 
 

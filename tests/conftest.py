@@ -9,7 +9,17 @@ import pytest
 from syrupy.assertion import SnapshotAssertion
 
 import profiles  # noqa: F401  (registers the hypothesis profiles before any test module is collected)
-from helpers import STORES, Checker, Keys, OneForEveryStore, Pool, PostgresServer, Runtime, leftover_units
+from helpers import (
+    STORES,
+    UNREACHABLE_DATABASE,
+    Checker,
+    Keys,
+    OneForEveryStore,
+    Pool,
+    PostgresServer,
+    Runtime,
+    leftover_units,
+)
 
 
 @pytest.fixture
@@ -52,10 +62,15 @@ def runtime(runtime_store: str, tmp_path: Path, request: pytest.FixtureRequest) 
     server, holding the pool's schemas as a first worker leaves them (PostgresServer.served), and a
     worker (started with the test, waited for by the first command), stopped at the end with
     SIGTERM; a worker that dies by itself or does not stop fails the test, and so does a unit
-    process left running in the workspace; the workers' output is shown on failure."""
-    database = request.getfixturevalue("postgres_server").served() if runtime_store == "postgres" else None
+    process left running in the workspace; the workers' output is shown on failure. A test marked
+    `before_store` (decided before any store is reached) gets, on PostgreSQL, a database no server
+    answers and no worker: a command of it that reaches for the store fails it."""
+    database = None
+    if runtime_store == "postgres":
+        before_store = request.node.get_closest_marker("before_store") is not None
+        database = UNREACHABLE_DATABASE if before_store else request.getfixturevalue("postgres_server").served()
     runtime = Runtime(tmp_path, database)
-    if database is not None:
+    if database is not None and runtime.reachable:
         runtime.start_worker(wait=False)  # it boots while the test compiles
     yield runtime
     _close(runtime)

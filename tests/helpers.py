@@ -178,6 +178,9 @@ WORKER_OPTIONS = ("--takeover-after", "2s", "--poll", "100ms", "--grace", "5s")
 WORKER_READY = ": serving "  # what a worker prints once it serves the pool
 # How long a stopping worker may take before the test fails for it (it is killed then).
 STOP_PATIENCE_S = 15
+# The store of a `before_store` test's [postgres] variant: a URL no server answers (nothing listens on
+# the discard port), so a command that reaches for the store says so, naming this database.
+UNREACHABLE_DATABASE = "postgresql://akm@127.0.0.1:9/never-reached"
 # How long a unit process may outlive its test: a stop's SIGTERM-then-SIGKILL grace, and some slack.
 LEFTOVER_GRACE_S = 5
 
@@ -270,11 +273,16 @@ class Runtime:
         store = {"AKM_STATE_DIR": str(self.state)} if self.database is None else {"AKM_RUN_DATABASE": self.database}
         return {**env, **store, **extra}
 
+    @property
+    def reachable(self) -> bool:
+        """False for a `before_store` test's [postgres] variant, whose database no server answers."""
+        return self.database != UNREACHABLE_DATABASE
+
     def akm(
         self, *args: str | Path, env: dict[str, str] | None = None, timeout: float = 120
     ) -> subprocess.CompletedProcess[str]:
         self.pool()
-        return subprocess.run(
+        result = subprocess.run(
             [sys.executable, "-m", "akm_run", *map(str, args)],
             cwd=self.root,
             capture_output=True,
@@ -282,6 +290,9 @@ class Runtime:
             env=env or self.env(),
             timeout=timeout,
         )
+        if not self.reachable and UNREACHABLE_DATABASE.rpartition("/")[2] in result.stderr:
+            raise AssertionError(f"a before_store test's command reached for the store: {result.stderr}")
+        return result
 
     def run_json(self, *args: str | Path, env: dict[str, str] | None = None) -> tuple[int, Any]:
         """`akm-run run … --format json` → (exit code, document)."""
@@ -370,7 +381,7 @@ class Runtime:
     def pool(self) -> None:
         """On PostgreSQL, a serving worker for the commands that need one: the newest one, once it
         serves (the fixture starts one with the test, so it boots while the test compiles)."""
-        if self.database is None:
+        if self.database is None or not self.reachable:
             return
         if not self.workers:
             self.start_worker()
@@ -388,6 +399,7 @@ class Runtime:
         after WORKER_OPTIONS (the last of an option given twice wins); once it serves, unless `wait`
         is False. Its executor id is `name`, else `worker-N`."""
         assert self.database is not None, "workers serve the PostgreSQL store"
+        assert self.reachable, "a before_store test never reaches the store, so no worker serves it"
         worker = Worker(self, name or f"worker-{len(self.workers) + 1}", env or self.env(), options)
         self.workers.append(worker)
         if wait:
@@ -425,6 +437,7 @@ class Runtime:
         """The run journal: a fresh SQLiteStore on the state directory, or one PostgresStore kept open."""
         if self.database is None:
             return SQLiteStore(self.state)
+        assert self.reachable, "a before_store test never reaches the store"
         if self._journal is None:
             from akm_run.pgstore import PostgresStore  # here, not at the top: its import time (see the note there)
 
@@ -465,9 +478,12 @@ class Runtime:
         return "\n".join(lines)
 
     def untouched(self) -> bool:
-        """Nothing was published: on SQLite no state directory at all, on PostgreSQL no run."""
+        """Nothing was published: on SQLite no state directory at all, on PostgreSQL no run (and none
+        can be where no server answers: each command was checked not to have reached for it)."""
         if self.database is None:
             return not self.state.exists()
+        if not self.reachable:
+            return True
         import psycopg  # here, not at the top: its import time (see the note there)
 
         with psycopg.connect(self.database) as db:

@@ -310,6 +310,7 @@ def test_output_that_is_not_strict_json_is_output_invalid_and_never_crashes_the_
     assert _strict(runtime.akm("logs", document["runId"], "--format", "json").stdout)
 
 
+@pytest.mark.before_store
 def test_params_that_are_not_strict_json_are_bad_params(runtime: Runtime) -> None:
     src = source("""
         workflow "t" {
@@ -690,6 +691,7 @@ SCHEMA_CASES = {
 }
 
 
+@pytest.mark.before_store
 def test_verify_refuses_schemas_the_runtime_could_not_use(runtime: Runtime) -> None:
     src = source("""
         workflow "t" {
@@ -713,6 +715,7 @@ def test_verify_refuses_schemas_the_runtime_could_not_use(runtime: Runtime) -> N
     assert runtime.untouched()
 
 
+@pytest.mark.before_store
 def test_a_number_with_thousands_of_digits_in_a_plan_is_a_refusal(runtime: Runtime) -> None:
     src = source("""
         workflow "t" {

@@ -334,6 +334,7 @@ SCRIPTED = source("""
 
 
 @pytest.mark.sqlite_only
+@pytest.mark.before_store
 def test_the_notifiers_are_checked_as_units_are_before_anything_is_published(runtime: Runtime) -> None:
     plan = runtime.compile("wf.akm", NOTIFIED)
     options = ("--notify-cmd", "no-such-host-notifier-akm 'a b'")

@@ -38,6 +38,7 @@ ECHO_CONTEXT = source("""
 # -- only verified plans run --------------------------------------------------------------------------
 
 
+@pytest.mark.before_store
 def test_a_tampered_plan_is_refused_before_anything_is_written(runtime: Runtime) -> None:
     src = source("""
         workflow "t" {
@@ -124,6 +125,7 @@ def test_params_are_parsed_by_type_with_defaults(runtime: Runtime) -> None:
     assert show_step.output["inputs"]["params.flag"] is True
 
 
+@pytest.mark.before_store
 def test_bad_params_exit_two_and_publish_nothing(runtime: Runtime) -> None:
     plan = runtime.compile("wf.akm", PARAMS)
     for args in (
@@ -770,6 +772,7 @@ def test_an_approval_in_a_map_approves_every_item(runtime: Runtime) -> None:
     assert after_step is not None and after_step.output["inputs"] == {"steps.ok.output[1].by": "kim"}
 
 
+@pytest.mark.before_store
 def test_a_missing_workdir_is_refused_before_anything_is_published(runtime: Runtime) -> None:
     src = source("""
         workflow "t" {

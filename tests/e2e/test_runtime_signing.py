@@ -90,18 +90,21 @@ def test_without_allowed_signers_an_unsigned_plan_runs_as_before(runtime: Runtim
     )
 
 
+@pytest.mark.before_store
 def test_an_unsigned_plan_is_refused(runtime: Runtime, keys: Keys) -> None:
     plan = runtime.compile("workflows/wf.akm", TOUCH)
     stderr = refused(runtime, plan, "--allowed-signers", keys.allowed("ci"))
     assert "unsigned: no signature" in stderr and "wf.plan.json.sig" in stderr
 
 
+@pytest.mark.before_store
 def test_a_plan_signed_by_an_unlisted_key_is_refused(runtime: Runtime, keys: Keys) -> None:
     plan = signed(runtime, keys, signer="mallory")
     stderr = refused(runtime, plan, "--allowed-signers", keys.allowed("ci"))
     assert f"unlisted signer: signed with key {keys.fingerprint('mallory')}" in stderr
 
 
+@pytest.mark.before_store
 def test_a_signature_for_another_namespace_is_refused(runtime: Runtime, keys: Keys) -> None:
     plan = runtime.compile("workflows/wf.akm", TOUCH)
     keys.sign(plan, "ci", namespace="git")
@@ -109,6 +112,7 @@ def test_a_signature_for_another_namespace_is_refused(runtime: Runtime, keys: Ke
     assert "wrong namespace: the signature is for namespace 'git', not 'akm-plan'" in stderr
 
 
+@pytest.mark.before_store
 def test_a_key_listed_only_for_other_namespaces_is_refused(runtime: Runtime, keys: Keys) -> None:
     plan = signed(runtime, keys)
     stderr = refused(runtime, plan, "--allowed-signers", keys.allowed("ci", options='namespaces="git"'))
@@ -119,12 +123,14 @@ def test_a_key_listed_only_for_other_namespaces_is_refused(runtime: Runtime, key
     ("options", "said"),
     [("valid-before=20200101", "expired on 2020-01-01"), ('valid-after="29990101"', "valid only from 2999-01-01")],
 )
+@pytest.mark.before_store
 def test_a_key_outside_its_validity_dates_says_so(runtime: Runtime, keys: Keys, options: str, said: str) -> None:
     plan = signed(runtime, keys)
     stderr = refused(runtime, plan, "--allowed-signers", keys.allowed("ci", options=options))
     assert "unlisted" not in stderr and "not allowed: ci@example.com" in stderr and said in stderr, stderr
 
 
+@pytest.mark.before_store
 def test_a_plan_edited_after_signing_and_rehashed_is_refused(runtime: Runtime, keys: Keys) -> None:
     plan = signed(runtime, keys)
     document = json.loads(plan.read_text())
@@ -178,12 +184,14 @@ def test_expect_hash_and_a_signature_must_both_hold(runtime: Runtime, keys: Keys
         (b"A" * (1024 * 1024), "larger than 65536 bytes"),
     ],
 )
+@pytest.mark.before_store
 def test_a_garbage_or_huge_signature_is_refused(runtime: Runtime, keys: Keys, content: bytes, message: str) -> None:
     plan = runtime.compile("workflows/wf.akm", TOUCH)
     plan.with_name(plan.name + ".sig").write_bytes(content)
     assert message in refused(runtime, plan, "--allowed-signers", keys.allowed("ci"))
 
 
+@pytest.mark.before_store
 def test_a_signature_that_is_a_fifo_or_a_directory_is_refused_without_waiting(runtime: Runtime, keys: Keys) -> None:
     plan = runtime.compile("workflows/wf.akm", TOUCH)
     os.mkfifo(runtime.root / "fifo")
@@ -203,6 +211,7 @@ def test_a_symlinked_signature_is_followed(runtime: Runtime, keys: Keys) -> None
     assert runtime.akm("run", plan, "--allowed-signers", keys.allowed("ci")).returncode == 0
 
 
+@pytest.mark.before_store
 def test_no_ssh_keygen_while_signatures_are_required_is_a_clear_error(runtime: Runtime, keys: Keys) -> None:
     plan = signed(runtime, keys)
     env = runtime.env(PATH=str(runtime.root / "empty-path"))
@@ -213,6 +222,7 @@ def test_no_ssh_keygen_while_signatures_are_required_is_a_clear_error(runtime: R
     assert runtime.akm("verify", plan, env=env).returncode == 0  # not required: not needed
 
 
+@pytest.mark.before_store
 def test_an_unreadable_allowed_signers_file_is_a_usage_error(runtime: Runtime, keys: Keys) -> None:
     plan = signed(runtime, keys)
     result = runtime.akm("run", plan, "--allowed-signers", runtime.root / "missing")
@@ -292,6 +302,7 @@ def test_a_child_run_is_covered_by_its_parents_signature(runtime: Runtime, keys:
 # -- akmc sign, akmc verify ----------------------------------------------------------------------------
 
 
+@pytest.mark.before_store
 def test_akmc_verify_answers_the_same_question(runtime: Runtime, keys: Keys) -> None:
     plan = signed(runtime, keys)
     good = run_cli("verify", plan, "--allowed-signers", keys.allowed("ci"))
@@ -301,6 +312,7 @@ def test_akmc_verify_answers_the_same_question(runtime: Runtime, keys: Keys) -> 
     assert run_cli("verify", plan).returncode == 0
 
 
+@pytest.mark.before_store
 def test_akmc_sign_signs_several_plans_and_refuses_one_that_does_not_verify(runtime: Runtime, keys: Keys) -> None:
     first = runtime.compile("workflows/a.akm", TOUCH)
     second = runtime.compile("workflows/b.akm", WAIT)
@@ -324,6 +336,7 @@ def test_akmc_sign_to_another_location(runtime: Runtime, keys: Keys) -> None:
     assert two.returncode == 2 and "one plan" in two.stderr
 
 
+@pytest.mark.before_store
 def test_akmc_sign_with_a_missing_key_is_a_clear_error(runtime: Runtime) -> None:
     plan = runtime.compile("workflows/wf.akm", TOUCH)
     result = run_cli("sign", plan, "--key", runtime.root / "no-such-key")

@@ -197,6 +197,7 @@ def test_non_utf8_in_the_environment_the_runtime_reads_is_a_usage_error(runtime:
     [b'{"who": "\\ud800"}', b'{"who": "\\udc80x"}', b'{"\\ud800": 1}', b'{"who": "\xff"}'],
     ids=["value", "low", "key", "bytes"],
 )
+@pytest.mark.before_store
 def test_params_files_that_are_not_unicode_text_are_refused(runtime: Runtime, content: bytes) -> None:
     plan = runtime.compile("wf.akm", APPROVAL)
     (runtime.root / "params.json").write_bytes(content)
@@ -206,6 +207,7 @@ def test_params_files_that_are_not_unicode_text_are_refused(runtime: Runtime, co
 
 
 @pytest.mark.parametrize("kind", ["dev-zero", "symlink-to-dev-zero", "fifo", "directory", "too-large", "missing"])
+@pytest.mark.before_store
 def test_params_files_that_are_not_bounded_regular_files_are_refused(runtime: Runtime, kind: str) -> None:
     plan = runtime.compile("wf.akm", APPROVAL)
     path = runtime.root / "params.json"

@@ -6,7 +6,11 @@ which compose children two or three levels deep, then measure (interpreter start
 - warm: the whole corpus again, every result cached;
 - one file, as the pre-commit hook runs it: one edited workflow in a warm workspace, and the same
   file with nothing changed;
-- peak memory (maximum resident set size) of the cold and warm runs.
+- peak memory of the cold and warm runs: the largest process's maximum resident set size, and the
+  whole process tree's (the command and its worker processes), sampled from /proc every 10 ms as
+  the sum of the live processes' resident sets (an upper bound: pages a forked worker shares with
+  its parent count twice) and of their proportional set sizes (shared pages split between the
+  processes that map them: what the tree takes from the machine).
 
 Prints figures; asserts nothing.
 
@@ -24,6 +28,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -63,12 +68,66 @@ def generate(root: Path, count: int) -> list[Path]:
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def run(argv: list[str], cwd: Path) -> tuple[float, int]:
-    """Wall seconds and peak resident memory (KiB) of one command."""
+class Figures(NamedTuple):
+    seconds: float
+    largest_kib: int  # the largest single process's maximum resident set (GNU time's %M)
+    tree_rss_kib: int  # the peak of the process tree's summed resident sets
+    tree_pss_kib: int  # the peak of the process tree's summed proportional set sizes
+
+
+def _tree(root: int) -> list[int]:
+    """The live descendants of `root`, itself included."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                status = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            parents[int(entry.name)] = int(status[1])
+    tree, grown = {root}, True
+    while grown:
+        more = {pid for pid, parent in parents.items() if parent in tree} - tree
+        tree |= more
+        grown = bool(more)
+    return sorted(tree)
+
+
+def _memory(pid: int) -> tuple[int, int]:
+    """(Rss, Pss) of one process in KiB, from smaps_rollup; zeros once it is gone."""
+    rss = pss = 0
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Rss:"):
+                rss = int(line.split()[1])
+            elif line.startswith("Pss:"):
+                pss = int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return rss, pss
+
+
+def run(argv: list[str], cwd: Path) -> Figures:
+    """Wall seconds and peak memory of one command and its process tree."""
     start = time.perf_counter()
-    result = subprocess.run(["/usr/bin/time", "-f", "%M", *argv], cwd=cwd, capture_output=True, text=True, env=ENV)
+    timing = subprocess.Popen(
+        ["/usr/bin/time", "-f", "%M", *argv],
+        cwd=cwd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=ENV,
+        text=True,
+    )
+    tree_rss = tree_pss = 0
+    while timing.poll() is None:
+        sums = [_memory(pid) for pid in _tree(timing.pid) if pid != timing.pid]  # not /usr/bin/time itself
+        tree_rss = max(tree_rss, sum(r for r, _ in sums))
+        tree_pss = max(tree_pss, sum(p for _, p in sums))
+        time.sleep(0.01)
     elapsed = time.perf_counter() - start
-    return elapsed, int(result.stderr.strip().splitlines()[-1])
+    assert timing.stderr is not None
+    largest = int(timing.stderr.read().strip().splitlines()[-1])
+    return Figures(elapsed, largest, max(tree_rss, largest), tree_pss)
 
 
 def main() -> int:
@@ -96,22 +155,26 @@ def main() -> int:
             edited.append(run([*akmc, relative], root))
             unchanged.append(run([*akmc, relative], root))
         target.write_text(original)
-        nothing = [run([sys.executable, "-c", "pass"], root)[0] for _ in range(5)]
+        nothing = [run([sys.executable, "-c", "pass"], root).seconds for _ in range(5)]
 
-    def seconds(values: list[tuple[float, int]]) -> tuple[float, float]:
-        times = [v[0] for v in values]
+    def seconds(values: list[Figures]) -> tuple[float, float]:
+        times = [v.seconds for v in values]
         return min(times), statistics.median(times)
+
+    def peaks(values: list[Figures]) -> str:
+        return (
+            f"peak: largest process {max(v.largest_kib for v in values) / 1024:.0f} MiB, whole tree "
+            f"{max(v.tree_pss_kib for v in values) / 1024:.0f} MiB proportional "
+            f"({max(v.tree_rss_kib for v in values) / 1024:.0f} MiB resident)"
+        )
 
     print(f"corpus: {args.files} files, {lines:.0f} lines each, {composing} compose a child")
     best, median = seconds(cold)
     print(
-        f"cold, whole corpus: best {best:.2f} s ({args.files / best:.0f} files/s), median {median:.2f} s, "
-        f"peak {max(v[1] for v in cold) / 1024:.0f} MiB"
+        f"cold, whole corpus: best {best:.2f} s ({args.files / best:.0f} files/s), median {median:.2f} s; {peaks(cold)}"
     )
     best, median = seconds(warm)
-    print(
-        f"warm, whole corpus: best {best:.2f} s, median {median:.2f} s, peak {max(v[1] for v in warm) / 1024:.0f} MiB"
-    )
+    print(f"warm, whole corpus: best {best:.2f} s, median {median:.2f} s; {peaks(warm)}")
     best, median = seconds(edited)
     print(f"one edited file (hook): best {best * 1000:.0f} ms, median {median * 1000:.0f} ms")
     best, median = seconds(unchanged)

@@ -415,7 +415,7 @@ class _Checker:
 
 
 PARALLEL_THRESHOLD = 24  # below this, starting worker processes costs more than it saves
-SHARE_FILES = 200  # files per session when checking many: bounds the memory of each process
+SHARE_FILES = 100  # files per session when checking many: bounds the memory of each process
 
 
 def _key(path: Path) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import getpass
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from akm_run import core, exitcodes, operator, preflighting, wording
@@ -65,61 +66,81 @@ def _said(
     return say
 
 
-def skip(args: argparse.Namespace) -> int:
-    by, stated, hint = _by(args), _stated_output(args), hints_for(args)
-    if isinstance(by, Failure):
-        return fail(by)
-    if isinstance(stated, Failure):
-        return fail(stated)
-    done: list[tuple[str, str]] = []
+@dataclass
+class _Change:
+    """What `skip` and `retry` decide on, under the run's lock: the run, its plan and the named step,
+    who makes the change, and what is said once it is made (`done` lines, the JSON `document`)."""
 
-    def change(store: Store, row: RunRow) -> int:
-        plan = stored_plan(row)
-        current = _step_of(plan, store, row, args.step_id)
-        if isinstance(current, Failure):
-            return fail(current)
-        decision = operator.Skip(args.step_id, by, args.note, *stated)
-        approve = hint("approve", row.id, args.step_id, "--reject")
-        if (refused := operator.skip_refusal(plan, row, current, decision, approve)) is not None:
-            return fail(refused)
-        if (checked := _preflighted(args, store, row, {args.step_id: "skipped"})) is not None:
-            return checked  # the drive it submits would fail its preflight: the run is not changed
-        operator.skip(store, plan, row, decision)
-        done.append((wording.skipped(step=args.step_id, run=row.id), row.id))
-        document.update(runId=row.id, stepId=args.step_id, output=decision.output, by=by)
-        return exitcodes.COMPLETED
-
-    document: dict[str, Any] = {}
-    return _locked(args, change, then=_said(args, document, done, hint))
+    store: Store
+    plan: pf.Plan
+    row: RunRow
+    step: StepRow
+    by: str
+    hint: Hints
+    done: list[tuple[str, str]] = field(default_factory=list)
+    document: dict[str, Any] = field(default_factory=dict)
 
 
-def retry(args: argparse.Namespace) -> int:
+def _on_step(args: argparse.Namespace, change: Callable[[_Change], int], refused: Failure | None = None) -> int:
+    """`skip` and `retry`: who makes the change (then what else the verb `refused` in its arguments),
+    then, holding the run's lock, the named step found and `change` decided and made; what it did is
+    said once the lock is released."""
     by, hint = _by(args), hints_for(args)
     if isinstance(by, Failure):
         return fail(by)
+    if refused is not None:
+        return fail(refused)
     done: list[tuple[str, str]] = []
+    document: dict[str, Any] = {}
 
-    def change(store: Store, row: RunRow) -> int:
+    def locked(store: Store, row: RunRow) -> int:
         plan = stored_plan(row)
         current = _step_of(plan, store, row, args.step_id)
         if isinstance(current, Failure):
             return fail(current)
-        asked = operator.Retry(args.step_id, by, args.unit)
-        reopened = operator.retry_refusal(plan, row, current, asked) or operator.reopening(store, plan, row, asked)
-        if isinstance(reopened, Failure):
-            return fail(reopened)
-        if (checked := _preflighted(args, store, row, dict.fromkeys(reopened.steps, "pending"))) is not None:
-            return checked
-        if args.format != "json":  # the set, before anything changes
-            print(wording.retry_reopens(step=args.step_id, run=row.id, steps=", ".join(reopened.steps)), flush=True)
-        operator.retry(store, row, asked, reopened)
-        steps, units = ", ".join(reopened.steps), len(reopened.units)
-        done.append((wording.retried(steps=steps, run=row.id, units=units), row.id))
-        document.update(runId=row.id, stepId=args.step_id, steps=reopened.steps, units=reopened.units, by=by)
+        return change(_Change(store, plan, row, current, by, hint, done, document))
+
+    return _locked(args, locked, then=_said(args, document, done, hint))
+
+
+def skip(args: argparse.Namespace) -> int:
+    stated = _stated_output(args)
+
+    def change(c: _Change) -> int:
+        assert not isinstance(stated, Failure)  # refused before the lock was taken
+        decision = operator.Skip(args.step_id, c.by, args.note, *stated)
+        approve = c.hint("approve", c.row.id, args.step_id, "--reject")
+        if (refused := operator.skip_refusal(c.plan, c.row, c.step, decision, approve)) is not None:
+            return fail(refused)
+        if (checked := _preflighted(args, c.store, c.row, {args.step_id: "skipped"})) is not None:
+            return checked  # the drive it submits would fail its preflight: the run is not changed
+        operator.skip(c.store, c.plan, c.row, decision)
+        c.done.append((wording.skipped(step=args.step_id, run=c.row.id), c.row.id))
+        c.document.update(runId=c.row.id, stepId=args.step_id, output=decision.output, by=c.by)
         return exitcodes.COMPLETED
 
-    document: dict[str, Any] = {}
-    return _locked(args, change, then=_said(args, document, done, hint))
+    return _on_step(args, change, refused=stated if isinstance(stated, Failure) else None)
+
+
+def retry(args: argparse.Namespace) -> int:
+    def change(c: _Change) -> int:
+        asked = operator.Retry(args.step_id, c.by, args.unit)
+        reopened = operator.retry_refusal(c.plan, c.row, c.step, asked) or operator.reopening(
+            c.store, c.plan, c.row, asked
+        )
+        if isinstance(reopened, Failure):
+            return fail(reopened)
+        if (checked := _preflighted(args, c.store, c.row, dict.fromkeys(reopened.steps, "pending"))) is not None:
+            return checked
+        if args.format != "json":  # the set, before anything changes
+            print(wording.retry_reopens(step=args.step_id, run=c.row.id, steps=", ".join(reopened.steps)), flush=True)
+        operator.retry(c.store, c.row, asked, reopened)
+        steps, units = ", ".join(reopened.steps), len(reopened.units)
+        c.done.append((wording.retried(steps=steps, run=c.row.id, units=units), c.row.id))
+        c.document.update(runId=c.row.id, stepId=args.step_id, steps=reopened.steps, units=reopened.units, by=c.by)
+        return exitcodes.COMPLETED
+
+    return _on_step(args, change)
 
 
 def _preflighted(args: argparse.Namespace, store: Store, row: RunRow, becoming: dict[str, StepStatus]) -> int | None:

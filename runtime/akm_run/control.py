@@ -15,7 +15,9 @@ from akm_run.commands import _continued, _locked, hints_for
 from akm_run.console import as_given, emit, fail, utf8
 from akm_run.engine import stored_plan
 from akm_run.hints import Hints
+from akm_run.outcomes import MAX_OUTPUT_BYTES
 from akm_run.rows import RunRow, StepRow, StepStatus
+from akm_run.signing import read_limited
 from akm_run.store import Store
 from akm_run.stores import existing as _existing
 from akm_run.stores import shared_store as _shared
@@ -40,9 +42,9 @@ def _stated_output(args: argparse.Namespace) -> tuple[bool, Any] | Failure:
     """The output `skip` was given (strict JSON, from --output or --output-file), or why it is unusable."""
     text: str | None = args.output
     if args.output_file is not None:
-        try:
-            text = args.output_file.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as error:
+        try:  # as a unit's stdout is bounded, and as a params file is read: a regular file, no FIFO or device
+            text = read_limited(args.output_file, MAX_OUTPUT_BYTES).decode("utf-8")
+        except (OSError, ValueError) as error:  # ValueError: not regular, too large, or not UTF-8
             return wording.skip_output_unreadable(path=args.output_file, error=error)
     if text is None:
         return False, None

@@ -324,7 +324,9 @@ def blocked_units(hint: Hint, run_id: str, blocked: Sequence[tuple[int, str]]) -
 def block_end(step: pf.ParallelStep, rows: Mapping[str, StepRow], hint: Hint, run_id: str) -> End:
     """A `parallel` block's end once its members settled (or drained), worst first: blocked when a
     member is, else failed when a member failed without `on_error = continue`, else completed with
-    `{member: output}`, null for a skipped or failed-continued member (operations.md D1)."""
+    `{member: output}`, each as the member itself reads (`resolve`): null for a member a route skipped,
+    what a member that failed under `on_error = continue` kept (null, or a keep-going map's list), the
+    given output for one an operator skipped (operations.md D1)."""
     members = step["members"]
     blocked = [m["stepId"] for m in members if rows[m["stepId"]].status == "blocked"]
     if blocked:
@@ -338,9 +340,7 @@ def block_end(step: pf.ParallelStep, rows: Mapping[str, StepRow], hint: Hint, ru
     if failing:
         why = ", ".join(wording.failed_member(step=m, reason=rows[m].failure_reason or "?") for m in failing)
         return failed("members_failed", wording.members_failed(count=len(failing), total=len(members), members=why))
-    output = {
-        m["stepId"]: rows[m["stepId"]].output if rows[m["stepId"]].status == "completed" else None for m in members
-    }
+    output = {m["stepId"]: resolve(f"steps.{m['stepId']}.output", {}, rows)[1] for m in members}
     return End("completed", output=output)
 
 

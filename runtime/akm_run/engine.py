@@ -159,6 +159,8 @@ class _Drive:
         self.plan, self.run_id, self.params = plan, run.id, numbers.normal(run.params)  # 1.0 as 1, as outputs
         self.where = progress.where(run)
         self.in_flight: str | None = None  # the step the spine runs now (what a `pause --now` may stop)
+        self.in_flight_members: list[str] = []  # the members of the block it runs, if it runs one
+        self.terminated_by: dict[str, Any] | None = None  # the `pause --now` the watcher acted on
 
     def run(self) -> DriveResult:
         rows = {row.step_id: row for row in self.store.steps(self.run_id)}
@@ -184,7 +186,7 @@ class _Drive:
         except Paused as paused:
             return self._paused(paused.held)
         except Aborted:
-            if (held := decisions.terminates(self.store.pauses(self.run_id), self.in_flight)) is not None:
+            if (held := self.terminated_by or self._terminating()) is not None:
                 return self._paused(held)
             return core.aborted(self.run_id, engine.why_aborted, self.options.hints("run", self.run_id))
         finally:
@@ -207,13 +209,28 @@ class _Drive:
         abort does: their attempts end `aborted` and the run stays resumable."""
         while not done.wait(PAUSE_POLL_S):
             try:
-                held = decisions.terminates(self.store.pauses(self.run_id), self.in_flight)
+                held = self._terminating()
             except Exception:  # noqa: BLE001 - a journal that cannot be read is the drive's own error to report
                 continue
             if held is not None and self.in_flight is not None:
+                self.terminated_by = held
                 self.engine.why_aborted = f"paused by {held.get('by')}"
                 self.engine.abort.set()
                 return
+
+    def _terminating(self) -> dict[str, Any] | None:
+        """The `pause --now` that ends the units in flight: of the step the spine runs, or of a running
+        member of the block it runs. The drive's abort is one for all its units, so the block's other
+        members' units in flight end `aborted` too, and run again on the next drive."""
+        pauses = self.store.pauses(self.run_id)
+        if (held := decisions.terminates(pauses, self.in_flight)) is not None:
+            return held
+        for member in self.in_flight_members:
+            if (held := decisions.terminates(pauses, member)) is not None:
+                row = self.store.step(self.run_id, member)
+                if row is not None and row.status == "running":
+                    return held
+        return None
 
     def _paused(self, held: dict[str, Any]) -> DriveResult:
         """Nothing more could start: the drive ends (exit 3), the run stays active."""
@@ -243,6 +260,8 @@ class _Drive:
             if (held := decisions.holding(self.store.pauses(self.run_id), reached.step["stepId"])) is not None:
                 raise Paused(held)
             self.in_flight = reached.step["stepId"]
+            step = reached.step
+            self.in_flight_members = [m["stepId"] for m in step["members"]] if step["kind"] == "parallel" else []
             start = StepStart(reached.step["stepId"], reached.index)
             end = self._timed(attempts, reached, rows, start)
             if reached.step["kind"] == "parallel":

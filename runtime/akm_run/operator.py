@@ -56,10 +56,15 @@ def _chosen(step: pf.AnyStep) -> Iterator[str]:
             yield step["default"]
 
 
+def blocks(plan: pf.Plan) -> dict[str, str]:
+    """Each member of a `parallel` block, to its block."""
+    return {m["stepId"]: s["stepId"] for s in plan["steps"] if s["kind"] == "parallel" for m in s["members"]}
+
+
 def readers(plan: pf.Plan, step_id: str) -> list[str]:
     """The steps `retry STEP` reopens, in plan order: the step, every step that reads a reopened one
     (transitively), and the steps a reopened route chooses between."""
-    block_of = {m["stepId"]: s["stepId"] for s in plan["steps"] if s["kind"] == "parallel" for m in s["members"]}
+    block_of = blocks(plan)
     retried = _step(plan, step_id)
     reopened = {step_id} | (
         {m["stepId"] for m in retried["members"]} if retried and retried["kind"] == "parallel" else set()
@@ -150,7 +155,8 @@ def skip_refusal(plan: pf.Plan, run: RunRow, current: StepRow, skip: Skip, appro
 
 def skip(journal: Journal, plan: pf.Plan, run: RunRow, skip: Skip) -> None:
     """Skip the step with its stated output (skip_refusal said it may be); a child run it composed
-    is left as it is, and its notes say so."""
+    is left as it is, and its notes say so. A member's block that ended failed or blocked is pending
+    again, so that the next drive ends it over its members once more (reusing the settled ones)."""
     note = skip.note
     notes = wording.skipped_by_with_note(by=skip.by, note=note) if note else wording.skipped_by(by=skip.by)
     for unit in journal.child_units(run.id):
@@ -158,6 +164,10 @@ def skip(journal: Journal, plan: pf.Plan, run: RunRow, skip: Skip) -> None:
             notes += wording.skipped_child_left(child=unit.child_run_id)
     with journal.transaction():
         journal.skip_by_operator(run.id, skip.step_id, skip.output if skip.given else None, notes, skip.by, note)
+        block = blocks(plan).get(skip.step_id)
+        ended = journal.step(run.id, block) if block is not None else None
+        if block is not None and ended is not None and ended.status in ("failed", "blocked"):
+            journal.retry_steps(run.id, skip.step_id, [block], [], skip.by)
         _reopen(journal, plan, run)
 
 

@@ -5,6 +5,7 @@ rows, the units under their journal ids, and the events with who acted."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -469,3 +470,90 @@ def test_retry_of_a_member_reruns_it_its_block_and_their_readers_and_reuses_the_
         ("lint:solo~r1", False),
         ("test:solo", False),  # not run again
     ]
+
+
+KEPT_GOING = source("""
+    workflow "t" {
+      parallel checks {
+        fail_fast = false
+        step lint {
+          shell "echo '\\"clean\\"'"
+          output: string
+        }
+        step test {
+          shell "exit 3"
+          output: string
+        }
+      }
+      outputs {
+        direct = steps.test.output
+        through = steps.checks.output
+      }
+    }
+""")
+
+
+def test_skipping_the_failed_member_of_a_failed_block_settles_the_block_with_the_given_output(
+    runtime: Runtime,
+) -> None:
+    code, document = runtime.run_json(runtime.compile("wf.akm", KEPT_GOING))
+    assert code == 1 and document["failure"]["reason"] == "members_failed", document
+    run_id = document["runId"]
+    skipped = runtime.akm("skip", run_id, "test", "--output", '"by hand"')
+    assert skipped.returncode == 0, skipped.stderr
+    code, document = runtime.run_json(run_id)
+    assert code == 0, document
+    assert document["exported"] == {"direct": "by hand", "through": {"lint": "clean", "test": "by hand"}}
+    assert [u.unit_id for u in runtime.store().units(run_id, "lint")] == ["lint:solo"]  # not run again
+
+
+def test_a_skip_output_file_must_be_a_bounded_regular_file(runtime: Runtime) -> None:
+    plan = runtime.compile("wf.akm", PROBE)
+    code, document = runtime.run_json(plan)
+    assert code == 1, document
+    run_id = document["runId"]
+    fifo = runtime.root / "fifo"
+    os.mkfifo(fifo)
+    (runtime.root / "large.json").write_text('"' + "x" * (1024 * 1024) + '"')
+    (runtime.root / "zero").symlink_to("/dev/zero")
+    for given, said in (("fifo", "not a regular file"), ("zero", "not a regular file"), ("large.json", "larger")):
+        refused = runtime.akm("skip", run_id, "probe", "--output-file", given, timeout=30)
+        assert refused.returncode == 2 and said in refused.stderr, (given, refused.stderr)
+    probe = runtime.store().step(run_id, "probe")
+    assert probe is not None and probe.status == "failed"
+
+
+SLOW_MEMBERS = source("""
+    workflow "t" {
+      parallel build {
+        step slow {
+          shell "sleep 30"
+        }
+        step quick {
+          shell "sleep 1; echo 1 >> quick.log"
+        }
+      }
+    }
+""")
+
+
+def test_pause_now_of_a_running_member_ends_the_drive_and_the_member_waits(runtime: Runtime) -> None:
+    plan = runtime.compile("wf.akm", SLOW_MEMBERS)
+    driver = runtime.start("run", plan, "--format", "json")
+    run_id = eventually(lambda: _running(runtime, "slow"), "the member is running")
+    assert runtime.akm("pause", run_id, "slow", "--now").returncode == 0
+    out, err = driver.communicate(timeout=PATIENCE_S)
+    assert driver.returncode == 3, (out, err)
+    slow = runtime.store().step(run_id, "slow")
+    assert slow is not None and slow.status != "completed"  # without the pause it would have slept on
+    assert [step for step, _ in _events(runtime, run_id, "unit.aborted")].count("slow") == 1
+
+
+def _running(runtime: Runtime, step_id: str) -> str | None:
+    """The id of the run whose step `step_id` is running, once it is."""
+    listed = runtime.akm("list", "--format", "json")
+    for run in json.loads(listed.stdout or '{"runs": []}')["runs"]:
+        row = runtime.store().step(run["id"], step_id)
+        if row is not None and row.status == "running":
+            return str(run["id"])
+    return None

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 from akm_run import console, wording
 from akm_run.journal import Journal
+from akm_run.planformat import MAX_INT
 from akm_run.rows import RunRow
 from akm_run.usagelines import MAX_LINE_BYTES as MAX_LINE_BYTES
 from akm_run.usagelines import Usage as Usage
@@ -138,6 +139,9 @@ def raised(journal: Journal, run: RunRow, extra: int, by: str | None) -> wording
     limit = journal.run_limits(run.id).get("maxTokens")
     if limit is None:
         return wording.no_token_budget(run=run.id)
+    before = journal.token_account(run.id)
+    if limit + (before[2] if before else 0) + extra > MAX_INT:  # a store's integer keeps it exactly
+        return wording.extra_tokens_beyond(extra=extra, run=run.id, limit=MAX_INT)
     journal.raise_tokens(run.id, extra, who)
     account = journal.token_account(run.id)
     allowance = limit + (account[2] if account else extra)

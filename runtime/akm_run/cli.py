@@ -52,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = command("run", "Verify a plan file and run it, or drive an existing run by id.")
     plan_options(run)
-    run.add_argument("--max-concurrency", type=int, default=16, help="cap on units in flight (default 16)")
+    run.add_argument("--max-concurrency", type=integer, default=16, help="cap on units in flight (default 16)")
     run.add_argument("--timeout", help="abort this drive after a duration such as 30m (resumable)")
     run.add_argument("--format", choices=("text", "json"), default="text")
     run.add_argument("--detach", action="store_true", help=DETACH_HELP)
@@ -118,7 +118,7 @@ def operator_commands(
     retry = command("retry", "Run a step again, and every later step that reads it.")
     retry.add_argument("run_id", metavar="RUN")
     retry.add_argument("step_id", metavar="STEP")
-    retry.add_argument("--unit", type=int, metavar="N", help="only map item N (the steps that read the map rerun)")
+    retry.add_argument("--unit", type=integer, metavar="N", help="only map item N (the steps that read the map rerun)")
     for sub in (skip, retry):
         sub.add_argument("--by", default=None, help="who makes the change (default: $USER)")
         sub.add_argument("--allowed-signers", type=Path, metavar="FILE", help=SIGNERS_HELP)
@@ -138,8 +138,8 @@ def logs_options(logs: argparse.ArgumentParser) -> None:
     """`akm-run logs`'s own arguments."""
     logs.add_argument("run_id", metavar="RUN", nargs="?", help="a run id (default: the latest top-level run)")
     logs.add_argument("step", metavar="STEP", nargs="?", help="only this step's units")
-    logs.add_argument("--unit", type=int, metavar="N", help="only map item N (0 for a step's single unit)")
-    logs.add_argument("--attempt", type=int, metavar="N", help="only attempt N of each unit")
+    logs.add_argument("--unit", type=integer, metavar="N", help="only map item N (0 for a step's single unit)")
+    logs.add_argument("--attempt", type=integer, metavar="N", help="only attempt N of each unit")
     logs.add_argument("--notifications", action="store_true", help="the run's notifications and their delivery")
     logs.add_argument("--format", choices=("text", "json"), default="text")
 
@@ -147,7 +147,7 @@ def logs_options(logs: argparse.ArgumentParser) -> None:
 def resume_options(resume: argparse.ArgumentParser) -> None:
     """`akm-run resume`'s own arguments (docs/runtime.md, "Token budgets" for --extra-tokens)."""
     resume.add_argument("run_id", metavar="RUN")
-    resume.add_argument("--extra-tokens", type=int, metavar="N", help="raise the run's token allowance by N first")
+    resume.add_argument("--extra-tokens", type=integer, metavar="N", help="raise the run's token allowance by N first")
     resume.add_argument("--by", default=None, help="who raises it (default: $USER)")
 
 
@@ -155,7 +155,7 @@ def events_options(events: argparse.ArgumentParser) -> None:
     """`akm-run events`'s own arguments (docs/runtime.md, "Events")."""
     events.add_argument("run_id", metavar="RUN", nargs="?", help="a run id (default: the latest top-level run)")
     events.add_argument("--children", action="store_true", help="its child runs' events too, interleaved")
-    events.add_argument("--since", type=int, default=0, metavar="SEQ", help="only events after this seq")
+    events.add_argument("--since", type=integer, default=0, metavar="SEQ", help="only events after this seq")
     kinds = "only events of kinds matching this glob (step.*, unit.failed); repeat for more"
     events.add_argument("--kind", action="append", default=[], metavar="GLOB", help=kinds)
     follow = "print events as they commit until the run settles or its drive ends; exit as `run` would"
@@ -188,11 +188,23 @@ PRUNE = "Delete settled top-level runs older than a cutoff, with all they left."
 DELETE = "Delete one settled top-level run, its child runs and all they left."
 
 
+def integer(text: str) -> int:
+    """An integer the journal keeps exactly, as it keeps a plan's numbers: within ±(2^53 - 1)
+    (argparse names this function in its error: "invalid integer value"). A larger one would
+    overflow a store's integer column."""
+    from akm_run.planformat import MAX_INT  # late: 4.5 ms of start-up that `--help` never needs
+
+    value = int(text)
+    if abs(value) > MAX_INT:
+        raise argparse.ArgumentTypeError(str(wording.beyond_integers(value=text, limit=MAX_INT)))
+    return value
+
+
 def count(text: str) -> int:
     """A whole number, 0 or more (argparse names this function in its error: "invalid count value")."""
     if not (text.isascii() and text.isdigit()):
         raise ValueError(text)
-    return int(text)
+    return integer(text)
 
 
 def retention_options(prune: argparse.ArgumentParser, delete: argparse.ArgumentParser) -> None:
@@ -211,7 +223,7 @@ def retention_options(prune: argparse.ArgumentParser, delete: argparse.ArgumentP
 def worker_options(worker: argparse.ArgumentParser) -> None:
     """`akm-run worker`'s own options (docs/scale-out.md)."""
     concurrency = "units in flight per worker: one value for the whole pool (default 4)"
-    worker.add_argument("--concurrency", type=int, default=4, metavar="N", help=concurrency)
+    worker.add_argument("--concurrency", type=integer, default=4, metavar="N", help=concurrency)
     worker.add_argument("--executor-id", metavar="ID", help="this worker's name in the pool (default: the host name)")
     takeover = "take over a worker silent this long (default 30s)"
     worker.add_argument("--takeover-after", default="30s", metavar="DUR", help=takeover)

@@ -10,6 +10,7 @@ from akm_run.templates import error, words
 __all__ = [
     "attempt_over_budget",
     "extra_tokens_below_one",
+    "extra_tokens_beyond",
     "no_token_budget",
     "run_budget_spent",
     "tokens_of_limit",
@@ -39,5 +40,9 @@ def unmetered() -> None: ...
 def tokens_raised(*, run: str, extra: str, limit: str) -> None: ...
 @error(USAGE, "--extra-tokens must be 1 or more (got {extra})")
 def extra_tokens_below_one(*, extra: int) -> None: ...
+@error(
+    USAGE, "--extra-tokens {extra} would raise run {run}'s allowance past {limit}, the largest integer akm-run keeps"
+)
+def extra_tokens_beyond(*, extra: int, run: str, limit: int) -> None: ...
 @error(USAGE, "run {run} has no token budget (limits.max_tokens): --extra-tokens has nothing to raise")
 def no_token_budget(*, run: str) -> None: ...

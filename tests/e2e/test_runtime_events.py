@@ -173,7 +173,8 @@ def test_bad_requests_say_what_is_wrong_without_a_traceback(runtime: Runtime, tm
         ("events", "--kind", "step.[a"): "--kind 'step.[a' is not a glob of event kinds",
         ("events", "--kind", "STEP.*"): "is not a glob of event kinds",
         ("events", "--since", "-1"): "--since must be a seq, 0 or more (got -1)",
-        ("events", "--since", "abc"): "argument --since: invalid int value: 'abc'",
+        ("events", "--since", "abc"): "argument --since: invalid integer value: 'abc'",
+        ("events", "--since", "1" + "0" * 20): "is beyond 9007199254740991, the largest integer akm-run keeps",
         ("events", "--format", "yaml"): "invalid choice: 'yaml'",
     }
     for args, said in cases.items():

@@ -80,6 +80,10 @@ def test_a_run_budget_ends_the_attempt_past_it_and_resume_raises_it(runtime: Run
     status = runtime.akm("status", run_id)
     assert "tokens 300 / 250 (120%)" in status.stdout, status.stdout
 
+    for extra, said in (("99999999999999999999999", "is beyond 9007199254740991"), (str(2**53 - 1), "past")):
+        refused = runtime.akm("resume", run_id, "--extra-tokens", extra)
+        assert refused.returncode == 2 and said in refused.stderr and "Traceback" not in refused.stderr, refused.stderr
+    assert _spent(runtime, run_id) == (300, 0)  # nothing raised
     raised = runtime.akm("resume", run_id, "--extra-tokens", "300", "--by", "ops")
     assert raised.returncode == 0 and "by 300: 550 tokens" in raised.stdout, raised.stderr
     code, document = runtime.run_json(run_id, *agent)

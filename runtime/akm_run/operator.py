@@ -204,13 +204,14 @@ def retry_refusal(plan: pf.Plan, run: RunRow, current: StepRow, retry: Retry) ->
 
 
 def unselected(plan: pf.Plan, rows: dict[str, StepRow], reopened: list[str]) -> set[str]:
-    """The steps a route that stays settled did not select: they stay skipped, as it chose."""
+    """The steps a route that stays settled did not select, a block's members with their block:
+    they stay skipped, as it chose."""
     out: set[str] = set()
     for step in plan["steps"]:
         row = rows[step["stepId"]]
         if step["kind"] == "route" and step["stepId"] not in reopened and row.status == "completed":
             out |= {name for name in _chosen(step) if name != row.output}
-    return out
+    return out | {member for member, block in blocks(plan).items() if block in out}
 
 
 def reopening(journal: Journal, plan: pf.Plan, run: RunRow, retry: Retry) -> Reopening | Failure:

@@ -557,3 +557,53 @@ def _running(runtime: Runtime, step_id: str) -> str | None:
         if row is not None and row.status == "running":
             return str(run["id"])
     return None
+
+
+ROUTED_BLOCK = source("""
+    workflow "t" {
+      params { pick: "block" | "other" = "other" }
+      step first {
+        shell "echo 1"
+        output: int
+      }
+      step choose {
+        route params.pick {
+          "block" -> checks
+          "other" -> other
+        }
+      }
+      parallel checks {
+        step reads {
+          shell "cat > /dev/null; echo 2"
+          inputs = [steps.first.output]
+        }
+        step alone {
+          shell "echo 3"
+        }
+      }
+      step other {
+        shell "echo 4"
+      }
+    }
+""")
+
+
+def test_retry_leaves_the_members_of_a_block_its_route_did_not_select_skipped(runtime: Runtime) -> None:
+    code, document = runtime.run_json(runtime.compile("wf.akm", ROUTED_BLOCK))
+    assert code == 0, document
+    run_id = document["runId"]
+    retried = runtime.akm("retry", run_id, "first", "--format", "json")
+    assert retried.returncode == 0 and json.loads(retried.stdout)["steps"] == ["first"], retried.stderr
+    refused = runtime.akm("retry", run_id, "alone")
+    assert refused.returncode == 2 and "not selected" in refused.stderr, refused.stderr
+    code, document = runtime.run_json(run_id)
+    assert code == 0, document
+    statuses = {row.step_id: row.status for row in runtime.store().steps(run_id)}
+    assert statuses == {
+        "first": "completed",
+        "choose": "completed",
+        "checks": "skipped",
+        "reads": "skipped",
+        "alone": "skipped",
+        "other": "completed",
+    }

@@ -71,8 +71,10 @@ def resolve(reference: str, params: Mapping[str, Any], steps: Mapping[str, StepR
     """(True, value) for a reference that resolves against the run's params and stored outputs.
 
     A step a route skipped, and one that failed under `on_error = continue` (its stored output is
-    null), read as null; a path beneath null does not resolve. A step an operator skipped (akm-run
-    skip) reads as the output it was given."""
+    null), read as null; a path beneath null does not resolve. So does a member that never started
+    in a block that failed and continued: references only point back, so a step still pending when
+    it is read is one the spine passed over. A step an operator skipped (akm-run skip) reads as the
+    output it was given."""
     if reference.startswith("params."):
         name = reference[len("params.") :]
         return (name in params), params.get(name)
@@ -80,6 +82,8 @@ def resolve(reference: str, params: Mapping[str, Any], steps: Mapping[str, StepR
     row = steps.get(head)
     if row is not None and row.status == "skipped":  # a route's skip: null; an operator's: the output given
         return walk(row.output, rest)
+    if row is not None and row.status == "pending":
+        return walk(None, rest)
     if row is None or not (row.status == "completed" or (row.status == "failed" and row.output_json is not None)):
         return False, None
     return walk(row.output, rest)

@@ -94,6 +94,39 @@ def test_fail_fast_leaves_the_members_it_never_started_pending_for_resume(runtim
     assert Counter((runtime.root / "log").read_text().split()) == {"a": 2, "b": 1, "c": 1}
 
 
+CONTINUED_BLOCK = source("""
+    workflow "t" {
+      parallel checks {
+        concurrency = 1
+        on_error = continue
+        step a {
+          shell "exit 1"
+        }
+        step b {
+          shell "echo 2"
+          output: int
+        }
+      }
+      step after {
+        shell "cat > /dev/null; echo 1"
+        inputs = [steps.b.output]
+      }
+      outputs {
+        b: int | null = steps.b.output
+        through = steps.checks.output
+      }
+    }
+""")
+
+
+def test_a_member_a_continued_block_never_started_reads_as_null(runtime: Runtime) -> None:
+    code, document = runtime.run_json(runtime.compile("wf.akm", CONTINUED_BLOCK))
+    assert code == 0, document
+    assert document["exported"] == {"b": None, "through": None}  # the failed block itself reads null
+    after = runtime.store().step(document["runId"], "after")
+    assert after is not None and after.status == "completed"
+
+
 def test_a_block_that_keeps_going_runs_every_member(runtime: Runtime) -> None:
     (runtime.root / "broken").touch()
     code, document = runtime.run_json(runtime.compile("wf.akm", _failing_block("false")))

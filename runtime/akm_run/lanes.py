@@ -38,11 +38,17 @@ def shown(keeps_going: bool, status: str, units: list[UnitRow]) -> bool:
     return keeps_going or status in ("running", "blocked") or len(units) > LANES
 
 
-def units_summary(units: list[UnitRow]) -> dict[str, Any]:
-    """A map's units: how many in each status, and the live (running) ones, at most LANES, by item."""
-    counts = Counter(u.status for u in units)
-    live = sorted((u for u in units if u.status == "running"), key=lambda u: (u.item_index or 0, u.unit_id))
-    summary: dict[str, Any] = {"counts": {k: counts[k] for k in ("completed", "failed", "running") if counts[k]}}
+def units_summary(units: list[UnitRow], step_status: str) -> dict[str, Any]:
+    """A map's units: how many in each status, and the live (running) ones, at most LANES, by item.
+    A unit a retry superseded is not counted (its successor is); one still marked running in a
+    step that is not running (its drive ended, or died) is counted as `stopped`: nothing runs it."""
+    units = [u for u in units if not u.superseded]
+    stopped = step_status != "running"
+    counts = Counter("stopped" if stopped and u.status == "running" else u.status for u in units)
+    live = [] if stopped else [u for u in units if u.status == "running"]
+    live.sort(key=lambda u: (u.item_index or 0, u.unit_id))
+    statuses = ("completed", "failed", "running", "stopped")
+    summary: dict[str, Any] = {"counts": {k: counts[k] for k in statuses if counts[k]}}
     if live:
         summary["running"] = [{"unitId": u.unit_id, "item": u.item_index} for u in live[:LANES]]
     return summary

@@ -126,7 +126,7 @@ def status_document(store: Store, run: RunRow, hints: Hints) -> dict[str, Any]:
             entry["group"] = row.group
         own = [u for u in units if u.step_id == row.step_id]
         if row.step_id in mapped and own and lanes.shown(mapped[row.step_id], row.status, own):
-            entry["units"] = lanes.units_summary(own)
+            entry["units"] = lanes.units_summary(own, row.status)
         notes = children.step_notes(store, hints, run.id, row)
         if notes and row.status in ("blocked", "failed", "skipped", "pending"):
             entry["notes"] = notes

@@ -122,8 +122,9 @@ class Engine:
         A pooled drive leaves them to their workflows: `Attempts.unit` re-attaches to each (drives.py)."""
         if self.pooled:
             return
-        for unit_id, step_id, attempt in self.store.interrupted_attempts(run_id):
-            units.stop_leftover(attempt.pid, attempt.host)
+        interrupted = self.store.interrupted_attempts(run_id)
+        units.stop_leftovers((attempt.pid, attempt.host) for _, _, attempt in interrupted)
+        for unit_id, step_id, attempt in interrupted:
             self.store.interrupt_attempt(run_id, unit_id, step_id, attempt.attempt)
             isolation.reclaim(self.store, self.options.state_dir, run_id, unit_id, step_id, attempt.attempt)
 

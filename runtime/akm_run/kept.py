@@ -171,4 +171,5 @@ def command(args: argparse.Namespace, store: Store | None, where: str) -> int:
     else:
         document = listing(store, run_ids)
     emit(document, text(document), args.format)
-    return exitcodes.COMPLETED
+    failed = any("error" in entry for entry in document["worktrees"])  # a removal git refused: said above
+    return exitcodes.FAILED if failed else exitcodes.COMPLETED

@@ -55,7 +55,7 @@ def rule_of(args: argparse.Namespace, now: float) -> retention.Rule | int:
         age_ms = parse_age(args.older_than, "--older-than")
     except ValueError as error:
         return fail(wording.bad_duration(error=error))
-    given = args.status or ",".join(retention.STATUSES)
+    given = ",".join(retention.STATUSES) if args.status is None else args.status
     statuses = frozenset(s.strip() for s in given.split(","))
     if not statuses <= set(retention.STATUSES):
         return fail(wording.bad_prune_status(choices=", ".join(retention.STATUSES), given=given))

@@ -464,16 +464,25 @@ def stop_groups(pids: Iterable[int], reap: Callable[[], object] = lambda: None) 
 
 
 def stop_leftover(pid: int | None, host: str | None) -> None:
-    """After a crash, stop an interrupted attempt's process group if it is still running here.
-    Only a session leader we could have started is signalled (a guard against a reused pid)."""
-    if not pid or host != socket.gethostname():
-        return
-    try:
-        if os.getsid(pid) != pid:
-            return
-    except (ProcessLookupError, PermissionError):
-        return
-    stop_group(pid)
+    """After a crash, stop an interrupted attempt's process group if it is still running here."""
+    stop_leftovers([(pid, host)])
+
+
+def stop_leftovers(attempts: Iterable[tuple[int | None, str | None]]) -> None:
+    """After a crash, stop the interrupted attempts' process groups (pid, host) still running here,
+    all in one grace period: a wide map's reclaim waits once, not once per unit. Only a session
+    leader we could have started is signalled (a guard against a reused pid)."""
+    here, leaders = socket.gethostname(), []
+    for pid, host in attempts:
+        if not pid or host != here:
+            continue
+        try:
+            if os.getsid(pid) == pid:
+                leaders.append(pid)
+        except (ProcessLookupError, PermissionError):
+            continue
+    if leaders:
+        stop_groups(leaders)
 
 
 def _what(unit: Unit) -> str:

@@ -120,6 +120,7 @@ def test_prune_options(runtime: Runtime) -> None:
     for bad, said in (
         (("--older-than", "1month"), "--older-than: invalid age '1month'"),
         (("--older-than", "1d", "--status", "done"), "--status takes completed, failed, abandoned"),
+        (("--older-than", "1d", "--status", ""), "--status takes completed, failed, abandoned"),
         (("--older-than", "1d", "--keep-last", "-1"), "argument --keep-last: invalid count value: '-1'"),
     ):
         result = runtime.akm("prune", *bad, "--dry-run")

@@ -137,6 +137,17 @@ def test_clean_worktrees_are_pruned_and_dirty_ones_only_with_dirty(runtime: Runt
     assert runtime.sql("SELECT COUNT(*) FROM attempts WHERE worktree IS NOT NULL") == [(0,)]
 
 
+def test_a_worktree_git_refuses_to_remove_is_named_and_prune_exits_1(runtime: Runtime) -> None:
+    _repo(runtime, ("workflows/review.akm", REVIEW))
+    assert runtime.run_json("plans/review.plan.json", env=_env(runtime))[0] == 0
+    [(path,)] = runtime.sql("SELECT worktree FROM attempts WHERE worktree IS NOT NULL")
+    git(Path(path), "worktree", "lock", path)  # git removes no locked worktree
+    pruned = runtime.akm("worktrees", "--prune", "--dirty", "--format", "json")
+    assert pruned.returncode == 1, pruned.stderr
+    [left] = json.loads(pruned.stdout)["worktrees"]
+    assert left["path"] == path and "failed" in left["error"] and Path(path).is_dir()
+
+
 PINNED = source("""
     workflow "pinned" {
       step first {

@@ -84,8 +84,9 @@ def _fresh(path: Path) -> Path:
 
 def settle(journal: Journal, attempt: tuple[str, str, str, int], path: Path) -> None:
     """After an attempt (run, unit, step, number): remove its worktree when `git status` lists
-    nothing, else keep it and journal its path; a worktree git cannot read is kept."""
-    if not path.is_dir():
+    nothing, else keep it and journal its path; a worktree git cannot read is kept. A link a unit
+    left in its place is removed, never followed (worktrees.settle)."""
+    if not path.is_dir() and not path.is_symlink():
         return
     run_id, unit_id, step_id, number = attempt
     try:

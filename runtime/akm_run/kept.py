@@ -80,7 +80,7 @@ def listing(store: Store, run_ids: list[str] | None) -> dict[str, Any]:
     for each in kept(store, run_ids):
         entry = each.document()
         path = Path(each.path)
-        entry["exists"] = path.is_dir()
+        entry["exists"] = worktrees.present(path)
         if entry["exists"]:
             try:
                 entry["files"] = worktrees.changes(path)
@@ -102,12 +102,13 @@ def prune(store: Store, run_ids: list[str] | None, *, dirty: bool) -> dict[str, 
             repos.add(run.base_repo)
         entry = each.document()
         try:
-            changed = worktrees.changes(path) if path.is_dir() else []
+            changed = worktrees.changes(path) if worktrees.present(path) else []
             if changed and not dirty:
                 entry["changedFiles"] = len(changed)
                 left.append(entry)
                 continue
-            if path.is_dir():
+            worktrees.drop_link(path)
+            if worktrees.present(path):
                 repos.add(worktrees.git(["rev-parse", "--path-format=absolute", "--git-common-dir"], path).strip())
                 worktrees.remove(path)
         except worktrees.GitError as error:

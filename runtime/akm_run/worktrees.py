@@ -154,10 +154,25 @@ def prune(repo: Path) -> None:
     git(["worktree", "prune"], repo)
 
 
+def present(path: Path) -> bool:
+    """Whether the worktree akm-run made is at `path`: a directory, not a link that a unit left in
+    its place (git would follow it into whatever it names, the user's own checkout say)."""
+    return path.is_dir() and not path.is_symlink()
+
+
+def drop_link(path: Path) -> None:
+    """A link a unit left in place of its worktree (the worktree itself is gone): removed, never
+    followed."""
+    if path.is_symlink():
+        path.unlink(missing_ok=True)
+
+
 def settle(path: Path) -> list[str] | None:
     """After an attempt: remove the worktree when `git status` is empty and return None, else keep
-    it and return what changed. A directory that is already gone settles as removed."""
-    if not path.is_dir():
+    it and return what changed. A directory that is already gone (or a link in its place) settles
+    as removed."""
+    drop_link(path)
+    if not present(path):
         return None
     changed = changes(path)
     if changed:

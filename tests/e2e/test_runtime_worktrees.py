@@ -148,6 +148,35 @@ def test_a_worktree_git_refuses_to_remove_is_named_and_prune_exits_1(runtime: Ru
     assert left["path"] == path and "failed" in left["error"] and Path(path).is_dir()
 
 
+LINKED = source("""
+    workflow "linked" {
+      step vandal {
+        script "scripts/vandal.sh"
+        isolation = worktree
+      }
+    }
+""")
+
+VANDAL = source("""
+    #!/bin/sh
+    # Its worktree replaced by a link to the user's checkout, which has changes of its own.
+    w=$(pwd) && cd / && rm -rf "$w" && ln -s "$CHECKOUT" "$w" && echo '"linked"'
+""")
+
+
+def test_a_link_a_unit_leaves_in_place_of_its_worktree_is_removed_never_followed(runtime: Runtime) -> None:
+    runtime.write({"scripts/vandal.sh": VANDAL.replace("$CHECKOUT", str(runtime.root))})
+    root, _ = _repo(runtime, ("workflows/linked.akm", LINKED))
+    (root / "notes.txt").write_text("the user's own edit\n")
+    code, document = runtime.run_json("plans/linked.plan.json", env=_env(runtime))
+    assert code == 0, document
+    assert runtime.sql("SELECT COUNT(*) FROM attempts WHERE worktree IS NOT NULL") == [(0,)]  # nothing kept
+    assert runtime.akm("worktrees").stdout == "no kept worktrees\n"
+    assert (root / "notes.txt").read_text() == "the user's own edit\n"
+    listed = git(root, "worktree", "list", "--porcelain").split("\n\n")
+    assert all("prunable" in entry for entry in listed[1:] if entry.strip())  # gone: git forgets it at a prune
+
+
 PINNED = source("""
     workflow "pinned" {
       step first {

@@ -316,13 +316,17 @@ def kept_going_end(step: pf.MemberMap, ends: Sequence[End | None], hint: Hint, r
 LISTED = 20  # how many units a note or message of a fan-out names before it counts the rest
 
 
+def _blocked(count: int, one: str, many: str) -> str:
+    return str(wording.one_blocked(what=one) if count == 1 else wording.blocked(count=count, what=many))
+
+
 def blocked_units(hint: Hint, run_id: str, blocked: Sequence[tuple[int, str]]) -> str:
     """The notes of a fan-out whose units (item index, the unit's own notes) are blocked: each unit
     with what clears it, at most LISTED of them, then how to continue once they are cleared."""
     listed = [f"  {wording.blocked_unit(index=i)}\n{_indented(notes)}" for i, notes in blocked]
     units = _bounded(listed, "\n", hint("status", run_id), "  ")
     then = wording.blocked_then(resume=hint("resume", run_id), run=hint("run", run_id))
-    return f"{wording.blocked(count=len(blocked), what='units')}\n{units}\n{then}"
+    return f"{_blocked(len(blocked), 'unit', 'units')}\n{units}\n{then}"
 
 
 def block_end(step: pf.ParallelStep, rows: Mapping[str, StepRow], hint: Hint, run_id: str) -> End:
@@ -337,7 +341,9 @@ def block_end(step: pf.ParallelStep, rows: Mapping[str, StepRow], hint: Hint, ru
         listed = [f"  {wording.blocked_member(step=m)}\n{_indented(rows[m].notes or '')}" for m in blocked]
         then = wording.blocked_then(resume=hint("resume", run_id), run=hint("run", run_id))
         notes = (
-            f"{wording.blocked(count=len(blocked), what='members of the block')}\n" + "\n".join(listed) + f"\n{then}"
+            f"{_blocked(len(blocked), 'member of the block', 'members of the block')}\n"
+            + "\n".join(listed)
+            + f"\n{then}"
         )
         return End("blocked", reason=rows[blocked[0]].failure_reason, notes=notes)
     failing = [m["stepId"] for m in members if rows[m["stepId"]].status == "failed" and m["onError"] != "continue"]

@@ -161,7 +161,9 @@ def pytest_args(extra: list[str], ci: bool = False) -> list[str]:
     serial = any(arg.replace(" ", "").endswith("no:xdist") for arg in extra)
     parallel = () if serial else ("-n", str(workers()), "--dist", "loadgroup")
     profile = ("--hypothesis-profile=thorough",) if ci else ()
-    return [*parallel, *profile, *extra]
+    # The slowest tests, named at the end of every run: where the suite's time goes is measured
+    # in each run, not guessed (docs/performance.md, "The test suite").
+    return [*parallel, *profile, "--durations=30", *extra]
 
 
 def test() -> int:

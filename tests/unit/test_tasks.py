@@ -79,11 +79,12 @@ def test_every_missing_tool_comes_in_one_install(calls: list[tuple[str, ...]], m
 def test_the_suite_runs_in_parallel_and_the_caller_can_run_it_serially(monkeypatch: pytest.MonkeyPatch) -> None:
     tasks = _tasks()
     monkeypatch.setattr(tasks.os, "cpu_count", lambda: 2)
-    parallel = ["-n", "4", "--dist", "loadgroup"]  # two workers per core
+    parallel = ["-n", "4", "--dist", "loadgroup", "--durations=30"]  # two workers per core, the slowest named
     assert tasks.pytest_args([]) == parallel
     assert tasks.pytest_args(["-n0", "-x"]) == [*parallel, "-n0", "-x"]  # the last -n wins
-    assert tasks.pytest_args(["-p", "no:xdist", "-k", "syntax"]) == ["-p", "no:xdist", "-k", "syntax"]
-    assert tasks.pytest_args(["-pno:xdist"]) == ["-pno:xdist"]
+    serial = ["--durations=30", "-p", "no:xdist", "-k", "syntax"]
+    assert tasks.pytest_args(["-p", "no:xdist", "-k", "syntax"]) == serial
+    assert tasks.pytest_args(["-pno:xdist"]) == ["--durations=30", "-pno:xdist"]
     monkeypatch.setattr(tasks.os, "cpu_count", lambda: 8)
     assert tasks.pytest_args([])[:2] == ["-n", "16"]
 

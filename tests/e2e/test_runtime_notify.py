@@ -308,9 +308,9 @@ def test_a_notifier_is_decided_by_its_exit_not_by_a_process_holding_its_stderr(r
         assert pid_alive(held)  # the drive went on with the notifier's stderr still open
         [row] = _notifications(runtime, run_id)
         assert (row["event"], row["status"], row["exitCode"]) == ("blocked", "sent", 0)
+        (runtime.root / "slow").write_text("")  # before the approval: on the pool a worker goes on at once
         approved = runtime.akm("approve", run_id, "ok", "--by", "ada")
         assert approved.returncode == 0, approved.stderr  # the drive let go of the run's lock
-        (runtime.root / "slow").write_text("")
         code, document = runtime.run_json(run_id)
         assert code == 0 and document["status"] == "completed", document
         _, row = _notifications(runtime, run_id)

@@ -4,8 +4,8 @@ its file read without trusting it, and the silence of an attempt measured agains
 `parse_line` is the one reader of a channel line: it returns a `Frame` (the unit's current
 activity, replacing the one before), a `Pulse` (liveness only) or an `Invalid` line. A kind of line
 added later (token usage) is one more branch there. `Channel` reads the file a unit appends to, a
-bounded amount per sample however much the unit wrote, and never follows a link or blocks on a
-pipe planted at its path. `Watch` is one attempt's activity: its channel, the bytes its stderr
+bounded amount per sample however much the unit wrote (akm_run.progressfile), and never follows a
+link or blocks on a pipe planted at its path. `Watch` is one attempt's activity: its channel, the bytes its stderr
 produced, and whether it is silent. `Board` samples the watches of the attempts in flight at most
 once per period, and hands what changed to the journal in one call."""
 
@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
-import stat
 import threading
 import time
 from collections.abc import Callable
@@ -23,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from akm_run import strictjson
+from akm_run.progressfile import Follower
 from akm_run.usagelines import MAX_LINE_BYTES as MAX_LINE_BYTES
 from akm_run.usagelines import usage_of
 
-SAMPLE_BYTES = 64 * 1024  # read per sample at most: a unit that writes more has its backlog skipped
 MAX_NOTE_CHARS = 200
 FRAME_KEYS = ("note", "progress", "total")
 DRIVE_PERIOD_S = 1.0  # a drive journals activity at most once a second
@@ -99,83 +97,20 @@ def _count(value: Any) -> bool:
 
 class Channel:
     """The progress file of one attempt, created private (0600, never through a link) in the drive's
-    private directory. A unit may delete, replace or truncate it: a regular file that takes its
-    place is read from its start; a link, a pipe or a directory there is ignored."""
+    private directory, and followed as akm_run.progressfile follows it: a regular file that takes
+    its place is read from its start; a link, a pipe or a directory there is ignored."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.lines: list[Line] = []  # read since the last `take`
-        self._fd: int | None = None
-        self._ino: int | None = None
-        self._offset = 0
-        self._partial = bytearray()
-        self._skipping = False  # inside a line that is already too long: read to its newline
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        self._adopt(fd)
-
-    def _adopt(self, fd: int) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-        self._fd, self._ino, self._offset = fd, os.fstat(fd).st_ino, 0
-        self._partial.clear()
-        self._skipping = False
-
-    def _follow(self) -> None:
-        """Read the file now at the path, if a unit put a different regular file there."""
-        try:
-            seen = os.lstat(self.path)
-        except OSError:
-            return
-        if seen.st_ino == self._ino or not stat.S_ISREG(seen.st_mode):
-            return
-        try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-        except OSError:
-            return
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            os.close(fd)
-            return
-        self._adopt(fd)
+        self._file = Follower.created(path)
 
     def read(self) -> None:
-        """Read what the unit appended since the last read (at most SAMPLE_BYTES) into `lines`."""
-        self._follow()
-        if self._fd is None:
-            return
-        try:
-            size = os.fstat(self._fd).st_size
-            if size < self._offset:  # truncated: start again
-                self._offset, self._skipping = 0, False
-                self._partial.clear()
-            if size - self._offset > SAMPLE_BYTES:  # a backlog: only the newest lines matter
-                self._offset, self._skipping = size - SAMPLE_BYTES, True
-                self._partial.clear()
-            chunk = os.pread(self._fd, SAMPLE_BYTES, self._offset)
-        except OSError:
-            return
-        self._offset += len(chunk)
-        self._split(chunk)
-
-    def _split(self, chunk: bytes) -> None:
-        *complete, rest = chunk.split(b"\n")
-        for piece in complete:
-            if self._skipping:
-                self._skipping = False
-                continue
-            self._partial += piece
-            self.lines.append(parse_line(bytes(self._partial)))
-            self._partial.clear()
-        if not self._skipping:
-            self._partial += rest
-            if len(self._partial) > MAX_LINE_BYTES:
-                self.lines.append(Invalid("longer than 4 KiB"))
-                self._partial.clear()
-                self._skipping = True
+        """Read what the unit appended since the last read (at most WINDOW_BYTES) into `lines`."""
+        self.lines += [parse_line(line) for line, _ in self._file.read()]
 
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        self._file.close()
 
 
 # -- one attempt ----------------------------------------------------------------------------------------------

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import getpass
 import json
-import os
-import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,12 +18,12 @@ from typing import Any, Protocol
 from akm_run import console, wording
 from akm_run.journal import Journal
 from akm_run.planformat import MAX_INT
+from akm_run.progressfile import Follower
 from akm_run.rows import RunRow
+from akm_run.usagelines import MARKS
 from akm_run.usagelines import MAX_LINE_BYTES as MAX_LINE_BYTES
 from akm_run.usagelines import Usage as Usage
 from akm_run.usagelines import usage_of as usage_of
-
-_READ_BYTES = 1 << 20  # at most this much of the file is read per look, so a flood cannot stall a drive
 
 
 def tokens_of(usage: Mapping[str, Any] | None) -> int:
@@ -34,55 +32,47 @@ def tokens_of(usage: Mapping[str, Any] | None) -> int:
 
 
 class UsageReader:
-    """Reads what a unit appended to its progress file since the last look, keeping the last usage.
-    The file belongs to the unit: it may be removed, replaced by a FIFO or a link, or grow without
-    end; none of that blocks or breaks the reader (a non-regular file reads as nothing)."""
+    """The usage lines of a unit's progress file, followed as akm_run.progressfile follows it (the
+    activity channel's reader), keeping the last usage. The file belongs to the unit: it may be
+    removed, replaced, truncated, replaced by a FIFO or a link, or grow without end; none of that
+    blocks or breaks the reader (a non-regular file reads as nothing)."""
 
     def __init__(self, path: Path) -> None:
-        self.path = path
-        self.offset = 0
-        self.partial = b""
         self.last: Usage | None = None
+        self._since = 0  # the offset past the last usage line found in the file followed now
+        self._file = Follower(path, leaving=self._leaving)
 
     def look(self) -> Usage | None:
-        """Read the new complete lines; the last usage reported so far."""
-        for line in self._lines(self._new_bytes()):
-            self._take(line)
+        """Read the new complete lines (a backlog skipped to its newest window: the last usage
+        line wins); the last usage reported so far."""
+        for line, end in self._file.read():
+            found = usage_of(line.strip())
+            if found is not None:
+                self.last, self._since = found, end
         return self.last
 
     def finish(self) -> Usage | None:
-        """After the unit ended: read the rest, a last line without its newline included."""
+        """After the unit ended: its last usage line, however much it wrote before or after it, a
+        last line without its newline included; the file is closed."""
         self.look()
-        if self.partial:
-            self._take(self.partial)
-            self.partial = b""
+        self._scan()
+        self.close()
         return self.last
 
-    def _take(self, line: bytes) -> None:
-        found = usage_of(line.strip())
-        if found is not None:
-            self.last = found
+    def close(self) -> None:
+        self._file.close()
 
-    def _lines(self, chunk: bytes) -> list[bytes]:
-        *lines, rest = (self.partial + chunk).split(b"\n")
-        self.partial = rest if len(rest) <= MAX_LINE_BYTES else b"\0" * (MAX_LINE_BYTES + 1)  # too long: invalid
-        return lines
+    def _scan(self) -> None:
+        """The last usage line past the one found already, read backwards from the file's end."""
+        line = self._file.last_line(lambda raw: usage_of(raw.strip()) is not None, self._since, MARKS)
+        if line is not None:
+            self.last = usage_of(line.strip())
 
-    def _new_bytes(self) -> bytes:
-        try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
-        except OSError:
-            return b""
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return b""
-            chunk = os.pread(fd, _READ_BYTES, self.offset)
-        except OSError:
-            return b""
-        finally:
-            os.close(fd)
-        self.offset += len(chunk)
-        return chunk
+    def _leaving(self) -> None:
+        """The unit replaced or truncated the file: what the one left holds past the last usage
+        line found counts first; the next file is read from its start."""
+        self._scan()
+        self._since = 0
 
 
 class Accounts(Protocol):

@@ -4,8 +4,9 @@ what `logs --notifications` and `status` show of them.
 The journal queues a notification in the transaction of the event it tells of (akm_run.store), so
 one that a crash kept from being sent is sent by the next drive of the run, under the same
 dispatch id (`AKM_DISPATCH_ID`), which lets a receiver drop a repeat. Delivery is at least once. A
-notifier runs bounded by its timeout; one that fails or hangs is journaled (`notify.failed`) and
-never changes the run's status or the command's exit code."""
+notifier runs bounded by its timeout, its outcome decided by its process's exit (akm_run.processes);
+one that fails or hangs is journaled (`notify.failed`) and never changes the run's status or the
+command's exit code."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from akm_run import children, exitcodes, outcomes, units, wording
+from akm_run import children, exitcodes, outcomes, processes, units, wording
 from akm_run.activity import Beat
 from akm_run.console import emit, iso
 from akm_run.hints import Hints
@@ -32,6 +33,7 @@ from akm_run.store import Store
 from akm_run.trust import signed_by
 
 HOST_TIMEOUT_S = 30.0  # the host's notifier (`--notify-cmd`): the default timeout of a `notify` section
+TAIL_BYTES = 4096  # of a notifier's stderr, kept
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,7 +166,7 @@ def send(
             script.write_text(notifier.target["text"], encoding="utf-8")
             script.chmod(0o700)
             argv = [str(script)]
-        return _run(argv, env, text, notifier.timeout_s, _cwd(run), secrets)
+        return _run(argv, env, path, notifier.timeout_s, _cwd(run), secrets)
 
 
 def _environment(
@@ -181,32 +183,35 @@ def _cwd(run: RunRow) -> str:
     return run.workdir if run.workdir and Path(run.workdir).is_dir() else "."
 
 
-def _run(argv: list[str], env: dict[str, str], text: str, timeout_s: float, cwd: str, secrets: list[str]) -> Sent:
+def _run(argv: list[str], env: dict[str, str], context: Path, timeout_s: float, cwd: str, secrets: list[str]) -> Sent:
+    """How a notifier's process ended, decided by its exit (never by its pipe's end: a background
+    process it leaves holding stderr open cannot hold the drive), bounded by its timeout; the tail
+    of its stderr, read as it comes."""
+    deadline = time.monotonic() + timeout_s
+    with context.open("rb") as stdin:
+        try:
+            process = subprocess.Popen(
+                argv,
+                stdin=stdin,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                env=env,
+                cwd=cwd,
+                start_new_session=True,
+            )
+        except OSError as error:
+            return False, None, "spawn_error", str(error.strerror or error)
+    streams = processes.Streams(process, TAIL_BYTES + max((len(s.encode()) for s in secrets), default=0))
     try:
-        process = subprocess.Popen(
-            argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            env=env,
-            cwd=cwd,
-            start_new_session=True,
-        )
-    except OSError as error:
-        return False, None, "spawn_error", str(error.strerror or error)
-    try:
-        _, err = process.communicate(text.encode(), timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        units.stop_group(process.pid, process.poll)
-        _, err = process.communicate()
-        return False, None, "timeout", _tail(err, secrets)
+        stopped = processes.wait_until(process, streams, deadline)
+    finally:
+        streams.close()
+    tail = outcomes.last(outcomes.clean(bytes(streams.stderr), secrets), TAIL_BYTES) or None
+    if stopped is not None:
+        return False, None, "timeout", tail
     if process.returncode != 0:
-        return False, process.returncode, "exit", _tail(err, secrets)
-    return True, 0, None, _tail(err, secrets)
-
-
-def _tail(err: bytes, secrets: list[str]) -> str | None:
-    return outcomes.last(outcomes.clean(err, secrets), 4096) or None
+        return False, process.returncode, "exit", tail
+    return True, 0, None, tail
 
 
 def notification_context(store: Store, run: RunRow, row: NotificationRow, hints: Hints) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""The unit process contract (runtime.md, "Units"): environment, context, spawn, result rules.
+"""The unit process contract (runtime.md, "Units"): environment, context, spawn, result rules
+(the process watched and stopped as akm_run.processes does it).
 
 One function, `execute`, runs one attempt of a shell, script or agent target and returns an
 `End`; it never raises for anything a unit does. Secret values are redacted from every
@@ -10,27 +11,29 @@ import contextlib
 import functools
 import json
 import os
-import select
 import shutil
-import signal
-import socket
 import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from akm_run import activity, durations, outcomes, wording
+from akm_run import activity, durations, outcomes, processes, wording
 from akm_run.activity import Board, Channel, Watch
 from akm_run.budgets import UsageReader
 from akm_run.core import End
 from akm_run.locks import pid_alive
 from akm_run.outcomes import STDERR_TAIL_BYTES
+from akm_run.processes import KILL_GRACE_SECONDS as KILL_GRACE_SECONDS
+from akm_run.processes import Streams
+from akm_run.processes import stop_group as stop_group
+from akm_run.processes import stop_groups as stop_groups
+from akm_run.processes import stop_leftover as stop_leftover
+from akm_run.processes import stop_leftovers as stop_leftovers
 
-KILL_GRACE_SECONDS = 1.0  # SIGTERM, then SIGKILL after this long (docs/runtime.md)
 BASE_ENV = ("PATH", "HOME", "LANG", "TMPDIR")
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 # Held while a unit's script is written and while a unit's process is spawned: a process forked
@@ -146,6 +149,7 @@ def execute(
     prefix = scratch.absolute() / f"{unit.context['dispatchId']}.{unit.context['attempt']}.{threading.get_ident()}"
     created: list[Path] = []
     watch: Watch | None = None
+    reader: UsageReader | None = None
 
     def write(name: str, text: str, mode: int) -> Path:
         path = Path(f"{prefix}.{name}")
@@ -165,10 +169,13 @@ def execute(
         created.append(Path(f"{prefix}.progress"))
         watch = Watch(unit.context, Channel(created[-1]), unit.stall_after_ms)  # creates the file (D6)
         env["AKM_PROGRESS"] = str(created[-1])
-        reader = UsageReader(created[-1])  # the usage lines of the same channel (D8)
+        if unit.target["kind"] == "agent":  # only agent units are metered (D8)
+            reader = UsageReader(created[-1])  # the usage lines of the same channel
         outcome = _run(argv, unit, env, stdin_path, abort, on_spawn, secrets, (watch, board), reader)
-        usage = reader.finish()
+        usage = None if reader is None else reader.finish()
     finally:
+        if reader is not None:
+            reader.close()
         if watch is not None:
             _last_beat(watch, board)
         for path in created:
@@ -223,9 +230,9 @@ def _run(
     on_spawn: Callable[[int], None],
     secrets: list[str],
     watched: tuple[Watch, Board | None],
-    reader: UsageReader,
+    reader: UsageReader | None,
 ) -> End:
-    adopt_orphans()
+    processes.adopt_orphans()
     watch, board = watched
     with stdin_path.open("rb") as stdin:
         try:
@@ -243,12 +250,12 @@ def _run(
             return End("failed", reason="spawn_error", message=f"cannot start {_what(unit)}: {error.strerror or error}")
     on_spawn(process.pid)
     deadline = None if unit.timeout_ms is None else time.monotonic() + unit.timeout_ms / 1000
-    streams = _Streams(process, STDERR_TAIL_BYTES + max((len(s.encode()) for s in secrets), default=0), watch)
+    streams = Streams(process, STDERR_TAIL_BYTES + max((len(s.encode()) for s in secrets), default=0), watch)
     if board is not None:
         board.add(watch)
     ended = stopped = None
     try:
-        while not streams.collect(_slice(deadline)):
+        while not streams.collect(processes.slice_until(deadline)):
             if board is not None:
                 board.tick()
             if abort.is_set():
@@ -260,25 +267,23 @@ def _run(
             elif unit.on_stall == "terminate" and activity.stalled(watch, board):
                 ended = "stalled"
             if ended:
-                stopped = stop_group(process.pid, functools.partial(_reap_group, process))
-                process.wait()
-                streams.drain()
+                stopped = processes.halt(process, streams)
                 break
     finally:
         streams.close()
     return _ended(streams, unit, ended, stopped, secrets, reader)
 
 
-def _past_budget(unit: Unit, reader: UsageReader) -> bool:
+def _past_budget(unit: Unit, reader: UsageReader | None) -> bool:
     """Whether the attempt has reported more tokens than the budget it was given (an agent only)."""
-    if unit.max_tokens is None:
+    if unit.max_tokens is None or reader is None:
         return False
     usage = reader.look()
     return usage is not None and usage.tokens > unit.max_tokens
 
 
 def _ended(
-    streams: _Streams, unit: Unit, ended: str | None, stopped: str | None, secrets: list[str], reader: UsageReader
+    streams: Streams, unit: Unit, ended: str | None, stopped: str | None, secrets: list[str], reader: UsageReader | None
 ) -> End:
     """The End of an attempt whose process exited (or was stopped: `ended` says why, `stopped` how)."""
     clean = functools.partial(outcomes.clean, secrets=secrets)  # redacted before anything is cut
@@ -287,7 +292,7 @@ def _ended(
     if ended == "aborted":
         return End("aborted", reason="aborted", message=f"the drive was aborted; {stopped}", stderr_tail=tail)
     if ended == "budget_exceeded":
-        assert unit.max_tokens is not None and reader.last is not None and stopped is not None
+        assert unit.max_tokens is not None and reader is not None and reader.last is not None and stopped
         return End(
             "failed",
             reason="budget_exceeded",
@@ -330,159 +335,6 @@ def _ended(
             stderr_tail=tail,
         )
     return outcomes.read(bytes(streams.stdout), streams.stdout_size, what, unit.output_schema, tail, clean)
-
-
-class _Streams:
-    """Reads a unit's stdout (up to the output limit, counting the rest) and the tail of its stderr
-    while waiting for it to exit; wakes on output, on exit (a pidfd where there is one) or after a
-    slice. It stops at the unit's exit: a background process that keeps the pipes open cannot hold it."""
-
-    def __init__(self, process: Any, stderr_keep: int, watch: Watch | None = None) -> None:
-        self.process, self.watch = process, watch
-        self.stdout = bytearray()
-        self.stdout_size = 0
-        self.stderr = bytearray()
-        self.stderr_keep = stderr_keep  # the tail, and room for a secret that straddles its cut
-        self.open = {process.stdout.fileno(): "stdout", process.stderr.fileno(): "stderr"}
-        try:
-            self.exit_fd: int | None = os.pidfd_open(process.pid)
-        except (AttributeError, OSError):
-            self.exit_fd = None
-
-    def collect(self, seconds: float) -> bool:
-        """Read what arrives within `seconds`; True once the process has exited (output drained)."""
-        watch = list(self.open) + ([self.exit_fd] if self.exit_fd is not None else [])
-        if self.exit_fd is None:
-            seconds = min(seconds, 0.005)  # no exit notification: poll
-        if watch:
-            ready, _, _ = select.select(watch, [], [], seconds)
-        else:
-            ready = []
-            time.sleep(seconds)
-        for fd in ready:
-            if fd != self.exit_fd:
-                self._read(fd)
-        if self.process.poll() is None:
-            return False
-        self.drain()
-        return True
-
-    def drain(self) -> None:
-        """Read what is already written, without waiting for an end of file."""
-        while self.open:
-            ready, _, _ = select.select(list(self.open), [], [], 0)
-            if not ready:
-                return
-            for fd in ready:
-                self._read(fd)
-
-    def _read(self, fd: int) -> None:
-        chunk = os.read(fd, 65536)
-        if not chunk:
-            del self.open[fd]
-        elif self.open[fd] == "stdout":
-            self.stdout_size += len(chunk)
-            room = outcomes.MAX_OUTPUT_BYTES + 1 - len(self.stdout)
-            if room > 0:
-                self.stdout += chunk[:room]
-        else:
-            self.stderr += chunk
-            del self.stderr[: -self.stderr_keep]
-            if self.watch is not None:  # any byte on stderr counts as activity
-                self.watch.active()
-
-    def close(self) -> None:
-        self.process.stdout.close()
-        self.process.stderr.close()
-        if self.exit_fd is not None:
-            os.close(self.exit_fd)
-
-
-def _slice(deadline: float | None) -> float:
-    if deadline is None:
-        return 0.1
-    return max(0.0, min(0.1, deadline - time.monotonic()))
-
-
-@functools.cache
-def adopt_orphans() -> None:
-    """Make this driver the reaper of its units' orphans (Linux PR_SET_CHILD_SUBREAPER): a unit's
-    process that outlives its shell becomes this process's child, so a stopped group is reaped
-    here at once instead of lingering as zombies until an init process gets to them."""
-    try:
-        import ctypes  # late: about 2 ms, which only a process that drives units needs (not `list`, `status`)
-
-        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-    except (OSError, AttributeError):
-        pass
-
-
-def _reap_group(process: Any) -> None:
-    """Collect the exited members of a unit's process group: the leader through its Popen (which
-    keeps its status), then any adopted orphan of the group."""
-    process.poll()
-    with contextlib.suppress(ChildProcessError):
-        while os.waitpid(-process.pid, os.WNOHANG)[0]:
-            pass
-
-
-def stop_group(pid: int, reap: Callable[[], object] = lambda: None) -> str:
-    """Terminate a unit's whole process group: SIGTERM, then SIGKILL to whatever is left after
-    KILL_GRACE_SECONDS. `reap` collects the group leader when it is this process's child: a leader
-    that exited but was not reaped (a zombie) would keep the group alive for the whole grace period.
-    Returns how the group ended, in words."""
-    return stop_groups([pid], reap)[pid]
-
-
-def stop_groups(pids: Iterable[int], reap: Callable[[], object] = lambda: None) -> dict[int, str]:
-    """`stop_group` for several groups at once (one grace period for all): how each one ended."""
-    ended, left = {}, set()
-    for pid in pids:
-        try:
-            os.killpg(pid, signal.SIGTERM)
-            left.add(pid)
-        except (ProcessLookupError, PermissionError):
-            ended[pid] = "it had already exited"
-    end = time.monotonic() + KILL_GRACE_SECONDS
-    while left and time.monotonic() < end:
-        reap()
-        for pid in list(left):
-            try:
-                os.killpg(pid, 0)
-            except (ProcessLookupError, PermissionError):
-                ended[pid] = "stopped by SIGTERM"
-                left.discard(pid)
-        if left:
-            time.sleep(0.01)
-    for pid in left:
-        try:
-            os.killpg(pid, signal.SIGKILL)
-            ended[pid] = f"killed by SIGKILL after the {KILL_GRACE_SECONDS:g} s grace period"
-        except (ProcessLookupError, PermissionError):
-            ended[pid] = "stopped by SIGTERM"
-    return ended
-
-
-def stop_leftover(pid: int | None, host: str | None) -> None:
-    """After a crash, stop an interrupted attempt's process group if it is still running here."""
-    stop_leftovers([(pid, host)])
-
-
-def stop_leftovers(attempts: Iterable[tuple[int | None, str | None]]) -> None:
-    """After a crash, stop the interrupted attempts' process groups (pid, host) still running here,
-    all in one grace period: a wide map's reclaim waits once, not once per unit. Only a session
-    leader we could have started is signalled (a guard against a reused pid)."""
-    here, leaders = socket.gethostname(), []
-    for pid, host in attempts:
-        if not pid or host != here:
-            continue
-        try:
-            if os.getsid(pid) == pid:
-                leaders.append(pid)
-        except (ProcessLookupError, PermissionError):
-            continue
-    if leaders:
-        stop_groups(leaders)
 
 
 def _what(unit: Unit) -> str:

@@ -9,6 +9,8 @@ from typing import Any
 from akm_run import strictjson
 
 MAX_LINE_BYTES = 4096  # a line of the progress channel, as D6 bounds it
+# What every usage line holds: its key as written, or the backslash of an escape that spells it.
+MARKS = (b"usage", b"\\")
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,8 +25,8 @@ def usage_of(line: bytes) -> Usage | None:
     """The usage a line of the progress channel reports, or None when it is not a valid usage line:
     a strict JSON object `{"usage": {...}}` of at most 4 KiB whose `usage` holds `input_tokens` and
     `output_tokens` as integers ≥ 0 (further fields are kept as they are)."""
-    if len(line) > MAX_LINE_BYTES:
-        return None
+    if len(line) > MAX_LINE_BYTES or not any(mark in line for mark in MARKS):
+        return None  # the second test spares a flood of pulses a JSON parse per line
     try:
         value = strictjson.loads(line.decode("utf-8"), max_depth=8)
     except (UnicodeDecodeError, ValueError):  # json.JSONDecodeError and NotStrict are ValueErrors

@@ -8,12 +8,15 @@ from __future__ import annotations
 import http.server
 import json
 import signal
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
 
+from akm_run.locks import pid_alive
 from helpers import REPO, Runtime, eventually, source
 
 BLOCKING = source("""
@@ -268,3 +271,81 @@ def test_a_stalled_notification_arrives_while_the_silent_unit_still_runs(runtime
     assert driver.returncode == 0 and len(_sent(runtime.root)) == 1
     [row] = _notifications(runtime, sent["runId"])
     assert (row["event"], row["status"], row["attempts"]) == ("stalled", "sent", 1)
+
+
+# A notifier that leaves a process of its own session behind, holding its stderr open (until `go`
+# exists, at most a minute), and exits 0; once `slow` exists it hangs past its timeout instead.
+HOLDER = source("""
+    #!/bin/sh
+    setsid sh -c 'echo $$ >> held.pid; i=0; while [ ! -e go ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done' &
+    echo told >&2
+    if [ -e slow ]; then sleep 600; fi
+""")
+HOLDING = source("""
+    workflow "t" {
+      notify {
+        on = [blocked, completed]
+        script "scripts/notify.sh"
+        timeout = 2s
+      }
+      step ok { approval "ok?" }
+    }
+""")
+
+
+def _held(root: Path) -> list[int]:
+    path = root / "held.pid"
+    return [int(pid) for pid in path.read_text().split()] if path.exists() else []
+
+
+def test_a_notifier_is_decided_by_its_exit_not_by_a_process_holding_its_stderr(runtime: Runtime) -> None:
+    plan = runtime.compile("wf.akm", HOLDING, {"scripts/notify.sh": HOLDER})
+    try:
+        code, document = runtime.run_json(plan)
+        assert code == 3, document
+        run_id = document["runId"]
+        [held] = eventually(lambda: _held(runtime.root), "the held process's pid")
+        assert pid_alive(held)  # the drive went on with the notifier's stderr still open
+        [row] = _notifications(runtime, run_id)
+        assert (row["event"], row["status"], row["exitCode"]) == ("blocked", "sent", 0)
+        (runtime.root / "slow").write_text("")  # before the approval: on the pool a worker goes on at once
+        approved = runtime.akm("approve", run_id, "ok", "--by", "ada")
+        assert approved.returncode == 0, approved.stderr  # the drive let go of the run's lock
+        code, document = runtime.run_json(run_id)
+        assert code == 0 and document["status"] == "completed", document
+        _, row = _notifications(runtime, run_id)
+        assert (row["event"], row["status"], row["reason"], row["stderrTail"]) == (
+            "completed",
+            "failed",
+            "timeout",
+            "told\n",
+        )
+        assert all(pid_alive(pid) for pid in _held(runtime.root))  # bounded by the timeout, not by them
+    finally:
+        (runtime.root / "go").write_text("")
+
+
+NOISY = source("""
+    workflow "t" {
+      notify {
+        on = [completed]
+        shell "yes 'notifier noise' | head -c 100000000 >&2; echo last words >&2; exit 1"
+      }
+      step build { shell "echo 1" }
+    }
+""")
+PEAK = "import resource, subprocess, sys; subprocess.run(sys.argv[1:]); print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+
+
+@pytest.mark.sqlite_only  # measures the driver, the process that sends a run's `completed` on SQLite
+def test_a_notifiers_stderr_is_kept_as_a_bounded_tail(runtime: Runtime) -> None:
+    plan = runtime.compile("wf.akm", NOISY)
+    command = [sys.executable, "-c", PEAK, sys.executable, "-m", "akm_run", "run", str(plan)]
+    measured = subprocess.run(command, cwd=runtime.root, env=runtime.env(), capture_output=True, text=True, check=True)
+    peak_kib = int(measured.stdout.split()[-1])
+    assert peak_kib * 1024 < 100_000_000  # the driver never held what the notifier wrote
+    [run] = json.loads(runtime.akm("list", "--format", "json").stdout)["runs"]
+    [row] = _notifications(runtime, run["id"])
+    assert (row["status"], row["exitCode"]) == ("failed", 1)
+    tail = row["stderrTail"]
+    assert "\nnotifier noise\n" in tail and tail.endswith("last words\n") and len(tail.encode()) <= 4096

@@ -275,3 +275,73 @@ def test_a_spent_budget_notifies_the_plans_notifier_of_budget(runtime: Runtime) 
     assert [s["event"] for s in sent] == ["budget"]  # once: the attempt past the budget ended the map
     logs = json.loads(runtime.akm("logs", document["runId"], "--notifications", "--format", "json").stdout)
     assert [(n["event"], n["status"]) for n in logs["notifications"]] == [("budget", "sent")]
+
+
+# An agent whose last usage line is hard to find: behind megabytes of other lines and before more
+# ("backlog"), or in the file that replaced ("replace") or truncated ("truncate") the one whose
+# lines the driver has read (with an earlier usage line in it), a second and a half into the attempt.
+HIDING = source("""
+    import json, os, sys, time
+
+    how, path = sys.stdin.read(), os.environ["AKM_PROGRESS"]
+    def usage(tokens):
+        return json.dumps({"usage": {"input_tokens": tokens - 100, "output_tokens": 100}}) + "\\n"
+    if "backlog" in how:
+        with open(path, "a") as progress:
+            progress.write("{}\\n" * (3 << 20) + usage(4100) + '{"note": "wrapping up"}\\n' * (1 << 18))
+    else:
+        with open(path, "a") as progress:
+            progress.write("".join(json.dumps({"note": f"working {i}"}) + "\\n" for i in range(100)) + usage(150))
+        time.sleep(1.5)
+        if "replace" in how:
+            os.unlink(path)
+        with open(path, "w") as progress:
+            progress.write(usage(5000))
+    print(json.dumps("done"))
+""")
+HIDDEN = source("""
+    workflow "t" {
+      step backlog {
+        agent "backlog"
+        max_tokens = 1_000_000
+      }
+      step replace {
+        agent "replace"
+        max_tokens = 1_000_000
+      }
+      step truncate {
+        agent "truncate"
+        max_tokens = 1_000_000
+      }
+    }
+""")
+
+
+def test_the_last_usage_line_counts_behind_a_backlog_and_in_a_replaced_or_truncated_file(runtime: Runtime) -> None:
+    runtime.write({"scripts/hiding.py": HIDING})
+    plan = runtime.compile("t.akm", HIDDEN)
+    code, document = runtime.run_json(plan, "--agent-cmd", f"{sys.executable} scripts/hiding.py")
+    assert code == 0, document
+    logs = json.loads(runtime.akm("logs", document["runId"], "--format", "json").stdout)
+    usage = {u["stepId"]: u["attempts"][0]["usage"]["input_tokens"] + 100 for u in logs["units"]}
+    assert usage == {"backlog": 4100, "replace": 5000, "truncate": 5000}
+    assert _spent(runtime, document["runId"]) == (14100, 0)
+
+
+REPORTING = source("""
+    workflow "t" {
+      limits { max_tokens = 1000 }
+      step report { script "scripts/report.sh" }
+      step review { agent "spend" }
+    }
+""")
+
+
+def test_a_shell_units_usage_line_is_not_metered(runtime: Runtime) -> None:
+    report = '#!/bin/sh\necho \'{"usage": {"input_tokens": 2000, "output_tokens": 0}}\' >> "$AKM_PROGRESS"\necho 1\n'
+    plan, agent = runtime.compile("t.akm", REPORTING, {"scripts/report.sh": report}), _agent(runtime)
+    code, document = runtime.run_json(plan, *agent)
+    assert code == 0, document
+    assert _spent(runtime, document["runId"]) == (100, 0)  # the agent's 100 tokens, nothing of the script's
+    logs = json.loads(runtime.akm("logs", document["runId"], "--format", "json").stdout)
+    assert ["usage" in u["attempts"][0] for u in logs["units"]] == [False, True]

@@ -123,3 +123,18 @@ def test_the_smallest_budget_left_over_the_unit_its_step_and_every_ancestor() ->
     assert remaining(accounts, "leaf", None, 0) == Left(200, "root", 1100)
     assert remaining(accounts, "leaf", 150, 30) == Left(120, "unit", 150)
     assert remaining(Accounts({"solo": (None, 0, 0, {})}), "solo", None, 0) is None
+
+
+def test_the_reader_follows_a_replaced_file_and_keeps_what_the_old_one_said_last(tmp_path: Path) -> None:
+    path = tmp_path / "progress"
+    path.write_bytes(b'{"usage": {"input_tokens": 1, "output_tokens": 1}}\n')
+    reader = UsageReader(path)
+    assert (found := reader.look()) is not None and found.tokens == 2
+    with path.open("ab") as more:  # written, but never looked at before the file is replaced
+        more.write(b'{"usage": {"input_tokens": 5, "output_tokens": 5}}\n' + b"{}\n" * (1 << 20))
+    path.rename(tmp_path / "old")
+    path.write_bytes(b'{"note": "fresh"}\n')
+    assert (found := reader.look()) is not None and found.tokens == 10
+    with path.open("wb") as truncated:
+        truncated.write(b'{"usage": {"input_tokens": 7, "output_tokens": 0}}\n')
+    assert (found := reader.finish()) is not None and found.tokens == 7

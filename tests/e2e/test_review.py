@@ -107,12 +107,19 @@ def _sources() -> list[tuple[Path, Path]]:
     return [*found, (nested, nested / "workflows" / "release.akm"), (mapped, mapped / "workflows" / "rollout.akm")]
 
 
-@pytest.mark.parametrize("output_format", ["text", "markdown"])
-def test_plan_output_on_the_golden_corpus(output_format: str, snapshot: SnapshotAssertion) -> None:
+@pytest.mark.parametrize(
+    "args",
+    [["--format", "text"], ["--format", "markdown"], ["--summary"]],
+    ids=["text", "markdown", "summary"],
+)
+def test_plan_output_on_the_golden_corpus(args: list[str], snapshot: SnapshotAssertion) -> None:
+    """Every renderer over every corpus workflow, so no step kind (a `parallel` block and its
+    members, a map that keeps going, a child) can crash or drop out of one of them."""
     shown = {}
     for root, workflow in _sources():
-        result = run_cli("plan", workflow.relative_to(root), "--format", output_format, cwd=root)
+        result = run_cli("plan", workflow.relative_to(root), *args, cwd=root)
         assert result.returncode == 0, result.stderr
+        assert "internal error" not in result.stderr
         shown[f"{root.name}/{workflow.name}"] = result.stdout
     assert shown == snapshot
 

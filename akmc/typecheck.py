@@ -112,6 +112,9 @@ def _step_type(sm: StepModel, typed: Typed, report: Report) -> t.Type:
     if sm.output is not None:
         declared = t.from_ast(sm.output, report)
         typed.declared[sm.id] = declared
+        if sm.kind == "map" and not t.fits(t.ListT(t.ANY), declared):  # the runtime checks the list against it
+            message = messages.map_output_not_list(step=sm.id, declared=t.describe(declared))
+            report.add(message, sm.output.span, help=f"declare the list: `list[{t.describe(declared)}]`")
         if not (sm.target is not None and sm.target.kind == "uses"):
             return _keeps_going(sm, declared)
     if sm.kind == "map":

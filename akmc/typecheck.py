@@ -89,7 +89,7 @@ def _params(model: Model, typed: Typed, report: Report) -> None:
     """Type each param, and check its default against its type."""
     for name, param in model.params.items():
         typed.params[name] = t.from_ast(param.type, report)
-        if param.default is not None:
+        if param.default is not None and not t.reported(param.default):
             problems = validation_errors(t.value_of(param.default), typed.params[name])
             if problems:
                 described = t.describe(typed.params[name])
@@ -242,7 +242,7 @@ def _bindings(
                     binding.value.span,
                     help=_null_help(binding.value, nullable, "give the child param a type that admits null"),
                 )
-        else:
+        elif not t.reported(binding.value):
             problems = validation_errors(t.value_of(binding.value), param_type)
             if problems:
                 message = messages.binding_mismatch(

@@ -146,6 +146,36 @@ def test_plan_shows_every_setting_of_every_step_and_child() -> None:
     assert "Confirm the release notes" not in summary and "8. publish" in summary
 
 
+def test_a_member_composing_a_child_is_numbered_and_counted_under_its_block(tmp_path: Path) -> None:
+    """A member is `1.1`, the steps of the child it composes `1.1.1.` (never `1.11.`, which reads as
+    the 11th member), in the full listing and the summary; the Markdown summary line counts the
+    block, its members and the child's steps, and the child."""
+    (tmp_path / "akm.toml").write_text("")
+    (tmp_path / "workflows").mkdir()
+    (tmp_path / "workflows" / "c.akm").write_text('workflow "C" {\n  step ca {\n    shell "echo 1"\n  }\n}\n')
+    (tmp_path / "workflows" / "w.akm").write_text(
+        source("""
+            workflow "W" {
+              parallel p {
+                step a {
+                  uses "workflows/c" {}
+                }
+                step b {
+                  shell "echo 2"
+                }
+              }
+            }
+        """)
+    )
+    full = run_cli("plan", "workflows/w.akm", cwd=tmp_path).stdout
+    assert "       1.1 a  [child-workflow]\n" in full and "\n                1.1.1. ca  [shell]\n" in full
+    assert "1.11." not in full and "       1.2 b  [shell]\n" in full
+    summary = run_cli("plan", "workflows/w.akm", "--summary", cwd=tmp_path).stdout
+    assert "       1.1 a  [child-workflow]" in summary and "\n            1.1.1. ca  [shell]  1 line\n" in summary
+    markdown_text = run_cli("plan", "workflows/w.akm", "--format", "markdown", cwd=tmp_path).stdout
+    assert markdown_text.startswith('**workflows/w** "W": 4 steps at every level, 1 child workflow, plan `')
+
+
 def _long_command_workspace(root: Path, command: str) -> None:
     (root / "workflows").mkdir(parents=True)
     (root / "akm.toml").write_text("")

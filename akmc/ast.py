@@ -31,10 +31,12 @@ class StrLit:
 
 @node
 class Literal:
-    """A JSON scalar: string, int, float, bool or None."""
+    """A JSON scalar: string, int, float, bool or None. `invalid` when the parser reported it (E102:
+    out of range or malformed, `value` then a placeholder): later stages skip it silently."""
 
     value: str | int | float | bool | None
     span: Span
+    invalid: bool = False
 
 
 @node

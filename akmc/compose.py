@@ -159,11 +159,12 @@ def plan_size(report: Report, plan: dict[str, Any], size: int, span: ast.Span) -
 
 
 def unbound_budget(report: Report, workflow: ast.Workflow, plan: Mapping[str, Any]) -> None:
-    """W706: `limits { max_tokens }` with no agent unit anywhere in the tree, so it can never bind."""
+    """W706: `limits { max_tokens }` with no agent unit anywhere in the tree (a `parallel` block's
+    members, and the children they compose, included), so it can never bind."""
     if "maxTokens" not in plan["limits"]:
         return
     for each in features.plans(plan):
-        if any(step.get("target", {}).get("kind") == "agent" for step in each["steps"]):
+        if any(step.get("target", {}).get("kind") == "agent" for step in features.every_step(each)):
             return
     for section in workflow.sections:
         for setting in section.settings if section.kind == "limits" else []:

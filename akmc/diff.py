@@ -1,19 +1,34 @@
 """The semantic diff of two plans (`akmc diff`): what a reviewer needs to know changed.
 
-Params, outputs and limits are compared by name, steps by id (a step that moved among the
-steps both plans share reports its new position), and a child workflow whose plan hash
-changed carries the diff of its own plan, recursively. `sourceHash` is not compared: every
-source edit changes it, and the read set already names the file whose hash changed."""
+Every top-level plan key that affects a run is compared: params, outputs and limits by name,
+steps by id (a step that moved among the steps both plans share reports its new position), the
+read set by path, any other section (`notify`) as one object field by field, and a child workflow
+whose plan hash changed carries the diff of its own plan, recursively. Which keys there are comes
+from the plan definition (`akm_run.planformat.Plan`), so a key it gains is compared as an object
+section until it is given a better comparison; only the keys in NOT_COMPARED are left out."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
+from akm_run import planformat as pf
 from akm_run.plan import plan_hash
 
 ADDED, REMOVED, CHANGED = "+", "-", "~"
-_WORKFLOW_FIELDS = ("ref", "title", "description", "irVersion")
+WORKFLOW_FIELDS = ("ref", "title", "description", "irVersion")  # each one value, compared whole
+NAMED_SECTIONS = ("params", "outputs", "limits")  # compared entry by entry
+# The top-level keys a diff leaves out, each with why no change of it can go unseen.
+NOT_COMPARED = {
+    "features": "derived from the constructs the plan uses (the decoder refuses a mismatch), "
+    "so it changes only with a step, a limit or a section that the diff reports",
+}
+# The other sections (`notify`), each one object compared field by field, in the definition's order.
+OBJECT_SECTIONS = tuple(
+    key
+    for key in pf.Plan.__annotations__
+    if key not in {*WORKFLOW_FIELDS, *NAMED_SECTIONS, "steps", "sourceReadSet", *NOT_COMPARED}
+)
 
 
 @dataclass(slots=True)
@@ -27,7 +42,7 @@ class FieldChange:
 class Change:
     """One added, removed or changed param, output, limit, step, read-set file or workflow field."""
 
-    section: str  # workflow | params | outputs | limits | steps | readSet
+    section: str  # workflow | params | outputs | limits | notify (an object section) | steps | readSet
     op: str
     name: str
     old: Any = None
@@ -94,11 +109,13 @@ def diff(old: dict[str, Any], new: dict[str, Any]) -> PlanDiff:
     result = PlanDiff(old["ref"], new["ref"], plan_hash(old), plan_hash(new))
     if result.equal:
         return result
-    for name in _WORKFLOW_FIELDS:
+    for name in WORKFLOW_FIELDS:
         if old.get(name) != new.get(name):
             result.changes.append(Change("workflow", CHANGED, name, old.get(name), new.get(name)))
-    for section in ("params", "outputs", "limits"):
+    for section in NAMED_SECTIONS:
         result.changes += _named(section, old.get(section, {}), new.get(section, {}))
+    for section in OBJECT_SECTIONS:
+        result.changes += _object(section, old.get(section), new.get(section))
     result.changes += _steps(_flat(old["steps"]), _flat(new["steps"]))
     old_reads = {e["path"]: e.get("sha256") for e in old["sourceReadSet"]}
     new_reads = {e["path"]: e.get("sha256") for e in new["sourceReadSet"]}
@@ -116,6 +133,18 @@ def _named(section: str, old: dict[str, Any], new: dict[str, Any]) -> list[Chang
             changes.append(Change(section, CHANGED, name, old[name], new[name], fields))
     changes += [Change(section, REMOVED, name, old=old[name]) for name in old if name not in new]
     return changes
+
+
+def _object(section: str, old: Any, new: Any) -> list[Change]:
+    """A section that is one object (`notify`): added, removed, or changed field by field."""
+    if old == new:
+        return []
+    if old is None:
+        return [Change(section, ADDED, section, new=new)]
+    if new is None:
+        return [Change(section, REMOVED, section, old=old)]
+    fields = _fields(old, new) if isinstance(old, dict) and isinstance(new, dict) else []
+    return [Change(section, CHANGED, section, old, new, fields or [FieldChange(section, old, new)])]
 
 
 def _flat(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -192,6 +221,7 @@ def _fields(old: dict[str, Any], new: dict[str, Any]) -> list[FieldChange]:
 # -- what a summary line counts ---------------------------------------------------------------
 
 _TEXT_KINDS = {"command": "command", "instructions": "prompt", "message": "approval text"}
+_SECTION_NOUN = {"params": "param", "outputs": "output", "limits": "limit", "notify": "notifier"}
 ORDER = (
     "workflow added",
     "workflow removed",
@@ -211,9 +241,9 @@ ORDER = (
     "output removed",
     "output changed",
     "limit changed",
+    *(f"{_SECTION_NOUN.get(s, s)} {op}" for s in OBJECT_SECTIONS for op in ("added", "removed", "changed")),
     "workflow field changed",
 )
-_SECTION_NOUN = {"params": "param", "outputs": "output", "limits": "limit"}
 _OPS = {ADDED: "added", REMOVED: "removed", CHANGED: "changed"}
 
 
@@ -227,7 +257,7 @@ def kinds(result: PlanDiff, counted: frozenset[str] = frozenset()) -> list[str]:
         if change.section == "workflow":
             found.append("workflow field changed")
         elif change.section != "steps":
-            found.append(f"{_SECTION_NOUN[change.section]} {_OPS[change.op]}")
+            found.append(f"{_SECTION_NOUN.get(change.section, change.section)} {_OPS[change.op]}")
         elif change.op != CHANGED:
             found.append(f"step {_OPS[change.op]}")
         else:

@@ -39,6 +39,7 @@ def resolve(workflow: ast.Workflow, report: Report) -> Model:
     for reference, reader, in_map in model.references:
         _check_reference(model, reference, reader, in_map, report)
     route_targets(model, report)
+    _default_on_stall(model, report)
     return model
 
 
@@ -108,6 +109,11 @@ def _defaults(model: Model, section: ast.Section, report: Report) -> None:
     model.default_on_error = values.get("on_error")
     model.default_stall_after_ms = values.get("stall_after")
     model.default_on_stall = values.get("on_stall")
+    model.default_stall_written = {
+        s.name.text: s
+        for s in section.settings
+        if isinstance(s, ast.Setting) and s.name.text in ("stall_after", "on_stall")
+    }
     model.default_isolation = values.get("isolation")
     for env in section.settings:
         if isinstance(env, ast.Env):
@@ -262,21 +268,34 @@ def _settle(model: Model, sm: StepModel, values: dict[str, Any]) -> None:
 
 def _stall(model: Model, sm: StepModel, values: dict[str, Any], own: list[ast.Setting], report: Report) -> None:
     """The step's `stall_after` and `on_stall` (its own, else the defaults'): E207 for its own `on_stall`
-    without a `stall_after`, W707 when the hint could never fire before the (step's, else run's) timeout."""
+    without a `stall_after`, W707 when the hint could never fire before the (step's, else run's) timeout.
+    A value already reported (E601, E102, E207) is not judged again."""
     if not sm.honours("stall_after"):
         return
     sm.stall_after_ms = values.get("stall_after", model.default_stall_after_ms)
     on_stall = values.get("on_stall", model.default_on_stall)
     spans = {s.name.text: s for s in own}
     if sm.stall_after_ms is None:
-        if "on_stall" in spans:
+        written = "stall_after" in spans or "stall_after" in model.default_stall_written
+        if "on_stall" in values and not written:
             report.add(messages.on_stall_alone(), spans["on_stall"].name.span)
         return
+    if "on_stall" not in spans:
+        model.default_on_stall_reaches = True
     sm.on_stall = "terminate" if on_stall == "terminate" else None
     timeout = sm.timeout_ms if sm.timeout_ms is not None else model.timeout_ms
     if timeout is not None and sm.stall_after_ms >= timeout and "stall_after" in spans:
         stall, limit = format_ms(sm.stall_after_ms), format_ms(timeout)
         report.add(messages.stall_after_timeout(stall=stall, timeout=limit), spans["stall_after"].value.span)
+
+
+def _default_on_stall(model: Model, report: Report) -> None:
+    """E207 for `defaults { on_stall }` that no step takes: without a `stall_after` in `defaults`, it
+    reaches only the steps with their own `stall_after` and no `on_stall`, and there are none."""
+    written = model.default_stall_written
+    if model.default_on_stall is None or "stall_after" in written or model.default_on_stall_reaches:
+        return
+    report.add(messages.on_stall_alone(), written["on_stall"].name.span)
 
 
 def _step_references(model: Model, sm: StepModel) -> None:

@@ -136,6 +136,8 @@ def _setting_value(setting: ast.Setting, place: str, report: Report) -> Any:
         return _exclusive(value, report)
     if isinstance(value, ast.Reference):  # only `exclusive` takes one; the others say what they take
         value = ast.Word(value.text, value.span)
+    if isinstance(value, ast.Literal) and value.invalid:  # E102 already said why
+        return None
     if name == "timeout":
         return _duration(value, name, report)
     if name == "stall_after":
@@ -252,6 +254,8 @@ def _retry(value: ast.Value, report: Report) -> Retry | None:
         report.add(messages.retry_needs_max(), value.span)
         return None
     maximum = entries["max"][1]
+    if isinstance(maximum, ast.Literal) and maximum.invalid:  # E102 already said why
+        return None
     if not isinstance(maximum, ast.Literal) or not isinstance(maximum.value, int) or isinstance(maximum.value, bool):
         report.add(messages.retry_max_integer(), maximum.span)
         return None

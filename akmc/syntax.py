@@ -326,7 +326,8 @@ class _Builder:
         return ast.Segment(c[0][1], None, span)
 
     def index_segment(self, span: ast.Span, c: list[Any]) -> ast.Segment:
-        return ast.Segment(None, self._int(c[0]), span)
+        index = self._int(c[0])
+        return ast.Segment(None, 0 if index is None else index, span)  # an invalid index was reported
 
     # -- values
     def value(self, span: ast.Span, c: list[Any]) -> ast.Value:
@@ -339,25 +340,27 @@ class _Builder:
     def object_value(self, span: ast.Span, c: list[Any]) -> ast.ObjectValue:
         return self.sobject(span, c)
 
-    def _int(self, token: Token) -> int:
+    def _int(self, token: Token) -> int | None:
+        """The integer a token spells, or None once E102 said why it is none."""
         raw = token[1]
         if not _INT_FULL.fullmatch(raw):
             self.report.add(messages.invalid_integer(integer=raw), self._tspan(token))
-            return 0
+            return None
         digits = raw.replace("_", "").lstrip("-")
         # int() refuses more than a few thousand digits; anything past 16 is out of range anyway
         value = int(raw.replace("_", "")) if len(digits) <= _MAX_DIGITS else MAX_INT + 1
         if abs(value) > MAX_INT:
             shown = raw if len(raw) <= 40 else raw[:20] + "…"
             self.report.add(messages.integer_out_of_range(integer=shown), self._tspan(token))
-            return 0
+            return None
         return value
 
     def string_literal(self, span: ast.Span, c: list[Any]) -> ast.Literal:
         return ast.Literal(_str(self.text, c[0], self.report), span)
 
     def int_literal(self, span: ast.Span, c: list[Any]) -> ast.Literal:
-        return ast.Literal(self._int(c[0]), span)
+        value = self._int(c[0])
+        return ast.Literal(0, span, invalid=True) if value is None else ast.Literal(value, span)
 
     def number_literal(self, span: ast.Span, c: list[Any]) -> ast.Literal:
         raw = c[0][1]
@@ -367,7 +370,7 @@ class _Builder:
                 raise ValueError(raw)
         except ValueError:
             self.report.add(messages.invalid_number(number=raw), self._tspan(c[0]))
-            number = 0.0
+            return ast.Literal(0.0, span, invalid=True)
         return ast.Literal(number, span)
 
     def true_literal(self, span: ast.Span, c: list[Any]) -> ast.Literal:

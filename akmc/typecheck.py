@@ -89,7 +89,7 @@ def _params(model: Model, typed: Typed, report: Report) -> None:
     """Type each param, and check its default against its type."""
     for name, param in model.params.items():
         typed.params[name] = t.from_ast(param.type, report)
-        if param.default is not None:
+        if param.default is not None and not t.reported(param.default):
             problems = validation_errors(t.value_of(param.default), typed.params[name])
             if problems:
                 described = t.describe(typed.params[name])
@@ -112,6 +112,9 @@ def _step_type(sm: StepModel, typed: Typed, report: Report) -> t.Type:
     if sm.output is not None:
         declared = t.from_ast(sm.output, report)
         typed.declared[sm.id] = declared
+        if sm.kind == "map" and not t.fits(t.ListT(t.ANY), declared):  # the runtime checks the list against it
+            message = messages.map_output_not_list(step=sm.id, declared=t.describe(declared))
+            report.add(message, sm.output.span, help=f"declare the list: `list[{t.describe(declared)}]`")
         if not (sm.target is not None and sm.target.kind == "uses"):
             return _keeps_going(sm, declared)
     if sm.kind == "map":
@@ -239,7 +242,7 @@ def _bindings(
                     binding.value.span,
                     help=_null_help(binding.value, nullable, "give the child param a type that admits null"),
                 )
-        else:
+        elif not t.reported(binding.value):
             problems = validation_errors(t.value_of(binding.value), param_type)
             if problems:
                 message = messages.binding_mismatch(

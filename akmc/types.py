@@ -471,5 +471,18 @@ def value_of(node: ast.Value) -> Any:
     return node.text
 
 
+def reported(node: ast.Value | ast.Reference) -> bool:
+    """Whether a value holds a literal the parser already reported (E102), which no later check judges."""
+    if isinstance(node, ast.Literal):
+        return node.invalid
+    if isinstance(node, ast.ListValue):
+        return any(reported(v) for v in node.items)
+    if isinstance(node, ast.ObjectValue):
+        return any(reported(v) for _, v in node.entries)
+    if isinstance(node, ast.Duration):
+        return node.ms < 0
+    return False
+
+
 def where(span: ast.Span) -> str:
     return position(span)

@@ -26,15 +26,16 @@ ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 
 
 def check_shells(model: Model, root: Path, report: Report, reads: ReadSet) -> None:
-    """W708 on each shell command (step targets, `map` targets, gate checks) that runs a workspace
-    file; every path looked at is recorded in `reads` as probed, so a cached result sees it appear."""
-    for sm in model.steps:
-        for target in (sm.target, sm.gate_check):
-            if target is None or target.kind != "shell" or target.text is None or target.text.kind == "file":
-                continue
-            path = _run_file(target.text.value, root, reads)
-            if path is not None:
-                report.add(messages.shell_runs_workspace_file(path=path), target.text.span)
+    """W708 on each shell command (step targets, `map` targets, gate checks, the `notify` section's
+    notifier) that runs a workspace file; every path looked at is recorded in `reads` as probed, so a
+    cached result sees it appear."""
+    notifier = model.notify.target if model.notify is not None else None
+    for target in [*(t for sm in model.steps for t in (sm.target, sm.gate_check)), notifier]:
+        if target is None or target.kind != "shell" or target.text is None or target.text.kind == "file":
+            continue
+        path = _run_file(target.text.value, root, reads)
+        if path is not None:
+            report.add(messages.shell_runs_workspace_file(path=path), target.text.span)
 
 
 def _run_file(command: str, root: Path, reads: ReadSet) -> str | None:

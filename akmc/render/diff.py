@@ -11,12 +11,24 @@ import json
 from collections import Counter
 from typing import Any
 
-from akmc.diff import ADDED, CHANGED, ORDER, REMOVED, Change, FieldChange, PlanDiff, WorkflowDiff, kinds
+from akmc.diff import (
+    ADDED,
+    CHANGED,
+    NAMED_SECTIONS,
+    OBJECT_SECTIONS,
+    ORDER,
+    REMOVED,
+    Change,
+    FieldChange,
+    PlanDiff,
+    WorkflowDiff,
+    kinds,
+)
 from akmc.render import plan as full
 from akmc.render.characters import visible
 from akmc.render.summary import binding_text, duration, schema_text, short_hash
 
-_SECTIONS = (("params", "params:"), ("outputs", "outputs:"), ("limits", "limits:"), ("steps", "steps:"))
+_SECTIONS = tuple((section, f"{section}:") for section in (*NAMED_SECTIONS, *OBJECT_SECTIONS, "steps"))
 _TEXTS = ("command", "message", "instructions", "text", "description", "title")
 
 
@@ -119,9 +131,34 @@ def _describe(change: Change, indent: str) -> list[str]:
         if change.op != CHANGED:
             return [f"{head}{change.name} = {_value(value, change.name)}"]
         return [f"{head}{change.name}: {_value(change.old, change.name)} -> {_value(change.new, change.name)}"]
+    if change.section in OBJECT_SECTIONS:
+        return _object_lines(change, head, indent)
     if change.op != CHANGED:
         return [head + full.output_line(change.name, value)]
     return [f"{head}{change.name}: {_inline(change.fields)}"]
+
+
+def _object_lines(change: Change, head: str, indent: str) -> list[str]:
+    """A section that is one object (`notify`): an added one in full, as `akmc plan` shows it; a
+    changed one field by field, a changed command as a full line diff."""
+    if change.op == REMOVED:
+        return [head + _object_head(change.name, change.old)]
+    if change.op == ADDED:
+        if change.name == "notify":
+            shown = full.notify_lines(change.new, "")
+            return [head + shown[0], *(indent + "  " + line for line in shown[1:])]
+        return [head + _object_head(change.name, change.new)]
+    inline = [f for f in change.fields if not _is_text(f)]
+    lines = [f"{head}{change.name}" + (f": {_inline(inline)}" if inline else "")]
+    for f in (f for f in change.fields if _is_text(f)):
+        lines += _field_lines(f, indent + "    ", indent + "      ")
+    return lines
+
+
+def _object_head(name: str, value: Any) -> str:
+    if name == "notify":
+        return full.notify_lines(value, "")[0]
+    return f"{name} = {_value(value)}"
 
 
 def _is_text(f: FieldChange) -> bool:

@@ -65,7 +65,7 @@ def _add(graph: Graph, into: Cluster, plan: dict[str, Any], entry: Node | None, 
     each member and joins after the block."""
     ids: dict[str, list[str]] = {}  # a block's are its members'
     every = [m for s in plan["steps"] for m in [s, *s.get("members", [])]]
-    blocks = {s["stepId"] for s in plan["steps"] if s["kind"] == "parallel"}
+    blocks = {s["stepId"]: [m["stepId"] for m in s["members"]] for s in plan["steps"] if s["kind"] == "parallel"}
     params = entry
     if params is None and any(r.startswith("params.") for s in every for r in _references(s)):
         params = graph.node(into, ["params"], "params")
@@ -77,7 +77,10 @@ def _add(graph: Graph, into: Cluster, plan: dict[str, Any], entry: Node | None, 
             return [(params.id, rest)] if params is not None else []
         step, _, path = rest.partition(".")
         label = path.removeprefix("output").lstrip(".")
-        if step in blocks:  # the block's output: from each member, named for the block
+        if step in blocks:  # `steps.B.output.M…` flows from member M; the whole output from each member
+            member = label.split(".", 1)[0].split("[", 1)[0]
+            if member in blocks[step]:
+                return [(ids[member][0], label)]
             label = label or step
         return [(found, label) for found in ids.get(step, [])]
 
@@ -110,12 +113,11 @@ def _add(graph: Graph, into: Cluster, plan: dict[str, Any], entry: Node | None, 
         previous = [one(block, member, previous) for member in step["members"]]
         ids[step["stepId"]] = previous
     routes = [s for s in plan["steps"] if s["kind"] == "route"]
-    for step in routes:
-        for case in step["cases"]:
-            match = visible(json.dumps(case["match"], ensure_ascii=False))
-            graph.edge(ids[step["stepId"]][0], ids[case["next"]][0], ROUTE, match)
-        if "default" in step:
-            graph.edge(ids[step["stepId"]][0], ids[step["default"]][0], ROUTE, "_")
+    for step in routes:  # a case that selects a block goes into each member, as the spine does
+        choices = [(visible(json.dumps(c["match"], ensure_ascii=False)), c["next"]) for c in step["cases"]]
+        for match, chosen in [*choices, *([("_", step["default"])] if "default" in step else [])]:
+            for member in ids[chosen]:
+                graph.edge(ids[step["stepId"]][0], member, ROUTE, match)
 
 
 def _references(step: dict[str, Any]) -> list[str]:

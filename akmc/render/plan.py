@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from akm_run.features import every_step
 from akm_run.needs import notifier
 from akm_run.needs import summary as needs_of
 from akmc.render.characters import visible
-from akmc.render.summary import binding_text, duration, limits_text, schema_text, value
+from akmc.render.summary import binding_text, duration, limits_text, member_number, schema_text, value
 
 INLINE_WIDTH = 100
 
@@ -126,9 +127,9 @@ def step_lines(step: dict[str, Any], indent: str, number: str = "") -> list[str]
         lines.append(f"{sub}env:")
         lines += [f"{sub}  {env_line(entry)}" for entry in step["env"]]
     target = step.get("target", {})
-    if target.get("kind") == "child-workflow":
+    if target.get("kind") == "child-workflow":  # its steps under the step's number: 2.1., or 4.1.1. under 4.1
         lines.append(f"{sub}{_title(target['plan'])}")
-        lines += _body(target["plan"], sub + "  ", number)
+        lines += _body(target["plan"], sub + "  ", number if number.endswith(".") else number + ".")
     return lines
 
 
@@ -139,9 +140,9 @@ def _block_lines(step: dict[str, Any], sub: str, number: str) -> list[str]:
     lines = [f"{sub}runs: {at_once}{keeps_going}", f"{sub}on_error: {step['onError']}"]
     for position, member in enumerate(step["members"], start=1):
         if isinstance(member, str):  # a diff lists a block's members by id, each a step of its own
-            lines.append(f"{sub}{number.rstrip('.')}.{position} {member}")
+            lines.append(f"{sub}{member_number(number, position)} {member}")
         else:
-            lines += step_lines(member, sub, f"{number.rstrip('.')}.{position}")
+            lines += step_lines(member, sub, member_number(number, position))
     return lines
 
 
@@ -227,9 +228,10 @@ def render(plan: dict[str, Any], digest: str) -> str:
 
 
 def count_steps(plan: dict[str, Any]) -> tuple[int, int]:
-    """(steps, child workflows) at every level."""
+    """(steps, child workflows) at every level: a `parallel` block and each of its members are steps,
+    as a run journals them, and a member's child counts as any step's does."""
     steps = children = 0
-    for step in plan["steps"]:
+    for step in every_step(plan):
         steps += 1
         if step.get("target", {}).get("kind") == "child-workflow":
             more, deeper = count_steps(step["target"]["plan"])

@@ -105,11 +105,15 @@ def step_line(step: dict[str, Any], width: int = 0, number: str = "") -> str:
         if "default" in step:
             cases.append(f"_ -> {step['default']}")
         label, detail = "route", f"{step['input']}: {', '.join(cases)}"
+    elif step["kind"] == "parallel":
+        label, detail = "parallel", block_runs(step)
     else:
         label, detail = _target(step["target"])
         if step["kind"] == "map":
             label = f"map {label}"
-            detail = f"over {step['over']} (concurrency {step['concurrency']})" + (f", {detail}" if detail else "")
+            keeps_going = ", fail_fast false" if step.get("failFast") is False else ""
+            over = f"over {step['over']} (concurrency {step['concurrency']}{keeps_going})"
+            detail = over + (f", {detail}" if detail else "")
         if "gate" in step:
             detail += f", gate max_loops {step['gate']['maxLoops']}"
         if "isolation" in step:
@@ -120,21 +124,43 @@ def step_line(step: dict[str, Any], width: int = 0, number: str = "") -> str:
     return f"{number} {step['stepId'].ljust(width)}  [{label}]  {detail}".rstrip()
 
 
+def block_runs(step: dict[str, Any]) -> str:
+    """How a `parallel` block runs its members: `2 at a time, fail_fast false: every member runs`."""
+    at_once = f"{step['concurrency']} at a time" if "concurrency" in step else "every member at once"
+    return at_once + (", fail_fast false: every member runs" if step.get("failFast") is False else "")
+
+
+def member_number(number: str, position: int) -> str:
+    """A member's number under its block's (`4.` → `4.1`, `1.2.` → `1.2.1`), as `akmc plan` numbers it."""
+    return f"{number.rstrip('.')}.{position}"
+
+
 def _steps(plan: dict[str, Any], indent: str, prefix: str) -> list[str]:
     lines = []
     width = max((len(s["stepId"]) for s in plan["steps"]), default=0)
     for step in plan["steps"]:
-        number = f"{prefix}{step['index'] + 1}."
-        lines.append(indent + step_line(step, width, number))
-        target = step.get("target", {})
-        if target.get("kind") == "child-workflow":
-            child = target["plan"]
-            sub = indent + "     "
-            if target.get("bindings"):
-                bound = ", ".join(f"{b['name']} <- {binding_text(b)}" for b in target["bindings"])
-                lines.append(f"{sub}with: {bound}")
-            lines.append(f"{sub}exports: {', '.join(child.get('outputs', {})) or 'runId, status'}")
-            lines += _steps(child, sub, f"{number}")
+        lines += _step_lines(step, indent, f"{prefix}{step['index'] + 1}.", width)
+    return lines
+
+
+def _step_lines(step: dict[str, Any], indent: str, number: str, width: int) -> list[str]:
+    """A step's line; below it a block's members, or what a child workflow is given, exports and runs."""
+    lines = [indent + step_line(step, width, number)]
+    sub = indent + "     "
+    if step["kind"] == "parallel":
+        members = step["members"]
+        inner = max(len(m["stepId"]) for m in members)
+        for position, member in enumerate(members, start=1):
+            lines += _step_lines(member, sub, member_number(number, position), inner)
+        return lines
+    target = step.get("target", {})
+    if target.get("kind") == "child-workflow":
+        child = target["plan"]
+        if target.get("bindings"):
+            bound = ", ".join(f"{b['name']} <- {binding_text(b)}" for b in target["bindings"])
+            lines.append(f"{sub}with: {bound}")
+        lines.append(f"{sub}exports: {', '.join(child.get('outputs', {})) or 'runId, status'}")
+        lines += _steps(child, sub, number if number.endswith(".") else number + ".")
     return lines
 
 

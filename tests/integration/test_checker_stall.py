@@ -107,3 +107,39 @@ def test_retry_on_stalled_is_a_reason_but_retry_n_keeps_its_reasons(codes: Check
     a, b = result.plan["steps"]
     assert a["retry"]["on"] == ["exit", "timeout", "spawn_error", "output_invalid"]
     assert b["retry"]["on"] == ["timeout", "stalled"]
+
+
+def test_a_default_on_stall_that_no_step_takes_is_e207(codes: Checker) -> None:
+    """`defaults { on_stall }` without a `stall_after` reaches only the steps with their own
+    `stall_after` and no `on_stall`: with none, a run would ignore it, so the checker rejects it."""
+    src = source("""
+        workflow "w" {
+          defaults { on_stall = terminate }
+          step a { shell "x" }
+          step b { shell "x" STALL }
+        }
+    """)
+    assert codes(src.replace("STALL", "")) == ["E207@2"]
+    assert codes(src.replace("STALL", "stall_after = 1m on_stall = warn")) == ["E207@2"]
+    taken = codes.result(src.replace("STALL", "stall_after = 1m"))
+    assert taken.report.diagnostics == [] and taken.plan is not None
+    assert taken.plan["steps"][1]["onStall"] == "terminate" and "onStall" not in taken.plan["steps"][0]
+    in_defaults = src.replace("on_stall = terminate", "stall_after = 1m on_stall = terminate")
+    assert codes(in_defaults.replace("STALL", "")) == []
+
+
+def test_a_value_already_reported_is_not_judged_again(codes: Checker) -> None:
+    """One diagnostic per wrong value: an out-of-range integer is E102 only (not also E601 "not 0"),
+    an out-of-bounds `stall_after` E601 only (not also E207 for the `on_stall` beside it)."""
+    src = source("""
+        workflow "w" {
+          limits { max_tokens = 18446744073709551616 }
+          defaults { stall_after = 25h  on_stall = terminate }
+          step a { agent "x"  stall_after = 0s  on_stall = terminate  max_tokens = 1__0 }
+          step b { shell "x"  on_stall = termnate }
+          step c { shell "x"  retry = { max = 99999999999999999999 } }
+        }
+    """)
+    assert codes(src) == ["E102@2", "E102@4", "E102@6", "E601@3", "E601@4", "E207@5"]
+    params = 'workflow "w" {\n  params { n: int(min: 1) = 99999999999999999999  r: number(min: 1) = 1__0.5 }\n  step a { shell "x"  inputs = [params.n, params.r] }\n}\n'
+    assert codes(params) == ["E102@2", "E102@2"]

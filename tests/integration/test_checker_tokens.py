@@ -64,3 +64,20 @@ def test_a_tree_budget_without_agents_warns_w706(codes: Checker) -> None:
     agent_child = 'workflow "c" {\n  step a {\n    agent "x"\n  }\n}\n'
     assert codes(src, files={"child.akm": shell_child}) == ["W706@2"]
     assert codes(src, files={"child.akm": agent_child}) == []  # an agent in a child can spend
+
+
+def test_an_agent_in_a_parallel_block_or_its_child_binds_the_budget(codes: Checker) -> None:
+    src = source("""
+        workflow "w" {
+          limits { max_tokens = 1000 }
+          parallel p {
+            step a { BODY }
+            step b { shell "echo 1" }
+          }
+        }
+    """)
+    assert codes(src.replace("BODY", 'agent "do it"')) == []
+    agent_child = 'workflow "c" {\n  parallel q {\n    step a {\n      agent "x"\n    }\n  }\n}\n'
+    shell_child = 'workflow "c" {\n  parallel q {\n    step a {\n      shell "x"\n    }\n  }\n}\n'
+    assert codes(src.replace("BODY", 'uses "child"'), files={"child.akm": agent_child}) == []
+    assert codes(src.replace("BODY", 'uses "child"'), files={"child.akm": shell_child}) == ["W706@2"]

@@ -40,6 +40,19 @@ def test_a_gate_check_is_looked_at_too(codes: Checker) -> None:
     assert codes(_wf("scripts/publish.sh", "gate"), files=SCRIPTS) == ["W708@4"]
 
 
+def test_the_notifier_is_looked_at_too(codes: Checker) -> None:
+    """The `notify` section's shell command runs on the host like a step's: a workspace file it runs
+    is as unfrozen (editing it changes no plan hash and no `akmc diff`)."""
+    src = source("""
+        workflow "w" {
+          notify { on = [failed]  shell "COMMAND" }
+          step s { shell "true" }
+        }
+    """)
+    assert codes(src.replace("COMMAND", "scripts/publish.sh"), files=SCRIPTS) == ["W708@2"]
+    assert codes(src.replace("COMMAND", "curl -d @- https://example.invalid"), files=SCRIPTS) == []
+
+
 @pytest.mark.parametrize(
     "command",
     [

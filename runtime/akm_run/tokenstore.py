@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from akm_run.budgets import tokens_of
+from akm_run.planformat import MAX_INT
 from akm_run.queries import Queries
 
 
@@ -35,10 +36,13 @@ class Tokens(Queries):
     def _spend(self, run_id: str, usage: Mapping[str, Any] | None) -> None:
         """Inside the caller's transaction (an attempt's end): add its tokens to its run and every
         ancestor, so a crash after the attempt ended cannot lose or double them."""
-        tokens = tokens_of(usage)
+        tokens = min(tokens_of(usage), MAX_INT)
         current: str | None = run_id
-        while tokens and current is not None:
-            self._execute("UPDATE runs SET tokens_spent = tokens_spent + ? WHERE id = ?", (tokens, current))
+        while tokens and current is not None:  # held at 2^53 - 1, which every store keeps exactly
+            self._execute(
+                "UPDATE runs SET tokens_spent = CASE WHEN tokens_spent > ? THEN ? ELSE tokens_spent + ? END WHERE id = ?",
+                (MAX_INT - tokens, MAX_INT, tokens, current),
+            )
             row = self._execute("SELECT parent_run_id FROM runs WHERE id = ?", (current,)).fetchone()
             current = None if row is None else row[0]
 

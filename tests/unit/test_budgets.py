@@ -23,6 +23,12 @@ def test_a_usage_line_counts_input_and_output_tokens_and_keeps_every_field() -> 
     assert found.fields == {"input_tokens": 18231, "output_tokens": 2210, "cost_usd": 0.41}
 
 
+def test_a_count_past_the_exact_integers_is_held_there_and_spends_any_budget() -> None:
+    found = usage_of(b'{"usage": {"input_tokens": 18446744073709551616, "output_tokens": 9007199254740991}}')
+    assert found is not None and found.tokens == 2**53 - 1
+    assert found.fields == {"input_tokens": 2**53 - 1, "output_tokens": 2**53 - 1}
+
+
 @pytest.mark.parametrize(
     "line",
     [
@@ -35,7 +41,6 @@ def test_a_usage_line_counts_input_and_output_tokens_and_keeps_every_field() -> 
         b'{"usage": {"input_tokens": "1", "output_tokens": 0}}',
         b'{"usage": {"input_tokens": 1, "output_tokens": 1}, "note": "x"}',
         b'{"usage": {"input_tokens": 1, "output_tokens": 1, "input_tokens": 2}}',  # a duplicate key
-        b'{"usage": {"input_tokens": 9007199254740992, "output_tokens": 0}}',  # past 2^53 - 1
         b'{"usage": [1, 2]}',
         b'{"usage": {"input_tokens": NaN, "output_tokens": 0}}',
         b"\xff\xfe",

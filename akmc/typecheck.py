@@ -39,7 +39,8 @@ def typecheck(model: Model, report: Report, children: Mapping[str, Child] | None
         typed.steps[sm.id] = _step_type(sm, typed, report)
     used: set[str] = set()
     _exclusive(model, typed, report, used)
-    skippable, continuing = _skippable(model), _continuing(model)
+    skippable = _skippable(model)
+    continuing = _continuing(model, skippable)
     nullable = _why_null(skippable, continuing)
     for sm in model.steps:
         if sm.kind == "parallel":  # `{member: T}`, T | null for a member that may not have an output
@@ -150,16 +151,20 @@ def _skippable(model: Model) -> dict[str, str]:
     return skippable
 
 
-def _continuing(model: Model) -> dict[str, str]:
+def _continuing(model: Model, skippable: dict[str, str]) -> dict[str, str]:
     """Step id → where the `on_error = continue` of a step that may fail and continue comes from.
 
-    An approval under `continue` completes with its decision when rejected, so it never reads as null."""
+    An approval under `continue` completes with its decision when rejected, so it never reads as null.
+    Neither does a map that keeps going, unless its subject reads a step that may be null: a map whose
+    subject does not resolve fails before any item runs, and continues as null."""
     continuing: dict[str, str] = {}
     for sm in model.steps:
         if sm.on_error != "continue" or (sm.target is not None and sm.target.kind == "approval"):
             continue
-        if sm.kind == "map" and not sm.fail_fast:
-            continue  # every item ran: its partial list is stored, never null as a whole (D3.3)
+        if sm.kind == "map" and not sm.fail_fast and sm.map is not None:
+            subject = sm.map.over
+            if subject.root != "steps" or (subject.name.text not in continuing and subject.name.text not in skippable):
+                continue  # every item ran: its partial list is stored, never null as a whole (D3.3)
         items = [*sm.step.items, *(sm.map.items if sm.map is not None else [])]
         own = any(isinstance(i, ast.Setting) and i.name.text == "on_error" for i in items)
         continuing[sm.id] = f"on step `{sm.id}`" if own else "from `defaults`"

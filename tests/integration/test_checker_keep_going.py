@@ -66,3 +66,30 @@ def test_a_map_that_keeps_going_and_continues_reads_as_a_list_of_nullable_items(
     assert codes(_reader("false", "fail", "list[{ n: int }]")) == []
     # fail fast under on_error = continue: the whole output may be null (D3.4)
     assert codes(_reader("true", "continue", "list[{ n: int }] | null")) == ["W705@9"]
+
+
+def test_a_map_that_keeps_going_over_a_step_that_may_be_null_may_be_null_as_a_whole(codes: Checker) -> None:
+    # its subject does not resolve when the step it reads failed and continued: the map fails before
+    # any item runs, and continues as null
+    text = source("""
+        workflow "t" {
+          step x {
+            shell "exit 1"
+            output: list[string]
+            on_error = continue
+          }
+          step m {
+            map steps.x.output {
+              shell "echo 1"
+              fail_fast = false
+            }
+            output: list[int]
+            on_error = continue
+          }
+          outputs {
+            o: OUT = steps.m.output
+          }
+        }
+    """)
+    assert codes(text.replace("OUT", "list[int | null]")) == ["E305@16", "W705@8"]
+    assert codes(text.replace("OUT", "list[int | null] | null")) == ["W705@8"]

@@ -163,8 +163,7 @@ def send(
         argv = ["/bin/sh", "-c", notifier.target.get("command", "")]
         if notifier.target["kind"] == "script":
             script = Path(directory) / "notify"
-            script.write_text(notifier.target["text"], encoding="utf-8")
-            script.chmod(0o700)
+            units.write_private(script, notifier.target["text"], 0o700)  # as a unit's script is written
             argv = [str(script)]
         return _run(argv, env, path, notifier.timeout_s, _cwd(run), secrets)
 
@@ -190,15 +189,16 @@ def _run(argv: list[str], env: dict[str, str], context: Path, timeout_s: float, 
     deadline = time.monotonic() + timeout_s
     with context.open("rb") as stdin:
         try:
-            process = subprocess.Popen(
-                argv,
-                stdin=stdin,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                env=env,
-                cwd=cwd,
-                start_new_session=True,
-            )
+            with units.SPAWNING:  # never forked while a unit's script is open for writing
+                process = subprocess.Popen(
+                    argv,
+                    stdin=stdin,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,
+                    env=env,
+                    cwd=cwd,
+                    start_new_session=True,
+                )
         except OSError as error:
             return False, None, "spawn_error", str(error.strerror or error)
     streams = processes.Streams(process, TAIL_BYTES + max((len(s.encode()) for s in secrets), default=0))
@@ -309,7 +309,7 @@ def text(document: dict[str, Any]) -> str:
     if not document["notifications"]:
         lines.append("no notifications")
     for entry in document["notifications"]:
-        how = f"  exit {entry['exitCode']}" if "exitCode" in entry else ""
+        how = f"  {_exit(entry['exitCode'])}" if "exitCode" in entry else ""
         why = f"  {entry['reason']}" if "reason" in entry and "exitCode" not in entry else ""
         lines.append(
             f"  {entry['event']:<9} {entry['status']:<7}{how}{why}  attempts {entry['attempts']}  "
@@ -320,6 +320,11 @@ def text(document: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _exit(code: int) -> str:
+    """How a notifier's process ended, as a unit's is said: `exit 7`, or `killed by signal 9`."""
+    return f"killed by signal {-code}" if code < 0 else f"exit {code}"
+
+
 def failed_line(store: Store, run: RunRow, hints: Hints) -> str | None:
     """`notification failed: blocked → exit 7 (akm-run logs RUN --notifications)` for the latest
     notification of the run, when it failed."""
@@ -327,7 +332,7 @@ def failed_line(store: Store, run: RunRow, hints: Hints) -> str | None:
     if not rows or rows[-1].status != "failed":
         return None
     last = rows[-1]
-    how = f"exit {last.exit_code}" if last.exit_code is not None else (last.reason or "failed")
+    how = _exit(last.exit_code) if last.exit_code is not None else (last.reason or "failed")
     return wording.notification_failed(event=last.event, how=how, command=hints("logs", run.id, "--notifications"))
 
 

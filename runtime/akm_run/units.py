@@ -36,10 +36,10 @@ from akm_run.processes import stop_leftovers as stop_leftovers
 
 BASE_ENV = ("PATH", "HOME", "LANG", "TMPDIR")
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
-# Held while a unit's script is written and while a unit's process is spawned: a process forked
-# while another thread still has a script open for writing holds it open until it execs, and
-# executing that script in the meantime fails with ETXTBSY ("Text file busy").
-_SPAWNING = threading.Lock()
+# Held while a unit's or a notifier's script is written and while their processes are spawned: a
+# process forked while another thread still has a script open for writing holds it open until it
+# execs, and executing that script in the meantime fails with ETXTBSY ("Text file busy").
+SPAWNING = threading.Lock()
 
 
 class UnitFailure(Exception):
@@ -154,7 +154,7 @@ def execute(
     def write(name: str, text: str, mode: int) -> Path:
         path = Path(f"{prefix}.{name}")
         created.append(path)
-        _private(path, text, mode)
+        write_private(path, text, mode)
         return path
 
     try:
@@ -197,8 +197,10 @@ def _last_beat(watch: Watch, board: Board | None) -> None:
     watch.close()
 
 
-def _private(path: Path, text: str, mode: int) -> None:
-    with _SPAWNING if mode & 0o111 else contextlib.nullcontext():
+def write_private(path: Path, text: str, mode: int) -> None:
+    """Create `path` (it must not exist) with `mode` and write `text`: an executable one under
+    SPAWNING, so no process forked meanwhile holds it open for writing."""
+    with SPAWNING if mode & 0o111 else contextlib.nullcontext():
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
@@ -236,7 +238,7 @@ def _run(
     watch, board = watched
     with stdin_path.open("rb") as stdin:
         try:
-            with _SPAWNING:
+            with SPAWNING:
                 process = subprocess.Popen(
                     argv,
                     cwd=unit.workdir,

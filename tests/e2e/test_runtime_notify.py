@@ -76,6 +76,17 @@ def test_a_failing_notifier_is_journaled_and_changes_nothing_of_the_run(runtime:
     assert kinds[-2:] == ["run.blocked", "notify.failed"]
 
 
+def test_a_notifier_killed_by_a_signal_is_said_to_be(runtime: Runtime) -> None:
+    plan = runtime.compile("wf.akm", BLOCKING)
+    result = runtime.akm("run", plan, "--format", "json", env=runtime.env(AKM_RUN_NOTIFY_CMD="kill -9 $$"))
+    assert result.returncode == 3, result.stderr
+    run_id = json.loads(result.stdout)["runId"]
+    [row] = _notifications(runtime, run_id)
+    assert (row["status"], row["exitCode"]) == ("failed", -9)  # the JSON keeps the process's own code
+    assert "notification failed: blocked → killed by signal 9" in runtime.akm("status", run_id).stdout
+    assert "failed   killed by signal 9" in runtime.akm("logs", run_id, "--notifications").stdout
+
+
 def test_an_abandoned_run_notifies_failed(runtime: Runtime) -> None:
     plan = runtime.compile("wf.akm", BLOCKING)
     code, document = runtime.run_json(plan, "--notify-cmd", RECORD)

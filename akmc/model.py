@@ -85,6 +85,7 @@ class Model:
     default_on_stall: str | None = None
     default_stall_written: dict[str, ast.Setting] = field(default_factory=dict)  # as written, even if invalid
     default_on_stall_reaches: bool = False  # whether a step with a `stall_after` takes the default `on_stall`
+    default_stall_outlasted: bool = False  # whether W707 was said of the default `stall_after` (said once)
     default_isolation: str | None = None
     default_env: dict[str, ast.EnvEntry] = field(default_factory=dict)
     notify: NotifyModel | None = None

@@ -284,9 +284,14 @@ def _stall(model: Model, sm: StepModel, values: dict[str, Any], own: list[ast.Se
         model.default_on_stall_reaches = True
     sm.on_stall = "terminate" if on_stall == "terminate" else None
     timeout = sm.timeout_ms if sm.timeout_ms is not None else model.timeout_ms
-    if timeout is not None and sm.stall_after_ms >= timeout and "stall_after" in spans:
-        stall, limit = format_ms(sm.stall_after_ms), format_ms(timeout)
+    if timeout is None or sm.stall_after_ms < timeout:
+        return
+    stall, limit = format_ms(sm.stall_after_ms), format_ms(timeout)
+    if "stall_after" in spans:
         report.add(messages.stall_after_timeout(stall=stall, timeout=limit), spans["stall_after"].value.span)
+    elif (default := model.default_stall_written.get("stall_after")) is not None and not model.default_stall_outlasted:
+        model.default_stall_outlasted = True  # said once, at the default, for the first step it cannot reach
+        report.add(messages.stall_after_timeout(stall=stall, timeout=limit), default.value.span)
 
 
 def _default_on_stall(model: Model, report: Report) -> None:

@@ -143,3 +143,19 @@ def test_a_value_already_reported_is_not_judged_again(codes: Checker) -> None:
     assert codes(src) == ["E102@2", "E102@4", "E102@6", "E601@3", "E601@4", "E207@5"]
     params = 'workflow "w" {\n  params { n: int(min: 1) = 99999999999999999999  r: number(min: 1) = 1__0.5 }\n  step a { shell "x"  inputs = [params.n, params.r] }\n}\n'
     assert codes(params) == ["E102@2", "E102@2"]
+
+
+def test_w707_for_a_default_stall_after_is_said_once_at_the_default(codes: Checker) -> None:
+    src = source("""
+        workflow "w" {
+          defaults { stall_after = 10m }
+          step a { shell "x" timeout = 5m }
+          step b { shell "x" timeout = 2m }
+          step c { shell "x" }
+        }
+    """)
+    found = codes.diagnostics(src)
+    assert [f"{d.code}@{d.span.line}" for d in found] == ["W707@2"]
+    assert "5m" in found[0].message
+    # a step's own stall_after is judged where it is written, as before
+    assert codes(src.replace("timeout = 2m }", "timeout = 2m stall_after = 3m }")) == ["W707@2", "W707@4"]

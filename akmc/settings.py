@@ -18,6 +18,7 @@ from akm_run.planformat import (
 )
 from akmc import ast, messages
 from akmc.diagnostics import Report, did_you_mean, position
+from akmc.messages import Message
 from akmc.records import build, record
 
 DEFAULT_CONCURRENCY = 4
@@ -145,22 +146,13 @@ def _setting_value(setting: ast.Setting, place: str, report: Report) -> Any:
     if name == "on":
         return _notify_on(value, report)
     if name == "on_stall":
-        if isinstance(value, ast.Word) and value.text in ON_STALL:
-            return value.text
-        report.add(messages.on_stall_value(), value.span, help=_word_hint(value, ON_STALL))
-        return None
+        return _one_of(value, ON_STALL, messages.on_stall_value(), report, hinted=True)
     if name == "on_error":
-        if isinstance(value, ast.Word) and value.text in ("fail", "continue"):
-            return value.text
-        report.add(messages.on_error_value(), value.span)
-        return None
+        return _one_of(value, ("fail", "continue"), messages.on_error_value(), report, hinted=False)
     if name == "retry":
         return _retry(value, report)
     if name == "isolation":
-        if isinstance(value, ast.Word) and value.text in ISOLATION:
-            return value.text
-        report.add(messages.isolation_value(), value.span, help=_word_hint(value, ISOLATION))
-        return None
+        return _one_of(value, ISOLATION, messages.isolation_value(), report, hinted=True)
     if name == "fail_fast":
         if isinstance(value, ast.Literal) and isinstance(value.value, bool):
             return value.value
@@ -181,6 +173,16 @@ def _setting_value(setting: ast.Setting, place: str, report: Report) -> Any:
         report.add(messages.too_many_loops(limit=MAX_LOOPS, value=number), value.span)
         return None
     return number
+
+
+def _one_of(
+    value: ast.Value, choices: tuple[str, ...], message: Message, report: Report, *, hinted: bool
+) -> str | None:
+    """A setting that is one of these words; else `message` (with a did-you-mean when `hinted`)."""
+    if isinstance(value, ast.Word) and value.text in choices:
+        return value.text
+    report.add(message, value.span, help=_word_hint(value, choices) if hinted else None)
+    return None
 
 
 def _word_hint(value: ast.Value, choices: tuple[str, ...]) -> str | None:

@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from test_runtime_events import Lines
+from test_runtime_events import Lines, run_id_of
 
 from helpers import PATIENCE_S, Keys, Runtime, eventually, run_cli, source
 
@@ -540,23 +540,14 @@ SLOW_MEMBERS = source("""
 def test_pause_now_of_a_running_member_ends_the_drive_and_the_member_waits(runtime: Runtime) -> None:
     plan = runtime.compile("wf.akm", SLOW_MEMBERS)
     driver = runtime.start("run", plan, "--format", "json")
-    run_id = eventually(lambda: _running(runtime, "slow"), "the member is running")
+    run_id = run_id_of(runtime)
+    eventually(lambda: (row := runtime.store().step(run_id, "slow")) is not None and row.status == "running", "slow")
     assert runtime.akm("pause", run_id, "slow", "--now").returncode == 0
     out, err = driver.communicate(timeout=PATIENCE_S)
     assert driver.returncode == 3, (out, err)
     slow = runtime.store().step(run_id, "slow")
     assert slow is not None and slow.status != "completed"  # without the pause it would have slept on
     assert [step for step, _ in _events(runtime, run_id, "unit.aborted")].count("slow") == 1
-
-
-def _running(runtime: Runtime, step_id: str) -> str | None:
-    """The id of the run whose step `step_id` is running, once it is."""
-    listed = runtime.akm("list", "--format", "json")
-    for run in json.loads(listed.stdout or '{"runs": []}')["runs"]:
-        row = runtime.store().step(run["id"], step_id)
-        if row is not None and row.status == "running":
-            return str(run["id"])
-    return None
 
 
 ROUTED_BLOCK = source("""

@@ -193,13 +193,16 @@ def serve(
     # The schemas first, by one worker at a time (an unusable database is one clear error): DBOS's
     # launch then finds them whole and creates nothing.
     store = pool_schemas.prepare(url, worker.say)
+    state = Path(tempfile.mkdtemp(prefix="akm-worker-"))
+    dbos = client(url, pool_size=4 + 2 * concurrency)
+    # The host exists before DBOS launches: launch recovers this worker's drives, and its queues hand
+    # it work, at once.
+    _HOST = _Host(url, workdir.absolute(), state, worker, dbos, store, Attempts.for_worker(dbos), notify_cmd)
     worker.start()
+    hold("worker-launched")  # race testing: DBOS hands out work before `serve` goes on
     quiet_cancellations()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
-    state = Path(tempfile.mkdtemp(prefix="akm-worker-"))
-    dbos = client(url, pool_size=4 + 2 * concurrency)
-    _HOST = _Host(url, workdir.absolute(), state, worker, dbos, store, Attempts.for_worker(dbos), notify_cmd)
     _HOST.units_queue(1)
 
     def warn() -> None:  # settings of this worker that the pool does not hold (pool.Worker.overridden)

@@ -101,6 +101,26 @@ def test_a_run_submitted_while_the_first_worker_starts_completes(
             assert runtime.close() == []
 
 
+def test_a_drive_queued_before_a_worker_starts_runs_on_it_at_once(
+    postgres_server: PostgresServer, tmp_path: Path
+) -> None:
+    """Deterministic: a run waits in the queue while no worker serves; the next worker's DBOS hands it
+    the drive as it launches, before the worker says it serves, and the drive runs there."""
+    runtime = fresh(postgres_server, tmp_path)
+    plan = runtime.compile("w.akm", PLAN)
+    release = tmp_path / "release"
+    try:
+        assert runtime.start_worker().stop() is None
+        follower = run(runtime, plan)
+        eventually(lambda: runtime.sql("SELECT id FROM runs") != [], "the run to wait in the queue")
+        runtime.start_worker(runtime.env(AKM_RUN_FAULT=f"hold-worker-launched:{release}"), wait=False)
+        eventually(lambda: Path(f"{release}.held").exists(), "the worker to launch")
+        completes(runtime, follower)
+    finally:
+        release.touch()
+        assert runtime.close() == []
+
+
 def test_two_workers_starting_at_once_on_a_fresh_database_both_serve(
     postgres_server: PostgresServer, tmp_path: Path
 ) -> None:

@@ -205,11 +205,7 @@ def serve(
         signal.signal(signum, lambda *_: stop.set())
     _HOST.units_queue(1)
 
-    def warn() -> None:  # settings of this worker that the pool does not hold (pool.Worker.overridden)
-        for warning in worker.take_warnings():
-            print(f"akm-run worker {executor_id}: warning: {warning}", file=sys.stderr, flush=True)
-
-    warn()
+    _warn(worker, executor_id)
     print(
         f"akm-run worker {executor_id}: serving {pool.RUNS_QUEUE} and the units queues with {concurrency} "
         f"unit(s) at a time, taking over workers silent for {takeover_after_s:g}s",
@@ -220,7 +216,7 @@ def serve(
     while not stop.wait(max(poll_s, ADOPT_QUEUES_S)):
         try:
             _HOST.adopt_queues()
-            warn()
+            _warn(worker, executor_id)
             if time.monotonic() >= prune_at:
                 prune_at = time.monotonic() + retention.POOL_EVERY_S
                 _prune(url, state, executor_id)
@@ -236,6 +232,12 @@ def serve(
     shutil.rmtree(state, ignore_errors=True)
     sys.stderr.flush()
     os._exit(exitcodes.COMPLETED)  # threads still inside a workflow would keep the interpreter alive
+
+
+def _warn(worker: pool.Worker, executor_id: str) -> None:
+    """Say the settings of this worker that the pool does not hold (pool.Worker.overridden)."""
+    for warning in worker.take_warnings():
+        print(f"akm-run worker {executor_id}: warning: {warning}", file=sys.stderr, flush=True)
 
 
 def _prune(url: str, state: Path, executor_id: str) -> None:

@@ -89,7 +89,7 @@ def _deliver(store: Store, run_id: str, hints: Hints, environ: Mapping[str, str]
             return
         chosen = notifiers(run)
         for row in store.notifications(run_id, pending=True) if chosen else []:
-            if not _takeable(row) or not store.claim_notification(run_id, row.seq, row.attempts, CLAIMER):
+            if not _takeable(row) or not store.claim_notification(run_id, row.seq, row.attempts, claimer()):
                 continue  # another drive or worker is sending it
             context = notification_context(store, run, row, hints)
             ended: Sent = (True, 0, None, None)
@@ -105,7 +105,12 @@ def _deliver(store: Store, run_id: str, hints: Hints, environ: Mapping[str, str]
         return
 
 
-CLAIMER = f"{socket.gethostname()}:{os.getpid()}"
+def claimer() -> str:
+    """Who claims a notification: this host and process, read at the claim (a forked process is
+    another claimer)."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
 STALE_CLAIM_S = 600.0  # a claim by a process on another host, which cannot be checked, is taken after this
 
 

@@ -9,6 +9,7 @@ connection dies."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -153,7 +154,13 @@ class PostgresStore(Store):
                 taken = connection.execute("SELECT pg_try_advisory_lock(%s, hashtext(%s))", (LOCK_SPACE, run_id))
                 if not ((row := taken.fetchone()) and row[0]):
                     raise LockHeld(run_id, _holder(connection, run_id))
-            yield
+            try:
+                yield
+            finally:
+                # Released here, not only as the connection ends: the server ends a session after
+                # its client has gone, so a command started at once could still find the run locked.
+                with contextlib.suppress(psycopg.Error):
+                    connection.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", (LOCK_SPACE, run_id))
 
     def hold_for_deletion(self, run_id: str, held: ExitStack) -> bool:
         """The run's advisory lock for this transaction: a driver's session lock on the run excludes

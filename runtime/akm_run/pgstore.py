@@ -9,13 +9,12 @@ connection dies."""
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import os
 import socket
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from typing import Any
 
 import psycopg
@@ -159,7 +158,7 @@ class PostgresStore(Store):
             finally:
                 # Released here, not only as the connection ends: the server ends a session after
                 # its client has gone, so a command started at once could still find the run locked.
-                with contextlib.suppress(psycopg.Error):
+                with suppress(psycopg.Error):
                     connection.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", (LOCK_SPACE, run_id))
 
     def hold_for_deletion(self, run_id: str, held: ExitStack) -> bool:

@@ -9,6 +9,8 @@ DBOS's own recovery call, which is idempotent (only one executor can dequeue a w
 
 from __future__ import annotations
 
+import logging
+import re
 import sys
 import threading
 import time
@@ -87,6 +89,28 @@ def dbos_config(database_url: str, executor_id: str, **overrides: Any) -> DBOSCo
     }
     config.update(overrides)  # type: ignore[typeddict-item]
     return config
+
+
+_EXCEPTION_LINE = re.compile(r"[A-Za-z_][\w.]*(: |$)")  # `sqlalchemy.exc.OperationalError: …`
+
+
+class OneLine(logging.Filter):
+    """DBOS's log records on a worker's log, each on one line: a traceback DBOS formats into its
+    message (a database away, say) is cut to the exception's own line, and a multi-line message is
+    joined. An operator reads what failed, as in the worker's own lines, not where in DBOS."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if record.exc_info and not record.exc_text:
+            message += "\n" + logging.Formatter().formatException(record.exc_info)
+        head, traceback, trace = message.partition("Traceback (most recent call last):")
+        if traceback:
+            raised = [line for line in trace.splitlines() if _EXCEPTION_LINE.match(line)]
+            head = f"{head} {raised[-1] if raised else ''}"
+        kept = (line for line in head.splitlines() if not line.startswith("(Background on this error at"))
+        record.msg, record.args = " ".join(" ".join(kept).split()), ()
+        record.exc_info = record.exc_text = record.stack_info = None
+        return True
 
 
 class Client(DBOSClient):
@@ -213,6 +237,7 @@ class Worker:
         self._warned: set[str] = set()
 
     def start(self) -> None:
+        logging.getLogger("dbos").addFilter(OneLine())
         DBOS(config=dbos_config(self.url, self.executor_id, **self.dbos_overrides))
         DBOS.listen_queues(self.database_queues)  # the pool's own queues are polled from memory: `_poll`
         _get_or_create_dbos_registry().get_internal_queue()._polling_interval_sec = INTERNAL_QUEUE_POLL_S

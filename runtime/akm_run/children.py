@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from akm_run.rows import RunRow, StepRow
 
 FAULT_VARIABLE = "AKM_RUN_FAULT"
+BUSY_PAUSE_S = (0.05, 1.0)  # the first and the longest pause between two tries for a busy child's lock
 
 
 def fault(point: str) -> None:
@@ -68,9 +70,11 @@ def drive_child(
     parent: Parent,
     target: pf.ChildTarget,
     bindings: dict[str, Any],
+    abort: threading.Event,
 ) -> tuple[End, str | None]:
     """Publish (or find) the child run of one parent unit and drive it; (outcome, child run id).
-    A blocked child is a failed outcome with reason child_workflow_blocked and the notes as message."""
+    A blocked child is a failed outcome with reason child_workflow_blocked and the notes as message.
+    `abort` is the parent drive's: it also ends a wait for a child another driver holds."""
     child_run_id: str | None = None
     try:
         published = _publish(journal, settings, parent, target, bindings)
@@ -85,7 +89,7 @@ def drive_child(
             ), child_run_id
         fault("child-published")
         try:
-            result = drive(child_run_id)
+            result = _driven(drive, child_run_id, abort)
         except LockHeld as held:
             return _failed(
                 "child_workflow_busy",
@@ -99,6 +103,25 @@ def drive_child(
         message = f"driving child run {child_run_id or '(unpublished)'} failed: {type(error).__name__}: {error}"
         return _failed("child_workflow_drive_failed", message), child_run_id
     return _mapped(result, journal, settings.hints, parent, target["ref"], child_run_id), child_run_id
+
+
+def _driven(drive: Callable[[str], DriveResult], child_run_id: str, abort: threading.Event) -> DriveResult:
+    """Drive the child run. While another live driver holds it (on the pool, the drive `approve` or
+    `resume` of the child submitted; a `run` of the child in another terminal), wait for that driver
+    to finish and drive the child on from where it left it: its progress is this unit's. Raises
+    LockHeld for a holder not known to be alive (a lock file of another host), Aborted when the
+    parent's drive is aborted during the wait."""
+    pause, longest = BUSY_PAUSE_S
+    while True:
+        try:
+            return drive(child_run_id)
+        except LockHeld as held:
+            if not held.live:
+                raise
+            hold("child-busy")
+        if abort.wait(pause):
+            raise Aborted
+        pause = min(2 * pause, longest)
 
 
 def _publish(

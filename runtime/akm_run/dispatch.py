@@ -107,14 +107,16 @@ class ProcessDispatcher:
 class ChildDispatcher:
     """A child-workflow target: publish (or find) its child run and drive it inline, with `drive`."""
 
-    def __init__(self, journal: Journal, settings: Settings, drive: Callable[[str], DriveResult]) -> None:
-        self.journal, self.settings, self.drive = journal, settings, drive
+    def __init__(
+        self, journal: Journal, settings: Settings, drive: Callable[[str], DriveResult], abort: threading.Event
+    ) -> None:
+        self.journal, self.settings, self.drive, self.abort = journal, settings, drive, abort
 
     def dispatch(self, request: Request) -> End:
         assert request.target["kind"] == "child-workflow" and request.bindings is not None
         parent = children.Parent(request.run_id, request.place.step_id, request.place.journal, request.input_hash)
         outcome, _ = children.drive_child(
-            self.journal, self.settings, self.drive, parent, request.target, request.bindings
+            self.journal, self.settings, self.drive, parent, request.target, request.bindings, self.abort
         )
         return outcome
 

@@ -86,7 +86,7 @@ class Engine:
         settings = Settings(options.workdir, options.agent_cmd, options.environ, options.hints, options.state_dir)
         board = Board(self._activity)
         process = self.process or ProcessDispatcher(self.store, settings, self.abort, board=board)
-        self.dispatcher: Dispatcher = Routing(process, ChildDispatcher(self.store, settings, self.drive))
+        self.dispatcher: Dispatcher = Routing(process, ChildDispatcher(self.store, settings, self.drive, self.abort))
 
     def _activity(self, beats: list[Beat]) -> None:
         """Journal a sample of the units' activity, and show the newest progress frame."""

@@ -31,11 +31,13 @@ _held: set[tuple[str, str]] = set()  # (state database, run id) locked by this p
 
 
 class LockHeld(Exception):
-    """Another live driver holds the run's lock."""
+    """Another live driver holds the run's lock. `live`: the lock is known to end with its holder (a
+    lock the kernel or the database server releases when the holder dies), so waiting for it ends."""
 
-    def __init__(self, run_id: str, holder: dict[str, Any]) -> None:
+    def __init__(self, run_id: str, holder: dict[str, Any], live: bool = False) -> None:
         self.run_id = run_id
         self.holder = holder
+        self.live = live
         if holder.get("pid") is None:  # its lock file was removed or replaced: the database lock says it
             super().__init__(f"run {run_id} is being driven by another process (its lock file no longer says which)")
             return
@@ -85,8 +87,10 @@ class RunLock:
 
     def acquire(self) -> None:
         with _guard:
-            if (self.database, self.run_id) in _held or not self._lock_byte(fcntl.F_WRLCK):
+            if (self.database, self.run_id) in _held:  # this process drives it: waiting would never end
                 raise LockHeld(self.run_id, self._holder() or {})
+            if not self._lock_byte(fcntl.F_WRLCK):  # another process's, released by the kernel as it dies
+                raise LockHeld(self.run_id, self._holder() or {}, live=True)
             _held.add((self.database, self.run_id))
         try:
             self._create()

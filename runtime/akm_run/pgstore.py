@@ -148,11 +148,11 @@ class PostgresStore(Store):
                     connection.execute(f"SET lock_timeout = {max(1, int(wait_s * 1000))}")
                     connection.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", (LOCK_SPACE, run_id))
                 except psycopg.errors.LockNotAvailable:
-                    raise LockHeld(run_id, _holder(connection, run_id)) from None
+                    raise LockHeld(run_id, _holder(connection, run_id), live=True) from None
             else:
                 taken = connection.execute("SELECT pg_try_advisory_lock(%s, hashtext(%s))", (LOCK_SPACE, run_id))
                 if not ((row := taken.fetchone()) and row[0]):
-                    raise LockHeld(run_id, _holder(connection, run_id))
+                    raise LockHeld(run_id, _holder(connection, run_id), live=True)
             try:
                 yield
             finally:

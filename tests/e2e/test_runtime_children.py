@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from helpers import Runtime, doubling_leaf, source
+from helpers import Runtime, doubling_leaf, eventually, source
 
 LOG = 'echo \\"$AKM_RUN_ID $AKM_UNIT_ID\\" >> log'
 
@@ -300,12 +297,8 @@ def test_crash_in_the_middle_of_a_child(runtime: Runtime) -> None:
     assert len(_child_rows(runtime)) == 2
 
 
-@pytest.mark.slow
-@pytest.mark.sqlite_only
-def test_two_drivers_contending_for_one_child(runtime: Runtime) -> None:
-    """A child driven directly while its parent tries to drive it: the parent fails busy, names the
-    holder, and converges on the same child after resume."""
-    leaf = APPROVING_LEAF.replace('shell "', 'shell "while [ ! -e go ]; do sleep 0.05; done; ')
+def _approved_child_of_a_blocked_parent(runtime: Runtime, leaf: str) -> tuple[str, str]:
+    """A parent composing `leaf`, blocked on the leaf's approval, which is then given: (parent, child)."""
     runtime.write({"workflows/leaf.akm": leaf})
     src = source("""
         workflow "p" {
@@ -319,32 +312,52 @@ def test_two_drivers_contending_for_one_child(runtime: Runtime) -> None:
     assert runtime.run_json(runtime.compile("workflows/p.akm", src))[0] == 3
     parent, child = (r[0] for r in _child_rows(runtime))
     assert runtime.akm("approve", child, "ok").returncode == 0
-    holder = subprocess.Popen(
-        [sys.executable, "-m", "akm_run", "run", child],
-        cwd=runtime.root,
-        env=runtime.env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    return parent, child
+
+
+@pytest.mark.slow
+@pytest.mark.sqlite_only
+def test_a_parent_waits_for_the_driver_of_its_child(runtime: Runtime) -> None:
+    """A child driven directly while its parent reaches it: the parent's unit waits for that driver
+    (its lock ends with it) and then takes the child's result. Nothing runs twice."""
+    leaf = APPROVING_LEAF.replace('shell "', 'shell "while [ ! -e go ]; do sleep 0.05; done; ')
+    parent, child = _approved_child_of_a_blocked_parent(runtime, leaf)
+    holder = runtime.start("run", child)
+    release = runtime.root / "busy"
     try:
-        lock = runtime.state / "locks" / f"{child}.lock"
-        end = time.monotonic() + 30
-        while not lock.exists():
-            assert time.monotonic() < end
-            time.sleep(0.02)
+        eventually(lambda: (runtime.state / "locks" / f"{child}.lock").exists(), "the child's driver holds it")
         assert runtime.akm("resume", parent).returncode == 0
-        code, document = runtime.run_json(parent)
-        assert code == 1 and document["failure"]["reason"] == "child_workflow_busy"
-        assert f"pid {holder.pid}" in document["failure"]["message"]
+        waiting = runtime.start(
+            "run", parent, "--format", "json", env=runtime.env(AKM_RUN_FAULT=f"hold-child-busy:{release}")
+        )
+        eventually(Path(f"{release}.held").exists, "the parent finds its child being driven")
     finally:
+        release.touch()
         (runtime.root / "go").touch()
         holder.communicate(timeout=60)
-    assert holder.returncode == 0
+    out, err = waiting.communicate(timeout=120)
+    assert holder.returncode == 0 and waiting.returncode == 0, err
+    assert json.loads(out)["status"] == "completed"
+    log = Counter(line.split()[1] for line in (runtime.root / "log").read_text().splitlines())
+    assert log == {"double:solo": 1}
+
+
+@pytest.mark.sqlite_only
+def test_a_child_held_from_another_host_fails_its_parent_busy(runtime: Runtime) -> None:
+    """A lock file of another host sharing the state directory cannot be known alive: the parent
+    does not wait on it, it fails child_workflow_busy naming the holder, and converges after resume."""
+    parent, child = _approved_child_of_a_blocked_parent(runtime, APPROVING_LEAF)
+    lock = runtime.state / "locks" / f"{child}.lock"
+    lock.parent.mkdir(exist_ok=True)
+    lock.write_text(json.dumps({"pid": 4242, "host": "another-host", "started": 0}))
     assert runtime.akm("resume", parent).returncode == 0
     code, document = runtime.run_json(parent)
-    assert code == 0, document
-    assert len(_child_rows(runtime)) == 2
-    assert _units_run(runtime) == {"double:solo": 1}
+    assert code == 1 and document["failure"]["reason"] == "child_workflow_busy"
+    assert "pid 4242 on another-host" in document["failure"]["message"]
+    lock.unlink()
+    assert runtime.akm("resume", parent).returncode == 0
+    code, document = runtime.run_json(parent)
+    assert code == 0 and document["status"] == "completed", document
 
 
 def test_replaying_a_completed_parent_changes_nothing(runtime: Runtime) -> None:

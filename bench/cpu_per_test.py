@@ -1,5 +1,5 @@
 """A pytest plugin that measures the CPU time of each test: the pytest process's own, its children's
-(the `akm-run` commands and workers it waited for) and the private PostgreSQL server's (every
+(the `akm-run` commands and workers it waited for, or the tests' fork server reaped) and the private PostgreSQL server's (every
 server process: the server is a daemon, so no rusage of pytest's counts it). Prints a table at the
 end, and the medians per store variant; asserts nothing (docs/performance.md, "The suite").
 
@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 import resource
 import statistics
+import sys
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
@@ -73,7 +74,10 @@ def pytest_runtest_call(item: pytest.Item) -> None:
 
 def _rusage(who: int) -> float:
     usage = resource.getrusage(who)
-    return usage.ru_utime + usage.ru_stime
+    cpu = usage.ru_utime + usage.ru_stime
+    if who == resource.RUSAGE_CHILDREN and (forkserver := sys.modules.get("forkserver")) is not None:
+        cpu += forkserver.children_cpu()  # the commands the tests' fork server forked and reaped
+    return cpu
 
 
 @pytest.hookimpl(hookwrapper=True)

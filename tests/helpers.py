@@ -27,6 +27,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+import forkserver
 from syrupy.extensions.amber import AmberSnapshotExtension
 from syrupy.location import PyTestLocation
 from syrupy.types import SnapshotIndex
@@ -282,13 +283,8 @@ class Runtime:
         self, *args: str | Path, env: dict[str, str] | None = None, timeout: float = 120
     ) -> subprocess.CompletedProcess[str]:
         self.pool()
-        result = subprocess.run(
-            [sys.executable, "-m", "akm_run", *map(str, args)],
-            cwd=self.root,
-            capture_output=True,
-            text=True,
-            env=env or self.env(),
-            timeout=timeout,
+        result = forkserver.run(
+            [sys.executable, "-m", "akm_run", *map(str, args)], cwd=self.root, env=env or self.env(), timeout=timeout
         )
         if not self.reachable and UNREACHABLE_DATABASE.rpartition("/")[2] in result.stderr:
             raise AssertionError(f"a before_store test's command reached for the store: {result.stderr}")
@@ -315,7 +311,7 @@ class Runtime:
     def start(self, *args: str | Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
         """`akm-run ARGS` started in the background (a test signals it or waits for it)."""
         self.pool()
-        return subprocess.Popen(
+        return forkserver.popen(
             [sys.executable, "-m", "akm_run", *map(str, args)],
             cwd=self.root,
             env=env or self.env(),
@@ -331,7 +327,7 @@ class Runtime:
         own, its pid in `driver.pid` for a unit to kill: on SQLite the driver itself; on PostgreSQL a
         worker started for this with `env` (AKM_RUN_FAULT reaches the process it is meant for)."""
         if self.sqlite:
-            process = subprocess.Popen(
+            process = forkserver.popen(
                 [sys.executable, "-m", "akm_run", "run", *map(str, args)],
                 cwd=self.root,
                 env=env or self.env(),
@@ -526,7 +522,7 @@ class Worker:
             *options,
         ]
         with self.log.open("w") as out:
-            self.process = subprocess.Popen(
+            self.process = forkserver.popen(
                 [sys.executable, "-m", "akm_run", *argv],
                 cwd=runtime.root,
                 env={**env, "PYTHONUNBUFFERED": "1"},

@@ -18,6 +18,8 @@ from __future__ import annotations
 import atexit
 import gc
 import importlib
+import inspect
+import io
 import json
 import os
 import pkgutil
@@ -36,6 +38,7 @@ from typing import Any
 MODULE = "akm_run"
 SPAWN_VARIABLE = "AKM_TEST_SPAWN"  # `exec`: plain subprocesses, no fork server
 READY_WITHIN_S = 60.0
+REQUEST_WITHIN_S = 10.0  # from a client's connection to the end of its request
 
 
 def enabled() -> bool:
@@ -60,8 +63,9 @@ class _Server:
 
     def __init__(self, path: str, parent: int) -> None:
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.listener.bind(path)
+        self.listener.bind(f"{path}.new")
         self.listener.listen(64)
+        os.rename(f"{path}.new", path)  # the path appears listening: a client that sees it can connect
         self.selector = selectors.DefaultSelector()
         self.selector.register(self.listener, selectors.EVENT_READ, "accept")
         self.parent = os.pidfd_open(parent)  # the pytest process: the server ends with it
@@ -84,6 +88,7 @@ class _Server:
     def _accept(self) -> dict[str, Any] | None:
         connection, _ = self.listener.accept()
         fds: list[int] = []
+        connection.settimeout(REQUEST_WITHIN_S)  # a client that connected and died wedges no one
         try:
             data, fds, _, _ = socket.recv_fds(connection, 1 << 16, 3)
             while not data.endswith(b"\n"):  # a large environment comes in more than one read
@@ -93,6 +98,7 @@ class _Server:
             request: dict[str, Any] = json.loads(data)
             if len(fds) != 3:
                 raise ValueError(f"expected three fds, got {len(fds)}")
+            connection.settimeout(None)
         except (OSError, ValueError) as error:
             for fd in fds:
                 os.close(fd)
@@ -153,8 +159,6 @@ _replaced: list[Any] = []  # the server's own standard streams, kept open: their
 def _streams(unbuffered: bool) -> None:
     """Standard streams as a fresh interpreter makes them on fds 0, 1 and 2 (POSIX): stdout
     line-buffered on a terminal, stderr always, both written through under PYTHONUNBUFFERED."""
-    import io
-
     encoding, errors = sys.stdout.encoding, sys.stdout.errors
     _replaced.extend((sys.stdin, sys.stdout, sys.stderr))
 
@@ -240,7 +244,7 @@ class _Client:
             self.process.terminate()
             self.process.wait()
         self.log.close()
-        for name in ("socket", "server.log"):
+        for name in ("socket", "socket.new", "server.log"):
             Path(self.directory, name).unlink(missing_ok=True)
         os.rmdir(self.directory)
 
@@ -302,51 +306,29 @@ def _given(fd: int, standard: int) -> int:
         return os.open(os.devnull, os.O_RDWR)
 
 
+_CHILD = inspect.signature(subprocess.Popen._execute_child)  # type: ignore[attr-defined]
+_PIPES = ("p2cread", "p2cwrite", "c2pread", "c2pwrite", "errread", "errwrite")
+
+
 class Forked(subprocess.Popen[str]):
     """`subprocess.Popen([sys.executable, "-m", "akm_run", *ARGS], …)` whose child the fork server
     forks; any other command line is started as Popen starts it."""
 
     _replies: _Replies | None = None
 
-    def _execute_child(
-        self,
-        args: list[str],
-        executable: Any,
-        preexec_fn: Any,
-        close_fds: bool,
-        pass_fds: Any,
-        cwd: Any,
-        env: Any,
-        startupinfo: Any,
-        creationflags: int,
-        shell: bool,
-        p2cread: int,
-        p2cwrite: int,
-        c2pread: int,
-        c2pwrite: int,
-        errread: int,
-        errwrite: int,
-        restore_signals: bool,
-        gid: Any,
-        gids: Any,
-        uid: Any,
-        umask: int,
-        start_new_session: bool,
-        *rest: Any,
-    ) -> None:
-        given = list(map(str, args))
-        if given[:3] != [sys.executable, "-m", MODULE] or shell or preexec_fn is not None or pass_fds:
-            return super()._execute_child(  # type: ignore[misc, no-any-return]
-                args, executable, preexec_fn, close_fds, pass_fds, cwd, env, startupinfo, creationflags, shell,
-                p2cread, p2cwrite, c2pread, c2pwrite, errread, errwrite, restore_signals, gid, gids, uid, umask,
-                start_new_session, *rest,
-            )  # fmt: skip
+    def _execute_child(self, *given: Any) -> None:
+        """Popen's last step, its parameters named as Popen names them (`_CHILD`)."""
+        child = _CHILD.bind(self, *given).arguments
+        argv = list(map(str, child["args"]))
+        if argv[:3] != [sys.executable, "-m", MODULE] or child["shell"] or child["preexec_fn"] or child["pass_fds"]:
+            return super()._execute_child(*given)  # type: ignore[misc, no-any-return]
+        p2cread, p2cwrite, c2pread, c2pwrite, errread, errwrite = (child[name] for name in _PIPES)
         fds = [_given(p2cread, 0), _given(c2pwrite, 1), _given(errwrite, 2)]
         request = {
-            "argv": given[3:],
-            "cwd": os.fspath(cwd) if cwd is not None else os.getcwd(),
-            "env": dict(os.environ if env is None else env),
-            "session": bool(start_new_session),
+            "argv": argv[3:],
+            "cwd": os.fspath(child["cwd"]) if child["cwd"] is not None else os.getcwd(),
+            "env": dict(os.environ if child["env"] is None else child["env"]),
+            "session": bool(child["start_new_session"]),
         }
         try:
             self._replies, self.pid = _server().connect(request, fds)

@@ -143,3 +143,10 @@ def _kill_units(runtime: Runtime) -> None:
     """The sleeping unit a killed driver leaves (it leads a session of its own)."""
     for pid in unit_processes(under=runtime.root):
         os.kill(pid, signal.SIGKILL)
+
+
+def test_an_environment_larger_than_one_read_arrives_whole(spawn: str, tmp_path: Path) -> None:
+    bulk = {f"BULK_{i}": "x" * 100_000 for i in range(4)}  # each under exec's limit for one string
+    env = {**os.environ, "AKM_STATE_DIR": str(tmp_path / "state"), **bulk}
+    result = forkserver.run([*AKM_RUN, "list"], env=env, timeout=60)
+    assert (result.returncode, result.stdout, result.stderr) == (0, "no runs\n", "")

@@ -72,7 +72,8 @@ class ProcessDispatcher:
         on_spawn: Callable[[int], None] = lambda pid: None,
         board: Board | None = None,
     ) -> None:
-        """`on_spawn` learns each attempt's process group once its pid is journaled; `board` journals
+        """`on_spawn` learns each attempt's process group as it starts, before its pid is journaled
+        (a worker's guard: docs/scale-out.md, "Stopping a worker"); `board` journals
         the attempts' activity (default: a board of its own, at most once a second)."""
         self.journal, self.settings, self.abort, self.on_spawn = journal, settings, abort, on_spawn
         self.board = board or Board(journal.record_activity)
@@ -97,9 +98,9 @@ class ProcessDispatcher:
             isolated=isolated,
         )
 
-        def spawned(pid: int) -> None:
-            self.journal.attempt_process(request.run_id, request.place.journal, request.attempt, pid, host=_host())
+        def spawned(pid: int) -> None:  # the guard first: a worker killed before it journals leaves no unit
             self.on_spawn(pid)
+            self.journal.attempt_process(request.run_id, request.place.journal, request.attempt, pid, host=_host())
 
         return units.execute(spec, self.abort, spawned, self.settings.environ, request.scratch, self.board)
 

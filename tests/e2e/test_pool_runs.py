@@ -152,9 +152,11 @@ def test_a_stored_plan_tampered_while_its_drive_waits_for_recovery_is_refused(
     pooled.start_worker(name="doomed")
     plan = pooled.compile("waits.akm", APPROVAL.replace("echo first >> ran; echo 1", "echo first >> ran; sleep 30"))
     run_id = pooled.akm("run", plan, "--detach").stdout.strip()
-    eventually(lambda: ran(pooled) == ["first"], "the first unit started")
-    pooled.worker("doomed").kill()
     with psycopg.connect(database_url, autocommit=True) as connection:
+        # journaled after the worker's guard learns it: the guard stops the unit the kill leaves
+        pid = "SELECT pid FROM akm_run.attempts WHERE pid IS NOT NULL"
+        eventually(lambda: connection.execute(pid).fetchall(), "the first unit's pid journaled")
+        pooled.worker("doomed").kill()
         connection.execute("UPDATE akm_run.runs SET plan_json = replace(plan_json, 'echo after', 'echo AFTER')")
     pooled.start_worker(name="heir")
     result = pooled.akm("run", run_id)

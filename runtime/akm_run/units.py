@@ -11,6 +11,7 @@ import contextlib
 import functools
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -223,6 +224,36 @@ def _command(unit: Unit, environ: Mapping[str, str]) -> tuple[list[str], str | N
     raise UnitFailure("spawn_error", f"a {kind} target has no process")
 
 
+# The first words of every unit's shell: it waits on its stdin for the runtime's go-ahead, which
+# comes once `on_spawn` has registered its process group (the worker's guard, the journaled pid), and
+# then reads its stdin from its file. A unit that starts runs with its group known; one whose
+# driver dies before that ends without running anything.
+GATE = 'IFS= read -r akm_gate && [ "$akm_gate" = go ] || exit 125; unset akm_gate; exec <{stdin};'
+
+
+def _gated(argv: list[str], stdin_path: Path) -> list[str]:
+    """The command line that runs `argv` behind the gate: in the same shell for a shell command line
+    (no extra process), through one that execs it otherwise (a script)."""
+    gate = GATE.format(stdin=shlex.quote(str(stdin_path)))
+    if argv[:2] == ["/bin/sh", "-c"]:
+        return ["/bin/sh", "-c", f"{gate} {argv[2]}"]
+    return ["/bin/sh", "-c", f'{gate} exec "$0" "$@"', *argv]
+
+
+def _let_go(process: subprocess.Popen[bytes], go: int, on_spawn: Callable[[int], None]) -> None:
+    """Register the process (`on_spawn`), then open its gate; if registering fails, the process ends
+    at its gate without running anything and the failure goes on."""
+    try:
+        on_spawn(process.pid)
+        with contextlib.suppress(BrokenPipeError):  # stopped meanwhile: its end is collected as any
+            os.write(go, b"go\n")
+    except BaseException:
+        os.close(go)
+        process.wait()
+        raise
+    os.close(go)
+
+
 def _run(
     argv: list[str],
     unit: Unit,
@@ -236,21 +267,24 @@ def _run(
 ) -> End:
     processes.adopt_orphans()
     watch, board = watched
-    with stdin_path.open("rb") as stdin:
-        try:
-            with SPAWNING:
-                process = subprocess.Popen(
-                    argv,
-                    cwd=unit.workdir,
-                    env=env,
-                    stdin=stdin,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    start_new_session=True,
-                )
-        except OSError as error:
-            return End("failed", reason="spawn_error", message=f"cannot start {_what(unit)}: {error.strerror or error}")
-    on_spawn(process.pid)
+    gate, go = os.pipe()
+    try:
+        with SPAWNING:
+            process = subprocess.Popen(
+                _gated(argv, stdin_path),
+                cwd=unit.workdir,
+                env=env,
+                stdin=gate,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+            )
+    except OSError as error:
+        os.close(go)
+        return End("failed", reason="spawn_error", message=f"cannot start {_what(unit)}: {error.strerror or error}")
+    finally:
+        os.close(gate)
+    _let_go(process, go, on_spawn)
     deadline = None if unit.timeout_ms is None else time.monotonic() + unit.timeout_ms / 1000
     streams = Streams(process, STDERR_TAIL_BYTES + max((len(s.encode()) for s in secrets), default=0), watch)
     if board is not None:

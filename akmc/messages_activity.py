@@ -16,6 +16,7 @@ __all__ = [
     "notify_without_target",
     "on_stall_alone",
     "on_stall_value",
+    "retry_on_stalled_never",
     "stall_after_timeout",
     "stall_after_too_short",
     "unknown_notify_event",
@@ -26,6 +27,12 @@ __all__ = [
 def on_stall_value() -> None: ...
 @message("E207", "`on_stall` has no effect without `stall_after`", "add `stall_after = D`, or remove `on_stall`")
 def on_stall_alone() -> None: ...
+@message(
+    "E207",
+    "`retry` on `stalled` has no effect: an attempt of this step never ends `stalled`",
+    "set `on_stall = terminate` (with `stall_after`), or remove `stalled` from `on`",
+)
+def retry_on_stalled_never() -> None: ...
 @message("E207", "`notify` runs `shell` or `script`, not `{kind}`", "a notifier is a command the run starts")
 def notify_target_kind(*, kind: str) -> None: ...
 @message("E207", '`notify` needs a target: `shell "…"` or `script "…"`')

@@ -279,10 +279,12 @@ def _stall(model: Model, sm: StepModel, values: dict[str, Any], own: list[ast.Se
         written = "stall_after" in spans or "stall_after" in model.default_stall_written
         if "on_stall" in values and not written:
             report.add(messages.on_stall_alone(), spans["on_stall"].name.span)
+        _retry_on_stalled(sm, spans.get("retry"), report)
         return
     if "on_stall" not in spans:
         model.default_on_stall_reaches = True
     sm.on_stall = "terminate" if on_stall == "terminate" else None
+    _retry_on_stalled(sm, spans.get("retry"), report)
     timeout = sm.timeout_ms if sm.timeout_ms is not None else model.timeout_ms
     if timeout is None or sm.stall_after_ms < timeout:
         return
@@ -292,6 +294,26 @@ def _stall(model: Model, sm: StepModel, values: dict[str, Any], own: list[ast.Se
     elif (default := model.default_stall_written.get("stall_after")) is not None and not model.default_stall_outlasted:
         model.default_stall_outlasted = True  # said once, at the default, for the first step it cannot reach
         report.add(messages.stall_after_timeout(stall=stall, timeout=limit), default.value.span)
+
+
+def _retry_on_stalled(sm: StepModel, own: ast.Setting | None, report: Report) -> None:
+    """E207 for the step's own `retry { on = [stalled, …] }` when no attempt of it can end `stalled`
+    (its `on_stall` is not `terminate`): that reason could never start a retry. A default `retry`
+    reaches steps of either kind, so it is not judged here."""
+    if own is None or sm.retry is None or "stalled" not in sm.retry.on or sm.on_stall == "terminate":
+        return
+    report.add(messages.retry_on_stalled_never(), _stalled_word(own.value))
+
+
+def _stalled_word(value: ast.Value | ast.Reference) -> ast.Span:
+    """Where a `retry` value names `stalled` (the value itself when it cannot be found)."""
+    entries = value.entries if isinstance(value, ast.ObjectValue) else []
+    for key, listed in entries:
+        if key.text == "on" and isinstance(listed, ast.ListValue):
+            for item in listed.items:
+                if isinstance(item, ast.Word) and item.text == "stalled":
+                    return item.span
+    return value.span
 
 
 def _default_on_stall(model: Model, report: Report) -> None:

@@ -109,6 +109,37 @@ def test_retry_on_stalled_is_a_reason_but_retry_n_keeps_its_reasons(codes: Check
     assert b["retry"]["on"] == ["timeout", "stalled"]
 
 
+def test_a_steps_own_retry_on_stalled_where_no_attempt_can_stall_is_e207(codes: Checker) -> None:
+    """An attempt ends `stalled` only under `on_stall = terminate` (its own or the default's): a step's
+    own `retry` on `stalled` anywhere else could never retry for it. A default `retry` is not judged."""
+    src = source("""
+        workflow "w" {
+          DEFAULTS
+          step a { shell "x" retry = { max = 1, on = [exit, stalled] } STALL }
+          step b { map params.xs { shell "x" retry = { max = 1, on = [stalled] } STALL } }
+          params { xs: list[string] = ["x"] }
+        }
+    """)
+    assert codes(src.replace("DEFAULTS", "").replace("STALL", "")) == ["E207@3", "E207@4"]
+    assert codes(src.replace("DEFAULTS", "").replace("STALL", "stall_after = 1m on_stall = warn")) == [
+        "E207@3",
+        "E207@4",
+    ]
+    assert codes(src.replace("DEFAULTS", "").replace("STALL", "stall_after = 1m on_stall = terminate")) == []
+    terminating = "defaults { stall_after = 1m on_stall = terminate }"
+    assert codes(src.replace("DEFAULTS", terminating).replace("STALL", "")) == []
+    assert codes(src.replace("DEFAULTS", terminating).replace("STALL", "on_stall = warn")) == ["E207@3", "E207@4"]
+    by_default = source("""
+        workflow "w" {
+          defaults { retry = { max = 1, on = [stalled] } }
+          step a { shell "x" }
+          step b { shell "x" stall_after = 1m on_stall = terminate }
+        }
+    """)
+    assert codes(by_default) == []
+    assert codes(src.replace("DEFAULTS", "").replace("STALL", "").replace("max = 1", "max = 0")) == []
+
+
 def test_a_default_on_stall_that_no_step_takes_is_e207(codes: Checker) -> None:
     """`defaults { on_stall }` without a `stall_after` reaches only the steps with their own
     `stall_after` and no `on_stall`: with none, a run would ignore it, so the checker rejects it."""

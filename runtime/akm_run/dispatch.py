@@ -73,7 +73,7 @@ class ProcessDispatcher:
         board: Board | None = None,
     ) -> None:
         """`on_spawn` learns each attempt's process group as it starts, before its pid is journaled
-        (a worker's guard: docs/scale-out.md, "Stopping a worker"); `board` journals
+        and before it runs anything (a worker's guard: docs/scale-out.md, "Stopping a worker"); `board` journals
         the attempts' activity (default: a board of its own, at most once a second)."""
         self.journal, self.settings, self.abort, self.on_spawn = journal, settings, abort, on_spawn
         self.board = board or Board(journal.record_activity)
@@ -98,7 +98,7 @@ class ProcessDispatcher:
             isolated=isolated,
         )
 
-        def spawned(pid: int) -> None:  # the guard first: a worker killed before it journals leaves no unit
+        def spawned(pid: int) -> None:  # the unit waits at its gate until both are done (akm_run.units)
             self.on_spawn(pid)
             self.journal.attempt_process(request.run_id, request.place.journal, request.attempt, pid, host=_host())
 

@@ -339,13 +339,16 @@ def _locked(
     store, row = _existing(args, args.run_id)
     if store is None or row is None:
         return fail(wording.no_run_to_change(run=args.run_id))
+    # The re-check reads only what never changes in a run (its plan, its signature, its parents) and
+    # the allowed signers file: a refused run is refused whoever drives it now, not "try again".
+    if trusted and (refused := _recheck(store, row, allowed_signers(args.allowed_signers))) is not None:
+        return refused
     try:
         with store.lock(row.id):
             # Read again under the lock: a change that held it meanwhile (an abandon racing an approve,
             # a drive that ended) must not be decided on from the row read before.
             row = store.run(row.id) or row
-            refused = _recheck(store, row, allowed_signers(args.allowed_signers)) if trusted else None
-            code = refused if refused is not None else action(store, row)
+            code = action(store, row)
             children.hold("locked")
     except LockHeld as held:
         return fail(wording.being_driven(held=held))

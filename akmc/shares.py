@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
+from collections import deque
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from akmc.sources import ref_file
 from akmc.workspace import uses_refs
@@ -43,32 +46,129 @@ def cut(root: Path, files: list[Path], count: int) -> list[list[Path]]:
     return shares
 
 
+class Died:
+    """In place of a share's result: its worker process died twice on it (killed, out of memory)."""
+
+
+DIED = Died()
+
+
 class Pool:
-    """Forked worker processes (they inherit the parser) that an interrupt or an error stops at once,
-    instead of waiting for the shares they are checking."""
+    """Forked worker processes, each with a pipe of its own to this process. A share's result arrives
+    whole or its worker is known dead (the end of its pipe), so a worker killed in the middle of
+    sending leaves nothing half-read: a pool whose workers share one result queue (as
+    `concurrent.futures` does) waits forever for the rest of that message. On leaving the pool with
+    an error (an interrupt included) the workers are killed at once; no thread is left to wait for."""
 
-    def __init__(self, workers: int) -> None:
-        # late: multiprocessing and concurrent.futures cost about 20 ms (50 modules), which a check
-        # of one file, done in its own process, never needs
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
+    def __init__(self, workers: int, work: Callable[[Any], Any]) -> None:
+        self._work = work
+        self._count = workers
+        # This process's end of each worker's pipe (a multiprocessing Connection, imported late: a
+        # check of one file never needs it): the worker's pid.
+        self._workers: dict[Any, int] = {}
 
-        context = multiprocessing.get_context("fork")
-        self.pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_quiet_worker)
-
-    def __enter__(self) -> Any:
-        return self.pool
+    def __enter__(self) -> Pool:
+        return self
 
     def __exit__(self, kind: object, error: object, trace: object) -> None:
-        if error is None:
-            self.pool.shutdown(wait=True)
-            return
-        # No public way to stop a running worker before Python 3.14 (`terminate_workers`).
-        for process in list(getattr(self.pool, "_processes", {}).values()):
-            process.terminate()
-        self.pool.shutdown(wait=True, cancel_futures=True)
+        for conn, pid in self._workers.items():
+            try:
+                if error is None:
+                    conn.send(None)  # a worker between shares ends when told
+                else:
+                    os.kill(pid, signal.SIGKILL)
+            except OSError:  # it is dead already
+                pass
+        for conn, pid in self._workers.items():
+            conn.close()
+            os.waitpid(pid, 0)
+        self._workers.clear()
+
+    def ordered(self, count: int, job: Callable[[int], Any]) -> Iterator[tuple[int, Any]]:
+        """(number, result) of `job(number)` for every number below `count`, in order of number:
+        each job is made when a worker takes it (so it sees what the results taken before it
+        changed) and run by `work` in that worker. A job whose worker dies is given once more, to a
+        new worker; its result is DIED if that one dies too."""
+        from multiprocessing.connection import wait
+
+        pending = deque(range(count))
+        idle = [self._start() for _ in range(min(self._count, count))]
+        running: dict[Any, int] = {}  # a busy worker's pipe: the number of its job
+        tries: dict[int, int] = {}
+        done: dict[int, Any] = {}
+        following = 0
+        while following < count:
+            while idle and pending:
+                number = pending.popleft()
+                tries[number] = tries.get(number, 0) + 1
+                conn = idle.pop()
+                running[conn] = number
+                conn.send(job(number))  # a worker that died since is found below, by its pipe
+            ready: list[Any] = wait(list(running))  # the pipes that hold a result, or their end
+            for conn in ready:
+                number = running.pop(conn)
+                try:
+                    answer = conn.recv()
+                except (EOFError, OSError):  # it died, perhaps in the middle of sending
+                    self._bury(conn)
+                    idle.append(self._start())
+                    if tries[number] < 2:
+                        pending.appendleft(number)
+                    else:
+                        done[number] = DIED
+                    continue
+                idle.append(conn)
+                done[number] = _result(answer)
+            while following in done:
+                yield following, done.pop(following)
+                following += 1
+
+    def _start(self) -> Any:
+        """A new worker, forked from this process (it inherits the parser): its end of the pipe."""
+        from multiprocessing.connection import Pipe
+
+        ours, theirs = Pipe()
+        sys.stdout.flush()  # a forked worker must not write this process's buffered output again
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            for conn in self._workers:  # the other workers' pipes: theirs to end, not this one's
+                conn.close()
+            ours.close()
+            _serve(theirs, self._work)
+        theirs.close()
+        self._workers[ours] = pid
+        return ours
+
+    def _bury(self, conn: Any) -> None:
+        pid = self._workers.pop(conn)
+        conn.close()
+        os.kill(pid, signal.SIGKILL)  # dead already, or as good as dead: its pipe is closed
+        os.waitpid(pid, 0)
 
 
-def _quiet_worker() -> None:
-    """A worker leaves SIGINT to the main process, which stops it: no traceback from each worker."""
+def _serve(conn: Any, work: Callable[[Any], Any]) -> NoReturn:
+    """A worker: run `work` on each job its pipe brings until told to end (None) or the pipe closes.
+    SIGINT is left to the main process, which stops the workers: no traceback from each of them."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    code = 0
+    try:
+        while (job := conn.recv()) is not None:
+            try:
+                answer: tuple[bool, Any] = (True, work(job))
+            except Exception as error:  # noqa: BLE001 - said by the main process, which raises it
+                answer = (False, f"{type(error).__name__}: {error}")
+            conn.send(answer)
+    except (EOFError, OSError):  # the main process went away
+        pass
+    except BaseException:  # noqa: BLE001 - a worker never unwinds into the main process's code
+        code = 1
+    finally:
+        os._exit(code)  # nothing of the main process's (atexit, buffered output) runs twice
+
+
+def _result(answer: tuple[bool, Any]) -> Any:
+    ok, value = answer
+    if not ok:
+        raise RuntimeError(f"a worker process failed: {value}")
+    return value

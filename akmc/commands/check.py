@@ -6,7 +6,6 @@ import argparse
 import gc
 import os
 import sys
-from collections import deque
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -376,31 +375,11 @@ class _Checker:
         return ok
 
     def _in_workers(self, pending: list[tuple[int, list[Path]]], out: Output) -> bool:
-        # late: concurrent.futures costs about 20 ms (50 modules), which a check without worker
-        # processes (one file, or --jobs 1) never needs
-        from concurrent.futures import Future
-        from concurrent.futures.process import BrokenProcessPool
-
         ok = True
-        queue = deque(pending)
-        running: deque[tuple[int, list[Path], Future[tuple[bool, list[Cached]]]]] = deque()
-        with shares.Pool(self.jobs) as pool:
-            while queue or running:
-                while queue and len(running) <= self.jobs:  # a share ahead per worker, no more
-                    number, files = queue.popleft()
-                    running.append((number, files, pool.submit(_work, self._job(files))))
-                number, files, future = running.popleft()
-                try:
-                    done = future.result()
-                except BrokenProcessPool:  # a worker died (killed, out of memory): which share is unknown
-                    queue.extendleft(reversed([(number, files), *((n, f) for n, f, _ in running)]))
-                    break
-                ok = self._take(number, files, done, out) and ok
-        for number, files in queue:  # after a worker died: one share at a time, each in a new process
-            with shares.Pool(1) as pool:
-                try:
-                    done = pool.submit(_work, self._job(files)).result()
-                except BrokenProcessPool:
+        with shares.Pool(self.jobs, _work) as pool:
+            for index, done in pool.ordered(len(pending), lambda index: self._job(pending[index][1])):
+                number, files = pending[index]
+                if done is shares.DIED:  # its worker died twice on it: killed, out of memory
                     first = display_path(files[0]) if files else "?"
                     print(
                         f"akmc: error: a worker process died while checking {len(files)} file(s) from {first} "
@@ -410,7 +389,7 @@ class _Checker:
                     out.done(number)
                     ok = False
                     continue
-            ok = self._take(number, files, done, out) and ok
+                ok = self._take(number, files, done, out) and ok
         return ok
 
 

@@ -87,7 +87,8 @@ class Pool:
     def ordered(self, count: int, job: Callable[[int], Any]) -> Iterator[tuple[int, Any]]:
         """(number, result) of `job(number)` for every number below `count`, in order of number:
         each job is made when a worker takes it (so it sees what the results taken before it
-        changed) and run by `work` in that worker. A job whose worker dies is given once more, to a
+        changed) and run by `work` in that worker; no job runs more than a job per worker ahead of
+        the first result not yet taken. A job whose worker dies is given once more, to a
         new worker; its result is DIED if that one dies too."""
         from multiprocessing.connection import wait
 
@@ -98,7 +99,9 @@ class Pool:
         done: dict[int, Any] = {}
         following = 0
         while following < count:
-            while idle and pending:
+            # At most a job per worker beyond the first whose result is not yet taken: a slow share
+            # holds back the others instead of their results piling up here.
+            while idle and pending and (pending[0] <= following + self._count or not running):
                 number = pending.popleft()
                 tries[number] = tries.get(number, 0) + 1
                 conn = idle.pop()

@@ -243,7 +243,7 @@ def statements(server: PostgresServer, seconds: float) -> None:
     server), from its log with log_statement on, most frequent first, per second."""
     found = counted(server, lambda: time.sleep(seconds), width=100)
     print(f"  statements    {sum(found.values()) / seconds:6.1f} /s (log_statement, {seconds:.0f} s), most frequent:")
-    for statement, count in found.most_common(8):
+    for statement, count in found.most_common(16):
         print(f"    {count / seconds:6.1f} /s  {statement}")
 
 

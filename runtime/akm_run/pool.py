@@ -21,7 +21,7 @@ import psycopg
 import sqlalchemy
 from dbos import DBOS, DBOSClient, DBOSConfig
 from dbos import _sys_db as dbos_sys_db
-from dbos._dbos import _get_or_create_dbos_registry
+from dbos._dbos import _get_dbos_instance, _get_or_create_dbos_registry
 
 from akm_run.pool_schemas import create_executors, usable
 
@@ -195,6 +195,28 @@ def serving(database_url: str, within_s: float = SERVING_WITHIN_S) -> int | None
     return int(beating[0]) if beating else 0
 
 
+def _stop_background_jobs() -> None:
+    """End DBOS's background jobs in this worker. Once a second one process of the pool takes an
+    advisory lock and sweeps for delayed workflows to enqueue and workflows past their timeout to
+    cancel: about half of an idle worker's statements (docs/performance.md). akm-run enqueues
+    nothing with a delay and sets no workflow timeout, so neither sweep can find anything; DBOS has
+    no setting for them, and its own shutdown ends them by the same event."""
+    _get_dbos_instance()._background_jobs_stop_event.set()
+
+
+def _finish_in_flight(grace_s: float) -> None:
+    """What `DBOS.destroy(workflow_completion_timeout_sec=…)` does first, in steps of 50 ms instead of
+    whole seconds: stop dequeuing and give the workflows in flight up to `grace_s` to finish. DBOS
+    sleeps a second before it first looks, so every worker's stop took a second with nothing in
+    flight, and a grace under a second (`int(grace_s)`) was none."""
+    dbos = _get_dbos_instance()
+    for event in dbos.background_thread_stop_events:  # the queue threads: nothing more is dequeued
+        event.set()
+    deadline = time.monotonic() + grace_s
+    while dbos._active_workflows_set.activeList() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def units_queue(map_concurrency: int) -> str:
     """The queue of the units of maps with this concurrency: one per distinct value, because DBOS's
     per-partition limit (the partition being one map) is a property of the queue."""
@@ -242,6 +264,7 @@ class Worker:
         DBOS.listen_queues(self.database_queues)  # the pool's own queues are polled from memory: `_poll`
         _get_or_create_dbos_registry().get_internal_queue()._polling_interval_sec = INTERNAL_QUEUE_POLL_S
         DBOS.launch()
+        _stop_background_jobs()
         self._declare(RUNS_QUEUE)
         liveness = Liveness(self.url, self.executor_id, self.takeover_after_s)
         liveness.beat()
@@ -373,4 +396,5 @@ class Worker:
         self._stop.set()
         if self._beating is not None:
             self._beating.join()
-        DBOS.destroy(workflow_completion_timeout_sec=int(grace_s))
+        _finish_in_flight(grace_s)
+        DBOS.destroy(workflow_completion_timeout_sec=0)

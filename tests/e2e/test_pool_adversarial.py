@@ -4,8 +4,10 @@ before the fix it came with."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -13,7 +15,7 @@ import psycopg
 import pytest
 
 from akm_run import pool
-from helpers import Runtime, eventually, source, unit_processes
+from helpers import PostgresServer, Runtime, eventually, source, unit_processes
 
 SECRET = "s3cr3t-PW"
 
@@ -119,6 +121,50 @@ def test_a_worker_stopped_with_sigterm_stops_its_units_at_the_end_of_its_grace(p
     assert max(_ran(pooled, "start").values()) == 2  # t1's three ran again on t2
     tried = sorted([a.status for a in attempts] for _, attempts in pooled.store().run_attempts(run_id))
     assert tried == [["completed"]] * 3 + [["interrupted", "completed"]] * 3  # as after a dead worker
+
+
+ONE_WAITING = source("""
+    workflow "waiting" {
+      step wait {
+        shell "echo start >> ran; while [ ! -e go ]; do sleep 0.02; done; sleep 0.3; echo end >> ran; echo 1"
+      }
+    }
+""")
+
+
+def test_a_grace_under_a_second_lets_the_unit_in_flight_finish(pooled: Runtime) -> None:
+    # It was whole seconds (int(grace)): 900ms gave no grace, and the unit was stopped at once.
+    g1 = pooled.start_worker(name="g1", options=("--grace", "900ms"))
+    detached = pooled.akm("run", pooled.compile("waiting.akm", ONE_WAITING), "--detach")
+    assert detached.returncode == 0, detached.stderr
+    ran = pooled.root / "ran"
+    eventually(lambda: ran.exists() and "start" in ran.read_text(), "the unit running on g1")
+    g1.process.send_signal(signal.SIGTERM)
+    (pooled.root / "go").touch()  # the unit ends 0.3 s later, within its grace
+    assert g1.process.wait(timeout=60) == 0
+    g1.stopped = True
+    assert ran.read_text().split() == ["start", "end"]
+    assert "still running after the grace period" not in g1.output()
+
+
+def test_an_idle_worker_runs_none_of_dboss_background_jobs(postgres_server: PostgresServer, pooled: Runtime) -> None:
+    # DBOS's background jobs take an advisory lock every second to sweep for delayed workflows and
+    # timeouts, which akm-run never makes: the worker ends them (about 9 of an idle worker's 24
+    # statements a second at --poll 1s).
+    assert pooled.database is not None
+    name = pooled.database.split("?")[0].rpartition("/")[2]
+    with psycopg.connect(postgres_server.url(), autocommit=True) as admin:
+        admin.execute(f"ALTER DATABASE \"{name}\" SET log_statement = 'all'")  # the worker's connections
+    worker = pooled.start_worker(name="idle", options=("--poll", "100ms"))
+    worker.serving()
+    time.sleep(0.5)  # past the jobs' first round, which may run before the worker ends them
+    start = postgres_server.log.stat().st_size
+    time.sleep(2.5)  # two rounds and a half of DBOS's background jobs
+    with postgres_server.log.open("rb") as log:
+        log.seek(start)
+        logged = log.read().decode(errors="replace")
+    assert "dbos.workflow_status" in logged  # the worker's polls are logged: the log is read right
+    assert "pg_try_advisory_xact_lock" not in logged
 
 
 def test_a_worker_killed_with_sigkill_takes_its_units_processes_along(pooled: Runtime) -> None:

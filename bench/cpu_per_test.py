@@ -7,11 +7,18 @@ end, and the medians per store variant; asserts nothing (docs/performance.md, "T
         "tests/e2e/test_runtime_run.py" -k "expect_hash or tampered"
 
 Run serially (`-p no:xdist`): with workers, each would measure its own tests. The first test on
-PostgreSQL also pays the server's start (initdb): the medians show what a variant costs.
+PostgreSQL also pays the server's start (initdb): the medians show what a variant costs. Under
+pytest-xdist each worker measures its own tests against its own server; with `$CPU_PER_TEST_OUT`
+set, each writes its rows to `$CPU_PER_TEST_OUT.<worker>` as JSON lines `[test id, wall, pytest,
+children, server]`, which is how the whole suite's CPU is counted:
+
+    CPU_PER_TEST_OUT=/tmp/cpu .venv/bin/python -m pytest -n 4 --dist loadgroup -q -p bench.cpu_per_test
 """
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import resource
 import statistics
@@ -115,3 +122,9 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
                 f"total {sum(cpu):.2f} s (pytest {sum(r[2] for r in rows):.2f}, "
                 f"children {sum(r[3] for r in rows):.2f}, server {sum(r[4] for r in rows):.2f})"
             )
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if out := os.environ.get("CPU_PER_TEST_OUT"):
+        with open(f"{out}.{os.environ.get('PYTEST_XDIST_WORKER', 'main')}", "w") as rows:
+            rows.writelines(json.dumps(row) + "\n" for row in FIGURES)

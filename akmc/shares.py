@@ -106,7 +106,10 @@ class Pool:
                 tries[number] = tries.get(number, 0) + 1
                 conn = idle.pop()
                 running[conn] = number
-                conn.send(job(number))  # a worker that died since is found below, by its pipe
+                try:
+                    conn.send(job(number))
+                except OSError:  # it died since its last result: found below, by the end of its pipe
+                    pass
             ready: list[Any] = wait(list(running))  # the pipes that hold a result, or their end
             for conn in ready:
                 number = running.pop(conn)

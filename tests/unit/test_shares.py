@@ -146,3 +146,18 @@ def test_an_interrupt_kills_busy_workers_instead_of_waiting_for_them() -> None:
     for pid in pids:
         with pytest.raises(ChildProcessError):  # killed and reaped: none is left running
             os.waitpid(pid, os.WNOHANG)
+
+
+def _dies_between_jobs(number: int) -> int:
+    if number == 0:
+        # Its result goes out, then the worker dies before it reads its next job.
+        [conn] = [o for o in gc.get_objects() if isinstance(o, Connection) and not o.closed]
+        conn.send((True, number))
+        os._exit(9)
+    return number
+
+
+def test_a_worker_that_dies_between_two_jobs_loses_neither() -> None:
+    with shares.Pool(1, _dies_between_jobs) as pool:
+        got = dict(pool.ordered(3, lambda n: n))
+    assert got == {0: 0, 1: 1, 2: 2}

@@ -37,9 +37,9 @@ def shown(argv: tuple[str | Path, ...]) -> str:
     return "+ " + shlex.join(words)
 
 
-def run(*argv: str | Path, check: bool = True) -> int:
+def run(*argv: str | Path, check: bool = True, env: dict[str, str] | None = None) -> int:
     print(shown(argv), file=sys.stderr, flush=True)
-    return subprocess.run([str(a) for a in argv], cwd=ROOT, check=check).returncode
+    return subprocess.run([str(a) for a in argv], cwd=ROOT, check=check, env=env).returncode
 
 
 def setup() -> None:
@@ -173,7 +173,14 @@ def test() -> int:
     run(BIN / "ruff", "check", ".")
     run(BIN / "ruff", "format", "--check", ".")
     run(BIN / "mypy")
-    return run(BIN / "python", "-m", "pytest", *pytest_args(sys.argv[2:], ci=bool(os.environ.get("CI"))), check=False)
+    # The suite starts thousands of short `akmc` and `akm-run` processes. Where PYTHONDONTWRITEBYTECODE
+    # is set (some shells and CI images set it), each compiled the checkout's modules again, and
+    # pytest rewrote every test module again in each worker: about 45 s of a run on 2 cores
+    # (docs/performance.md). The test job writes bytecode as Python does by default, into the
+    # gitignored __pycache__ directories.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    argv = pytest_args(sys.argv[2:], ci=bool(os.environ.get("CI")))
+    return run(BIN / "python", "-m", "pytest", *argv, check=False, env=env)
 
 
 def docs() -> int:

@@ -124,9 +124,10 @@ class Pool:
                         done[number] = DIED
                     continue
                 idle.append(conn)
-                done[number] = _result(answer)
-            while following in done:
-                yield following, done.pop(following)
+                done[number] = answer
+            while following in done:  # in order, a worker's error too
+                answer = done.pop(following)
+                yield following, answer if answer is DIED else _result(answer)
                 following += 1
 
     def _start(self) -> Any:

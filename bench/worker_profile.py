@@ -1,9 +1,9 @@
-"""Where an `akm-run worker`'s CPU goes while it runs a map of N `true` units: the worker runs with a
-sampler thread that looks, every 5 ms, at which of its threads used CPU since its last look
-(`/proc/self/task/TID/stat`) and counts those threads' Python stacks, by thread, by innermost
-function and by every function on the stack (docs/performance.md, "On a quiet machine"). Prints
-the counts; asserts nothing. The counts are samples of threads that ran during an interval of
-5 ms, in CPU ticks of 10 ms, so they rank rather than measure.
+"""Where an `akm-run worker`'s CPU goes while it runs a map of N `sleep 0` units, four at a time:
+the worker runs with a sampler thread that looks, every 5 ms, at which of its threads used CPU
+since its last look (`/proc/self/task/TID/stat`) and counts those threads' Python stacks, by
+thread, by innermost function and by every function on the stack (docs/performance.md, "On a
+quiet machine"). Prints the counts; asserts nothing. The counts are samples of threads that ran
+during an interval of 5 ms, in CPU ticks of 10 ms, so they rank rather than measure.
 
     .venv/bin/python bench/worker_profile.py --units 300
 """
@@ -24,20 +24,12 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(HERE / "tests"))
+sys.path.insert(0, str(HERE / "bench"))
 
-from helpers import PostgresServer, Runtime, source  # noqa: E402
+from scaleout import plan  # noqa: E402
 
-MAP = source("""
-    workflow "m" {
-      params { items: list[int] }
-      step fan {
-        map params.items {
-          concurrency = 4
-          shell "true"
-        }
-      }
-    }
-""")
+from helpers import PostgresServer, Runtime  # noqa: E402
+
 Counts = collections.Counter[str]
 
 
@@ -99,9 +91,9 @@ def main() -> None:
         runtime = Runtime(out.parent, server.served())
         assert runtime.database is not None
         worker = subprocess.Popen([sys.executable, __file__, "--serve", runtime.database, str(out)], cwd=out.parent)
-        plan = runtime.compile("m.akm", MAP)
+        compiled = plan(out.parent, 4, 0)  # four at a time, each `sleep 0`
         items = json.dumps(list(range(args.units)))
-        argv = [sys.executable, "-m", "akm_run", "run", str(plan), "--database", runtime.database]
+        argv = [sys.executable, "-m", "akm_run", "run", str(compiled), "--database", runtime.database]
         started = time.monotonic()
         done = subprocess.run([*argv, "--param", f"items={items}"], cwd=out.parent, capture_output=True, text=True)
         print(f"run: exit {done.returncode} in {time.monotonic() - started:.1f} s")

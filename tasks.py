@@ -175,7 +175,7 @@ def test() -> int:
     run(BIN / "mypy")
     # The suite starts thousands of short `akmc` and `akm-run` processes. Where PYTHONDONTWRITEBYTECODE
     # is set (some shells and CI images set it), each compiled the checkout's modules again, and
-    # pytest rewrote every test module again in each worker: about 45 s of a run on 2 cores
+    # pytest rewrote every test module again in each worker: 36 s of a fresh clone's run on 2 cores
     # (docs/performance.md). The test job writes bytecode as Python does by default, into the
     # gitignored __pycache__ directories.
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}

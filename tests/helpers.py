@@ -173,9 +173,10 @@ class Checker:
 # The stores the runtime's end-to-end suite runs on: SQLite in a state directory, and the shared
 # PostgreSQL store with `akm-run worker` processes executing the units (docs/scale-out.md).
 STORES = ("sqlite", "postgres")
-# A test's worker: it takes over a worker silent for 2 s (the pool's T), looks for work every 100 ms
-# (DBOS's default, 1 s, would be most of a test's time), and gives its units 5 s to end when stopped.
-WORKER_OPTIONS = ("--takeover-after", "2s", "--poll", "100ms", "--grace", "5s")
+# A test's worker: it takes over a worker silent for 2 s (the pool's T) and gives its units 5 s to end
+# when stopped. It polls at the default, 1 s: work submitted or enqueued wakes it (akm_run.wakes), so
+# a shorter poll would only cost CPU (docs/performance.md, "Woken, not polled").
+WORKER_OPTIONS = ("--takeover-after", "2s", "--grace", "5s")
 WORKER_READY = ": serving "  # what a worker prints once it serves the pool
 # How long a stopping worker may take before the test fails for it (it is killed then).
 STOP_PATIENCE_S = 15

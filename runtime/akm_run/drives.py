@@ -165,7 +165,7 @@ def _here() -> _Host:
     return _HOST
 
 
-def client(url: str, pool_size: int = 5) -> DBOSClient:
+def client(url: str, pool_size: int = 5) -> pool.Client:
     """A DBOS client on the shared database. Its retry warnings stay off a command's stderr: the
     command reports an unusable database itself, once."""
     if _HOST is None:
@@ -366,8 +366,9 @@ class PoolDispatcher:
     def dispatch(self, request: Request) -> End:
         client = self.host.client
         workflow_id = attempt_workflow_id(request.dispatch_id, request.attempt)
+        queue = self.host.units_queue(request.width)
         options = EnqueueOptions(
-            queue_name=self.host.units_queue(request.width),
+            queue_name=queue,
             workflow_name=UNIT,
             workflow_id=workflow_id,
             app_version=pool.APP_VERSION,
@@ -376,6 +377,7 @@ class PoolDispatcher:
         handle: WorkflowHandle[End] = client.enqueue(
             options, UnitJob(dataclasses.replace(request, scratch=None), self.workdir, self.agent_cmd)
         )
+        self.host.worker.wakes.wake(queue)  # this worker's thread of the queue polls now
         if (status := handle.get_status()).status in ENDED_BADLY:
             # Re-attached to an attempt whose workflow ended without a result before a drive could
             # record it. Resuming it would only replay the error DBOS keeps for its step: the

@@ -23,6 +23,7 @@ from dbos import DBOS, DBOSClient, DBOSConfig
 from dbos import _sys_db as dbos_sys_db
 from dbos._dbos import _get_dbos_instance, _get_or_create_dbos_registry
 
+from akm_run import wakes
 from akm_run.pool_schemas import create_executors, usable
 
 APP_NAME = "akm-run"
@@ -142,6 +143,10 @@ class Client(DBOSClient):
             cursor.execute(f"SET idle_in_transaction_session_timeout = {self.IDLE_IN_TRANSACTION_MS}")
         connection.commit()
 
+    def announce(self, queue: str) -> None:
+        """Tell the workers that `queue` has work now (akm_run.wakes)."""
+        wakes.announce(self.engine, queue)
+
     def destroy(self) -> None:
         super().destroy()
         self.engine.dispose()  # DBOS leaves an engine it was given to its owner
@@ -204,7 +209,7 @@ def _stop_background_jobs() -> None:
     _get_dbos_instance()._background_jobs_stop_event.set()
 
 
-def _finish_in_flight(grace_s: float) -> None:
+def _finish_in_flight(grace_s: float, woken: wakes.Wakes) -> None:
     """What `DBOS.destroy(workflow_completion_timeout_sec=…)` does first, in steps of 50 ms instead of
     whole seconds: stop dequeuing and give the workflows in flight up to `grace_s` to finish. DBOS
     sleeps a second before it first looks, so every worker's stop took a second with nothing in
@@ -212,6 +217,7 @@ def _finish_in_flight(grace_s: float) -> None:
     dbos = _get_dbos_instance()
     for event in dbos.background_thread_stop_events:  # the queue threads: nothing more is dequeued
         event.set()
+    woken.wake_all()  # the pool's queue threads, waiting on their wake-ups, see the stop now
     deadline = time.monotonic() + grace_s
     while dbos._active_workflows_set.activeList() and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -255,6 +261,8 @@ class Worker:
         self.database_queues = database_queues  # queues of other code in the process, polled by DBOS's rule
         self._stop = threading.Event()
         self._beating: threading.Thread | None = None
+        self.wakes = wakes.Wakes()
+        self._listener = wakes.Listener(database_url, self.wakes)
         self.warnings: list[str] = []  # what the worker should say (once each), taken by its owner
         self._warned: set[str] = set()
 
@@ -263,8 +271,10 @@ class Worker:
         DBOS(config=dbos_config(self.url, self.executor_id, **self.dbos_overrides))
         DBOS.listen_queues(self.database_queues)  # the pool's own queues are polled from memory: `_poll`
         _get_or_create_dbos_registry().get_internal_queue()._polling_interval_sec = INTERNAL_QUEUE_POLL_S
+        wakes.install(self.wakes, _ours)
         DBOS.launch()
         _stop_background_jobs()
+        self._listener.start()
         self._declare(RUNS_QUEUE)
         liveness = Liveness(self.url, self.executor_id, self.takeover_after_s)
         liveness.beat()
@@ -293,6 +303,7 @@ class Worker:
                 if time.monotonic() - beating_since < self.takeover_after_s:
                     continue
                 for executor in liveness.take_over():
+                    self.wakes.wake_all()  # its workflows are back on their queues
                     if self.on_takeover is not None:
                         self.on_takeover(executor)
             except Exception as error:  # noqa: BLE001 - a database away for a while: beat again next time
@@ -308,6 +319,7 @@ class Worker:
         """Declare (idempotently) the units queue for maps of this concurrency; its name."""
         name = units_queue(map_concurrency)
         self._declare(name, partition_concurrency=map_concurrency, worker_concurrency=self.concurrency)
+        self.wakes.added()
         return name
 
     def _declare(
@@ -394,7 +406,8 @@ class Worker:
         not stay PENDING under this executor id, for this worker's next start or for a takeover.
         Threads still inside a workflow are not stopped: the process exits with os._exit."""
         self._stop.set()
+        self._listener.stop()
         if self._beating is not None:
             self._beating.join()
-        _finish_in_flight(grace_s)
+        _finish_in_flight(grace_s, self.wakes)
         DBOS.destroy(workflow_completion_timeout_sec=0)

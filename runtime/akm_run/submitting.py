@@ -56,7 +56,7 @@ def _warn_idle(workers: int, args: DriveArgs) -> None:
         )
 
 
-def submit(dbos: DBOSClient, args: DriveArgs, *, changed: bool = False) -> str:
+def submit(dbos: pool.Client, args: DriveArgs, *, changed: bool = False) -> str:
     """Submit the run's next drive, or find the one under way; its workflow id. The first drive's id
     is the run id, the n-th continuation's `RUN/n`, n counting the drives the database holds: two
     hosts submitting at once compute the same id and start one drive. After a command `changed` the
@@ -72,7 +72,9 @@ def submit(dbos: DBOSClient, args: DriveArgs, *, changed: bool = False) -> str:
     options = EnqueueOptions(
         queue_name=pool.RUNS_QUEUE, workflow_name=DRIVE, workflow_id=workflow_id, app_version=pool.APP_VERSION
     )
-    return str(dbos.enqueue(options, args).get_workflow_id())
+    workflow_id = str(dbos.enqueue(options, args).get_workflow_id())
+    dbos.announce(pool.RUNS_QUEUE)  # a worker takes it now, not at its next poll
+    return workflow_id
 
 
 def _drives(dbos: DBOSClient, run_id: str) -> list[Any]:

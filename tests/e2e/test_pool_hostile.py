@@ -133,9 +133,9 @@ def test_workers_started_with_different_settings_say_which_value_the_pool_uses(p
     big = pooled.start_worker(name="big", options=("--concurrency", "8"))
     small = pooled.start_worker(name="small", options=("--concurrency", "2", "--poll", "50ms"))
     assert "--concurrency 2 replaces 8, another worker's, for every worker in the pool" in small.output()
-    assert "--poll 50ms replaces 100ms" in small.output()
+    assert "--poll 50ms replaces 1000ms" in small.output()
     eventually(lambda: "the pool now uses --concurrency 2, not this worker's 8" in big.output(), "a warning")
-    eventually(lambda: "the pool now uses --poll 50ms, not this worker's 100ms" in big.output(), "a warning")
+    eventually(lambda: "the pool now uses --poll 50ms, not this worker's 1000ms" in big.output(), "a warning")
     assert big.output().count("--concurrency 2, not") == 1  # once, not on every poll
     assert "warning" not in big.output().split("serving")[0]  # the first worker changed nothing
 

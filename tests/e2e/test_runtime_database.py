@@ -30,7 +30,7 @@ class NotInstalled:
 
 sys.meta_path.insert(0, NotInstalled())
 NEEDS_EXTRA = {"akm_run.pool", "akm_run.pgstore", "akm_run.drives", "akm_run.drive_lock", "akm_run.stopping",
-               "akm_run.pool_schemas", "akm_run.submitting"}
+               "akm_run.pool_schemas", "akm_run.submitting", "akm_run.wakes"}
 modules = sorted(m.name for m in pkgutil.walk_packages(akm_run.__path__, "akm_run."))
 for name in modules:
     try:

@@ -1,0 +1,142 @@
+"""How a worker learns that one of the pool's queues has work before its next poll (docs/scale-out.md,
+"How a worker finds work"). Needs the `postgres` extra.
+
+DBOS's queue threads look for work once every polling interval (`--poll`) and sleep in between. A
+worker wakes its thread of a queue at once: when a command submits a drive (it sends a PostgreSQL
+notification naming the queue, which every worker listens for on a connection of its own), when the
+worker's own drive enqueues an attempt, after it took over a silent worker's workflows, and once
+listening again after its connection was lost (what was enqueued meanwhile). A woken thread polls
+as it would at the end of its interval; the interval stays the upper bound, for whatever nothing
+announces (a map's partition slot or a worker's slot that frees, a notification lost with a
+connection). So a short `--poll` is no longer what makes a pool quick to start work."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+import sqlalchemy
+from dbos import _dbos as dbos_dbos
+from dbos import _queue as dbos_queue
+
+CHANNEL = "akm_run_queues"  # a notification's payload: the name of the queue that has work
+LISTEN_CHECK_S = 0.5  # how often the listener looks whether its worker stops
+LISTEN_RETRY_S = 1.0  # how long the listener waits before it connects again
+_DBOS_QUEUE_THREAD = dbos_queue.queue_worker_thread  # one queue's thread
+_DBOS_MANAGER = dbos_queue.queue_thread  # the thread that starts a thread for each queue, once a second
+
+
+class Wakes:
+    """One wake-up event per queue of this worker's, each waited for by that queue's thread, and one
+    for DBOS's manager of the queue threads (`added`)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._events: dict[str, threading.Event] = {}
+        self._manager = threading.Event()
+
+    def event(self, queue: str) -> threading.Event:
+        """The queue's event, set when first made: a queue's new thread polls at once, not after one
+        interval (a worker's start, a units queue of a width it had not served)."""
+        with self._lock:
+            if (found := self._events.get(queue)) is None:
+                found = self._events[queue] = threading.Event()
+                found.set()
+            return found
+
+    def wake(self, queue: str) -> None:
+        """Wake the queue's thread, if it has one: a new thread polls at once anyway (`event`), and a
+        notification naming a queue no thread serves makes nothing."""
+        with self._lock:
+            found = self._events.get(queue)
+        if found is not None:
+            found.set()
+
+    def added(self) -> None:
+        """A queue was declared in this worker: its thread starts now, not at the manager's next look."""
+        self._manager.set()
+
+    def wake_all(self) -> None:
+        with self._lock:
+            events = [self._manager, *self._events.values()]
+        for event in events:
+            event.set()
+
+
+class _Woken(threading.Event):
+    """What DBOS's thread of one queue takes for its stop event: it is set when the worker stops,
+    and its `wait(interval)` also ends, early, when the queue is woken. Only those two are used."""
+
+    def __init__(self, stop: threading.Event, wake: threading.Event) -> None:
+        super().__init__()
+        self.stop, self._wake = stop, wake
+
+    def is_set(self) -> bool:
+        return self.stop.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if not self.stop.is_set():
+            self._wake.wait(timeout)
+        # Cleared before the poll that follows: a wake-up sent from now on is for work that poll may
+        # not see yet, and wakes the next wait. One sent before is for work that poll sees.
+        self._wake.clear()
+        return self.stop.is_set()
+
+
+def install(wakes: Wakes, ours: Callable[[str], bool]) -> None:
+    """Have DBOS's manager of the queue threads, and its threads of the queues `ours` accepts, wait on
+    `wakes`, before DBOS launches: DBOS starts each by its module-level name, and its other queues
+    keep their plain wait. A worker stopping must `wake_all` once it set DBOS's stop events, or its
+    threads sleep out their interval."""
+
+    def manager(stop_event: threading.Event, dbos: Any) -> None:
+        _DBOS_MANAGER(_Woken(stop_event, wakes._manager), dbos)
+
+    def queue_thread(stop_event: threading.Event, dbos: Any, queue: Any) -> None:
+        stop = stop_event.stop if isinstance(stop_event, _Woken) else stop_event  # the manager's
+        _DBOS_QUEUE_THREAD(_Woken(stop, wakes.event(queue.name)) if ours(queue.name) else stop, dbos, queue)
+
+    setattr(dbos_dbos, "queue_thread", manager)  # noqa: B010 - not exported: mypy would refuse the plain assignment
+    dbos_queue.queue_worker_thread = queue_thread
+
+
+def announce(engine: sqlalchemy.Engine, queue: str) -> None:
+    """Tell every listening worker that `queue` has work, after it was committed. A database that went
+    away meanwhile loses only the announcement: the workers find the work at their next poll."""
+    try:
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
+            connection.execute(
+                sqlalchemy.text("SELECT pg_notify(:channel, :queue)"), {"channel": CHANNEL, "queue": queue}
+            )
+    except sqlalchemy.exc.OperationalError:
+        pass
+
+
+class Listener:
+    """A worker's connection listening for announcements, on a thread of its own until `stop()`; it
+    connects again for as long as the database is away."""
+
+    def __init__(self, url: str, wakes: Wakes) -> None:
+        self.url, self.wakes = url, wakes
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._listen, name="akm-wakes", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _listen(self) -> None:
+        while not self._stop.is_set():
+            try:
+                with psycopg.connect(self.url, autocommit=True, application_name="akm-run-wakes") as connection:
+                    connection.execute(f"LISTEN {CHANNEL}")
+                    self.wakes.wake_all()  # whatever was enqueued while this worker was not listening
+                    while not self._stop.is_set():
+                        for note in connection.notifies(timeout=LISTEN_CHECK_S):
+                            self.wakes.wake(note.payload)
+            except psycopg.Error:
+                self._stop.wait(LISTEN_RETRY_S)  # the queues' polls go on meanwhile

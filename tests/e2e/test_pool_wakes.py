@@ -1,0 +1,72 @@
+"""A worker starts work when it is submitted or enqueued, not at its next poll (akm_run.wakes,
+docs/scale-out.md, "How a worker finds work"). Each worker here polls once a minute, the longest
+`--poll` there is, so a run that ends within half of it was woken at every step: its drive on the
+runs queue, then each unit on a units queue; a run that waited for a poll would time out."""
+
+from __future__ import annotations
+
+import psycopg
+
+from akm_run import wakes
+from helpers import PostgresServer, Runtime, eventually
+
+SLOW_POLL = ("--poll", "1m")
+WITHIN_S = 30  # half the poll: no step of the run may wait for one
+MAP = """workflow "m" {
+  params { items: list[int] = [1, 2, 3, 4, 5, 6] }
+  step one {
+    shell "echo one"
+  }
+  step many {
+    map params.items {
+      concurrency = 2
+      shell "true"
+    }
+  }
+}
+"""
+
+
+def _runs_at_once(pooled: Runtime, name: str) -> None:
+    plan = pooled.compile(f"{name}.akm", MAP.replace('"m"', f'"{name}"'))
+    result = pooled.akm("run", plan, timeout=WITHIN_S)
+    assert result.returncode == 0, result.stderr
+
+
+def _listeners(server: PostgresServer, database: str) -> list[int]:
+    with psycopg.connect(server.url(), autocommit=True) as admin:
+        rows = admin.execute(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = 'akm-run-wakes' AND datname = %s", (database,)
+        ).fetchall()
+    return [row[0] for row in rows]
+
+
+def test_a_run_and_its_units_start_when_submitted_not_at_the_next_poll(pooled: Runtime) -> None:
+    pooled.start_worker(name="slow", options=SLOW_POLL)
+    _runs_at_once(pooled, "first")
+    _runs_at_once(pooled, "second")  # after the worker's first polls, which a new queue makes at once
+
+
+def test_a_listener_whose_connection_was_killed_listens_again(postgres_server: PostgresServer, pooled: Runtime) -> None:
+    assert pooled.database is not None
+    database = pooled.database.split("?")[0].rpartition("/")[2]
+    pooled.start_worker(name="slow", options=SLOW_POLL)
+    first = eventually(lambda: _listeners(postgres_server, database), "the worker listening")
+    with psycopg.connect(postgres_server.url(), autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (first[0],))
+    eventually(lambda: (found := _listeners(postgres_server, database)) and found != first, "listening again")
+    _runs_at_once(pooled, "after")
+
+
+def test_hostile_notifications_on_the_channel_change_nothing(postgres_server: PostgresServer, pooled: Runtime) -> None:
+    """Anyone who can connect can notify: a payload naming no queue, a huge one or an empty one wakes
+    nothing that matters and stops nothing."""
+    assert pooled.database is not None
+    worker = pooled.start_worker(name="slow", options=SLOW_POLL)
+    with psycopg.connect(pooled.database, autocommit=True) as anyone:
+        for payload in ("", "no-such-queue", "akm-units-c99999", "x" * 7999, "akm-runs\x01", "'; DROP TABLE x; --"):
+            anyone.execute("SELECT pg_notify(%s, %s)", (wakes.CHANNEL, payload))
+        for _ in range(500):
+            anyone.execute("SELECT pg_notify(%s, 'akm-runs')", (wakes.CHANNEL,))
+    _runs_at_once(pooled, "after")
+    assert "Traceback" not in worker.output()

@@ -1,0 +1,58 @@
+"""The wake-ups of a worker's queue threads (akm_run.wakes), without DBOS: what a thread's wait
+returns, and when."""
+
+from __future__ import annotations
+
+import threading
+
+from akm_run.wakes import Wakes, _Woken
+
+LONG_S = 60.0  # a wait that returned before this was woken (or stopped); nothing here waits it out
+
+
+def test_a_new_queues_first_wait_returns_at_once_and_the_next_one_waits_for_a_wake() -> None:
+    wakes, stop = Wakes(), threading.Event()
+    woken = _Woken(stop, wakes.event("akm-runs"))
+    assert woken.wait(LONG_S) is False  # set when made: a new thread polls at once
+    assert woken.wait(0.01) is False  # cleared by the first wait: nothing woke it
+    assert not wakes.event("akm-runs").is_set()
+
+
+def test_a_wake_ends_a_wait_in_progress_and_is_not_lost_between_two_waits() -> None:
+    wakes, stop = Wakes(), threading.Event()
+    woken = _Woken(stop, wakes.event("akm-runs"))
+    woken.wait(0)
+    waker = threading.Timer(0.05, wakes.wake, args=("akm-runs",))
+    waker.start()
+    assert woken.wait(LONG_S) is False  # woken, not stopped
+    waker.join()
+    wakes.wake("akm-runs")  # during the poll that follows: for work that poll may miss
+    assert wakes.event("akm-runs").is_set()
+    assert woken.wait(LONG_S) is False
+
+
+def test_a_wake_of_a_queue_no_thread_serves_makes_no_event() -> None:
+    wakes = Wakes()
+    for name in ("", "no-such-queue", "x" * 8000):
+        wakes.wake(name)
+    wakes.event("akm-units-c1").clear()
+    wakes.wake_all()
+    assert wakes.event("akm-units-c1").is_set()
+    assert set(wakes._events) == {"akm-units-c1"}
+
+
+def test_a_stop_ends_every_wait_and_says_so() -> None:
+    wakes, stop = Wakes(), threading.Event()
+    woken = [_Woken(stop, wakes.event(name)) for name in ("akm-runs", "akm-units-c4")]
+    for each in woken:
+        each.wait(0)
+    results: list[bool] = []
+    threads = [threading.Thread(target=lambda w=w: results.append(w.wait(LONG_S))) for w in woken]
+    for thread in threads:
+        thread.start()
+    stop.set()
+    wakes.wake_all()  # as a stopping worker does once it set DBOS's stop events
+    for thread in threads:
+        thread.join(LONG_S)
+    assert results == [True, True]
+    assert all(each.is_set() for each in woken)  # DBOS's loop checks is_set() between its polls

@@ -250,7 +250,8 @@ def statements(server: PostgresServer, seconds: float) -> None:
 def row(label: str, width: int, times: list[float], args: argparse.Namespace) -> str:
     median = statistics.median(times)
     overhead_ms = (median * width / args.units - args.sleep) * 1000
-    return f"{label:<18} {width:>5}  {median:>8.2f}  {args.units / median:>7.1f}  {width / args.sleep:>7.1f}  {overhead_ms:>8.1f}"
+    ideal = f"{width / args.sleep:>7.1f}" if args.sleep > 0 else f"{'-':>7}"  # units that do not sleep: no ideal
+    return f"{label:<18} {width:>5}  {median:>8.2f}  {args.units / median:>7.1f}  {ideal}  {overhead_ms:>8.1f}"
 
 
 def main() -> None:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psycopg
-from dbos import DBOS, DBOSClient, EnqueueOptions, WorkflowHandle
+from dbos import DBOS, EnqueueOptions, WorkflowHandle
 
 from akm_run import exitcodes, isolation, pool, pool_schemas, preflight, retention, units, wording
 from akm_run.children import hold
@@ -102,7 +102,7 @@ class _Host:
     workdir: Path  # where units run when the run's own workdir does not exist on this host
     state: Path  # the drives' private scratch directories
     worker: pool.Worker
-    client: DBOSClient  # enqueues and watches attempts from any thread, outside DBOS's context
+    client: pool.Client  # enqueues and watches attempts from any thread, outside DBOS's context
     shared_store: PostgresStore  # the unit workflows' journal reads and writes (their pids): see `store`
     attempts: Attempts = field(default_factory=Attempts)  # the attempts running here (akm_run.stopping)
     notify_cmd: str | None = None  # the notifier of the root runs it drives that have none (--notify-cmd)
@@ -213,7 +213,7 @@ def serve(
         flush=True,
     )
     prune_at = time.monotonic()  # $AKM_RUN_RETENTION: as the worker starts, then hourly
-    while not stop.wait(max(poll_s, ADOPT_QUEUES_S)):
+    while not stop.wait(ADOPT_QUEUES_S):
         try:
             _HOST.adopt_queues()
             _warn(worker, executor_id)
@@ -377,21 +377,21 @@ class PoolDispatcher:
         handle: WorkflowHandle[End] = client.enqueue(
             options, UnitJob(dataclasses.replace(request, scratch=None), self.workdir, self.agent_cmd)
         )
-        self.host.worker.wakes.wake(queue)  # this worker's thread of the queue polls now
-        if (status := handle.get_status()).status in ENDED_BADLY:
-            # Re-attached to an attempt whose workflow ended without a result before a drive could
-            # record it. Resuming it would only replay the error DBOS keeps for its step: the
-            # attempt was interrupted, and the unit runs again as a new attempt (a new workflow).
-            return End("interrupted")
-        started = time.monotonic()
-        while status.status in LIVE:
-            if self.abort.wait(result_poll_s(time.monotonic() - started)):
-                return stop_attempt(client, self.host.store, request, workflow_id, status.status)
-            status = handle.get_status()
-        if status.status in ENDED_BADLY:
-            raise UnitWorkflowEnded(request, status.status, status.error)
-        ended: End = handle.get_result()
-        return ended
+        with self.host.worker.waiting_for(queue, client.announce):
+            if (status := handle.get_status()).status in ENDED_BADLY:
+                # Re-attached to an attempt whose workflow ended without a result before a drive could
+                # record it. Resuming it would only replay the error DBOS keeps for its step: the
+                # attempt was interrupted, and the unit runs again as a new attempt (a new workflow).
+                return End("interrupted")
+            started = time.monotonic()
+            while status.status in LIVE:
+                if self.abort.wait(result_poll_s(time.monotonic() - started)):
+                    return stop_attempt(client, self.host.store, request, workflow_id, status.status)
+                status = handle.get_status()
+            if status.status in ENDED_BADLY:
+                raise UnitWorkflowEnded(request, status.status, status.error)
+            ended: End = handle.get_result()
+            return ended
 
 
 def result_poll_s(age_s: float) -> float:

@@ -14,7 +14,9 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg
@@ -262,6 +264,8 @@ class Worker:
         self._stop = threading.Event()
         self._beating: threading.Thread | None = None
         self.wakes = wakes.Wakes()
+        self._waiting: Counter[str] = Counter()  # attempts this worker's drives wait for, by queue
+        self._waiting_lock = threading.Lock()
         self._listener = wakes.Listener(database_url, self.wakes)
         self.warnings: list[str] = []  # what the worker should say (once each), taken by its owner
         self._warned: set[str] = set()
@@ -321,6 +325,24 @@ class Worker:
         self._declare(name, partition_concurrency=map_concurrency, worker_concurrency=self.concurrency)
         self.wakes.added()
         return name
+
+    @contextmanager
+    def waiting_for(self, queue: str, announce: Callable[[str], None]) -> Iterator[None]:
+        """Around a drive's wait for an attempt it just enqueued on `queue`: wake this worker's
+        thread of the queue, and `announce` it to every worker when this one has no slot for it
+        (this worker's drives wait for more attempts there than it runs at once, or it runs as many
+        as that already). Announcing every attempt would wake every worker for each."""
+        with self._waiting_lock:
+            self._waiting[queue] += 1
+            crowded = self._waiting[queue] > self.concurrency
+        self.wakes.wake(queue)
+        if crowded or _get_dbos_instance()._active_workflows_set.count_for_queue(queue) >= self.concurrency:
+            announce(queue)
+        try:
+            yield
+        finally:
+            with self._waiting_lock:
+                self._waiting[queue] -= 1
 
     def _declare(
         self, name: str, partition_concurrency: int | None = None, worker_concurrency: int | None = None

@@ -13,6 +13,7 @@ connection). So a short `--poll` is no longer what makes a pool quick to start w
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -30,11 +31,14 @@ _DBOS_MANAGER = dbos_queue.queue_thread  # the thread that starts a thread for e
 
 class Wakes:
     """One wake-up event per queue of this worker's, each waited for by that queue's thread, and one
-    for DBOS's manager of the queue threads (`added`)."""
+    for DBOS's manager of the queue threads (`added`). A queue woken while this worker runs as many
+    of its workflows as it may is `deferred`: its poll could claim nothing, so it waits on until one
+    of them ends here (`freed`)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._events: dict[str, threading.Event] = {}
+        self._deferred: set[str] = set()
         self._manager = threading.Event()
 
     def event(self, queue: str) -> threading.Event:
@@ -54,6 +58,22 @@ class Wakes:
         if found is not None:
             found.set()
 
+    def defer(self, queue: str) -> None:
+        with self._lock:
+            self._deferred.add(queue)
+
+    def undefer(self, queue: str) -> None:
+        with self._lock:
+            self._deferred.discard(queue)
+
+    def freed(self, queue: str) -> None:
+        """A workflow of `queue` ended in this worker: a wake-up deferred for want of a slot is due."""
+        with self._lock:
+            due = queue in self._deferred
+            self._deferred.discard(queue)
+        if due:
+            self.wake(queue)
+
     def added(self) -> None:
         """A queue was declared in this worker: its thread starts now, not at the manager's next look."""
         self._manager.set()
@@ -67,37 +87,72 @@ class Wakes:
 
 class _Woken(threading.Event):
     """What DBOS's thread of one queue takes for its stop event: it is set when the worker stops,
-    and its `wait(interval)` also ends, early, when the queue is woken. Only those two are used."""
+    and its `wait(interval)` also ends, early, when the queue is woken with a slot free (`full`
+    says there is none). Only those two are used."""
 
-    def __init__(self, stop: threading.Event, wake: threading.Event) -> None:
+    def __init__(
+        self, stop: threading.Event, wake: threading.Event, *, deferred: Wakes | None = None, queue: Any = None
+    ) -> None:
         super().__init__()
         self.stop, self._wake = stop, wake
+        self._wakes, self._queue = deferred, queue
 
     def is_set(self) -> bool:
         return self.stop.is_set()
 
     def wait(self, timeout: float | None = None) -> bool:
-        if not self.stop.is_set():
-            self._wake.wait(timeout)
-        # Cleared before the poll that follows: a wake-up sent from now on is for work that poll may
-        # not see yet, and wakes the next wait. One sent before is for work that poll sees.
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self.stop.is_set():
+            left = None if deadline is None else deadline - time.monotonic()
+            if (left is not None and left <= 0) or not self._wake.wait(left):
+                break  # the interval is up: DBOS's own poll
+            # Cleared before the poll that follows: a wake-up sent from now on is for work that poll
+            # may not see yet, and wakes the next wait. One sent before is for work that poll sees.
+            self._wake.clear()
+            if not self._deferred():
+                break
         self._wake.clear()
         return self.stop.is_set()
+
+    def _deferred(self) -> bool:
+        """Whether the wake-up waits for a slot: this worker runs as many of the queue's workflows as
+        DBOS lets it (a workflow that just ended counts until DBOS releases it, after its status is
+        committed), so the poll would claim nothing. Deferred first, then counted, so that a release
+        in between is not missed."""
+        if self._wakes is None or (limit := self._queue._worker_concurrency) is None:
+            return False
+        self._wakes.defer(self._queue.name)
+        if dbos_dbos._get_dbos_instance()._active_workflows_set.count_for_queue(self._queue.name) < limit:
+            self._wakes.undefer(self._queue.name)
+            return False
+        return True
 
 
 def install(wakes: Wakes, ours: Callable[[str], bool]) -> None:
     """Have DBOS's manager of the queue threads, and its threads of the queues `ours` accepts, wait on
-    `wakes`, before DBOS launches: DBOS starts each by its module-level name, and its other queues
-    keep their plain wait. A worker stopping must `wake_all` once it set DBOS's stop events, or its
-    threads sleep out their interval."""
+    `wakes`, and tell `wakes` when a workflow of this process leaves DBOS's count of its running ones
+    (after DBOS() and before its launch: DBOS starts each thread by its module-level name; its other
+    queues keep their plain wait). A worker stopping must `wake_all` once it set DBOS's stop events,
+    or its threads sleep out their interval."""
 
     def manager(stop_event: threading.Event, dbos: Any) -> None:
         _DBOS_MANAGER(_Woken(stop_event, wakes._manager), dbos)
 
     def queue_thread(stop_event: threading.Event, dbos: Any, queue: Any) -> None:
         stop = stop_event.stop if isinstance(stop_event, _Woken) else stop_event  # the manager's
-        _DBOS_QUEUE_THREAD(_Woken(stop, wakes.event(queue.name)) if ours(queue.name) else stop, dbos, queue)
+        if ours(queue.name):
+            stop = _Woken(stop, wakes.event(queue.name), deferred=wakes, queue=queue)
+        _DBOS_QUEUE_THREAD(stop, dbos, queue)
 
+    active = dbos_dbos._get_dbos_instance()._active_workflows_set
+    remove = active._remove
+
+    def removed(key: str, bucket: Any) -> None:
+        remove(key, bucket)
+        if bucket is not None and ours(bucket[0]):  # (queue, partition): a slot of it is free now
+            wakes.freed(bucket[0])
+
+    active._remove = removed  # type: ignore[method-assign]
     setattr(dbos_dbos, "queue_thread", manager)  # noqa: B010 - not exported: mypy would refuse the plain assignment
     dbos_queue.queue_worker_thread = queue_thread
 

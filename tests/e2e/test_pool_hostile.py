@@ -405,9 +405,13 @@ def test_a_follower_signalled_while_the_server_is_down_exits_130_without_waiting
     plan = restartable.compile("wf.akm", SLOW)
     follower = restartable.start("run", plan)
     eventually(lambda: ran(restartable) == ["a"], "unit a runs, followed")
+    # Frozen while the server goes down, so that the signal, not its next look at the run (which
+    # finds the database gone and says so), is what it meets first when it goes on.
+    follower.send_signal(signal.SIGSTOP)
     own_server.down()
     try:
         follower.send_signal(signal.SIGTERM)
+        follower.send_signal(signal.SIGCONT)
         _, err = follower.communicate(timeout=120)  # a hang guard, not a timing
     finally:
         own_server.up()

@@ -5,6 +5,8 @@ runs queue, then each unit on a units queue; a run that waited for a poll would 
 
 from __future__ import annotations
 
+import time
+
 import psycopg
 
 from akm_run import wakes
@@ -70,3 +72,24 @@ def test_hostile_notifications_on_the_channel_change_nothing(postgres_server: Po
             anyone.execute("SELECT pg_notify(%s, 'akm-runs')", (wakes.CHANNEL,))
     _runs_at_once(pooled, "after")
     assert "Traceback" not in worker.output()
+
+
+def test_an_attempt_its_drives_worker_has_no_slot_for_wakes_the_other_workers(pooled: Runtime) -> None:
+    """A drive wakes only its own worker for an attempt, unless that worker is full: then every
+    worker hears of it, and one with a free slot takes it at once."""
+    assert pooled.database is not None
+    for name in ("w1", "w2"):
+        pooled.start_worker(name=name, options=(*SLOW_POLL, "--concurrency", "1"))
+    wide = pooled.compile("wide.akm", MAP.replace('shell "true"', 'shell "sleep 0.5"').replace('"m"', '"wide"'))
+    assert pooled.akm("run", wide, timeout=WITHIN_S).returncode == 0  # its units queue declared
+    time.sleep(1.5)  # past each worker's next look for new queues (once a second): both serve it
+    with psycopg.connect(pooled.database) as db:
+        since = db.execute("SELECT (extract(epoch FROM now()) * 1000)::bigint").fetchone()
+    result = pooled.akm("run", wide, timeout=WITHIN_S)
+    assert result.returncode == 0, result.stderr
+    with psycopg.connect(pooled.database) as db:
+        rows = db.execute(
+            "SELECT DISTINCT executor_id FROM dbos.workflow_status WHERE queue_name = 'akm-units-c2' AND created_at > %s",
+            since,
+        ).fetchall()
+    assert sorted(row[0] for row in rows) == ["w1", "w2"]  # both workers ran units of the map

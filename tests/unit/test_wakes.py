@@ -4,6 +4,10 @@ returns, and when."""
 from __future__ import annotations
 
 import threading
+from types import SimpleNamespace
+
+import pytest
+from dbos import _dbos as dbos_dbos
 
 from akm_run.wakes import Wakes, _Woken
 
@@ -56,3 +60,45 @@ def test_a_stop_ends_every_wait_and_says_so() -> None:
         thread.join(LONG_S)
     assert results == [True, True]
     assert all(each.is_set() for each in woken)  # DBOS's loop checks is_set() between its polls
+
+
+class _Running:
+    """DBOS's count of the workflows running in this process, by queue, as the deferral reads it."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def count_for_queue(self, queue: str) -> int:
+        return self.count
+
+
+def test_a_wake_while_every_slot_is_taken_waits_for_a_workflow_to_end_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    running = _Running()
+    monkeypatch.setattr(dbos_dbos, "_get_dbos_instance", lambda: SimpleNamespace(_active_workflows_set=running))
+    wakes, stop = Wakes(), threading.Event()
+    queue = SimpleNamespace(name="akm-units-c4", _worker_concurrency=2)
+    woken = _Woken(stop, wakes.event(queue.name), deferred=wakes, queue=queue)
+    woken.wait(0)
+    running.count = 2  # full: a poll now would claim nothing
+    wakes.freed(queue.name)  # a workflow ended before any wake-up was deferred: nothing is due
+    assert not wakes.event(queue.name).is_set()
+    results: list[bool] = []
+    waiter = threading.Thread(target=lambda: results.append(woken.wait(LONG_S)))
+    waiter.start()
+    wakes.wake(queue.name)  # an attempt enqueued: deferred, not polled for
+    waiter.join(0.2)
+    assert waiter.is_alive() and not results
+    running.count = 1
+    wakes.freed(queue.name)  # the slot DBOS released: the deferred wake-up is due now
+    waiter.join(LONG_S)
+    assert results == [False]
+
+
+def test_a_full_queue_still_polls_when_its_interval_is_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    running = _Running()
+    running.count = 9
+    monkeypatch.setattr(dbos_dbos, "_get_dbos_instance", lambda: SimpleNamespace(_active_workflows_set=running))
+    wakes, stop = Wakes(), threading.Event()
+    queue = SimpleNamespace(name="akm-units-c1", _worker_concurrency=1)
+    woken = _Woken(stop, wakes.event(queue.name), deferred=wakes, queue=queue)
+    assert woken.wait(0.05) is False  # woken at once (a new queue), deferred, then the interval ended

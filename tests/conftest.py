@@ -34,6 +34,13 @@ def codes(tmp_path: Path) -> Checker:
     return Checker(tmp_path)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests marked `slow` first, the others in their order (a stable sort): pytest-xdist hands
+    tests out in collection order, so a long test handed out last would end the run alone while the
+    other workers had nothing left (docs/performance.md, "The test suite")."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """A test of the `runtime` fixture runs once per store (`[sqlite]`, `[postgres]`), except one
     marked `sqlite_only` (about SQLite itself; docs/development.md lists them). A test marked

@@ -4,11 +4,12 @@
 DBOS's queue threads look for work once every polling interval (`--poll`) and sleep in between. A
 worker wakes its thread of a queue at once: when a command submits a drive (it sends a PostgreSQL
 notification naming the queue, which every worker listens for on a connection of its own), when the
-worker's own drive enqueues an attempt, after it took over a silent worker's workflows, and once
-listening again after its connection was lost (what was enqueued meanwhile). A woken thread polls
-as it would at the end of its interval; the interval stays the upper bound, for whatever nothing
-announces (a map's partition slot or a worker's slot that frees, a notification lost with a
-connection). So a short `--poll` is no longer what makes a pool quick to start work."""
+worker's own drive enqueues an attempt (every worker hears of it when this one has no slot for it),
+after it took over a silent worker's workflows, and once listening again after its connection was
+lost (what was enqueued meanwhile). A woken thread polls as it would at the end of its interval,
+unless every slot of the worker is taken: then it polls as soon as one frees here. The interval
+stays the upper bound, for whatever nothing announces (a map's slot that frees on another worker, a
+notification lost with a connection). So a short `--poll` is no longer what makes a pool quick."""
 
 from __future__ import annotations
 

@@ -362,6 +362,7 @@ def restartable(own_server: PostgresServer, tmp_path: Path) -> Iterator[Runtime]
         assert "Traceback" not in worker.output(), worker.output()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("away_s", [0, 4], ids=["restart", "away-longer-than-the-takeover-time"])
 def test_a_run_finishes_by_itself_when_the_server_restarts_under_its_unit(
     restartable: Runtime, own_server: PostgresServer, away_s: float
@@ -397,6 +398,7 @@ def test_a_run_finishes_by_itself_when_the_server_restarts_under_its_unit(
     assert set(completed_attempts(workers, run_id).values()) == {1}
 
 
+@pytest.mark.slow
 def test_a_follower_signalled_while_the_server_is_down_exits_130_without_waiting_for_it(
     restartable: Runtime, own_server: PostgresServer
 ) -> None:

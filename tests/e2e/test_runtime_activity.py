@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from helpers import Runtime, committed, eventually, source
 
 # A unit that reports, then waits for the test's `go` file (a pulse every 0.2 s keeps it active).
@@ -101,6 +103,7 @@ def _unit_events(runtime: Runtime, run_id: str) -> list[tuple[str, str]]:
     return [(str(k), str(u)) for k, u in rows]
 
 
+@pytest.mark.slow
 def test_a_silent_unit_gets_one_silent_event_per_stretch_and_status_names_what_to_do(runtime: Runtime) -> None:
     plan = runtime.compile("wf.akm", SILENT, {"scripts/quiet.sh": QUIET})
     driver = runtime.start("run", plan)
@@ -175,6 +178,7 @@ ALIVE = source("""
 """)
 
 
+@pytest.mark.slow
 def test_pulses_and_stderr_count_as_activity(runtime: Runtime) -> None:
     code, document = runtime.run_json(runtime.compile("wf.akm", ALIVE))
     assert code == 0, document

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from akm_run.pgstore import EXCLUSIVE_SPACE
 from helpers import Runtime, eventually, source
 from profiles import examples
@@ -93,6 +95,7 @@ def test_child_runs_are_never_checked(runtime: Runtime) -> None:
     assert [s for (s,) in children] == ["blocked", "blocked"]
 
 
+@pytest.mark.slow
 def test_two_submitters_racing_cannot_both_pass(runtime: Runtime) -> None:
     plan = runtime.compile("release.akm", _release("limits { exclusive = true }"))
     for _ in range(examples(10, at_least=2)):

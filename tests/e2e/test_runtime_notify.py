@@ -271,6 +271,7 @@ WAITING = source("""
 """)
 
 
+@pytest.mark.slow
 def test_a_stalled_notification_arrives_while_the_silent_unit_still_runs(runtime: Runtime) -> None:
     driver = runtime.start("run", runtime.compile("wf.akm", WAITING), "--notify-cmd", RECORD)
     try:

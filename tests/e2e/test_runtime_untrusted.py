@@ -412,6 +412,7 @@ def outcome_of(printed: bytes) -> tuple[str, object]:
         return "completed", text.removesuffix("\n")
 
 
+@pytest.mark.slow
 @settings(
     max_examples=examples(10, at_least=2), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )

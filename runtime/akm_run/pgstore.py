@@ -66,6 +66,21 @@ def _connect(url: str) -> psycopg.Connection[Any]:
     return connection
 
 
+def text_encoded(connection: psycopg.Connection[Any]) -> None:
+    """Refuse a database that does not hold text as UTF-8 (SQL_ASCII: it stores any bytes as text,
+    and psycopg returns its text as bytes, which neither the journal nor SQLAlchemy and DBOS read),
+    before anything is created in it: as the database being unusable, named (the error is
+    psycopg's), not as an internal error."""
+    row = connection.execute("SHOW server_encoding").fetchone()
+    encoding = row[0] if row is not None else "unknown"
+    if isinstance(encoding, bytes):  # how psycopg returns text from a SQL_ASCII database
+        encoding = encoding.decode("ascii", "replace")
+    if encoding.upper() != "UTF8":
+        raise psycopg.NotSupportedError(
+            f"its encoding is {encoding}, and akm-run needs UTF8 (CREATE DATABASE ... ENCODING 'UTF8')"
+        )
+
+
 class PostgresStore(Store):
     """The run journal in a PostgreSQL database (akm_run.journal.Journal), shared by every host."""
 
@@ -81,6 +96,11 @@ class PostgresStore(Store):
         super().__init__()
         self.url = url
         self._pg = _connect(url)
+        try:
+            text_encoded(self._pg)
+        except BaseException:
+            self._pg.close()
+            raise
         self._migrate()
 
     def close(self) -> None:

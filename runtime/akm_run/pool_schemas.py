@@ -22,7 +22,7 @@ from dbos import DBOS
 from dbos._migration import get_dbos_migrations
 
 from akm_run.children import hold
-from akm_run.pgstore import SCHEMA, PostgresStore, table_exists
+from akm_run.pgstore import SCHEMA, PostgresStore, table_exists, text_encoded
 
 # A single bigint key: never one of the (LOCK_SPACE, n) pairs of the journal's and runs' locks.
 SCHEMAS_LOCK = 0x616B6D_736368  # "akm" "sch"
@@ -55,6 +55,7 @@ def prepare(url: str, say: Callable[[str], None]) -> PostgresStore:
     others wait, saying so); the journal, open. Nothing is created where everything exists, so a
     user without the right to create uses a database an administrator set up."""
     with psycopg.connect(url, autocommit=True) as connection:
+        text_encoded(connection)
         if not _take(connection, "pg_try_advisory_lock"):
             say("waiting for another worker to create the pool's schemas")
             while not _take(connection, "pg_try_advisory_lock"):
@@ -74,7 +75,9 @@ def prepare(url: str, say: Callable[[str], None]) -> PostgresStore:
 def usable(connection: psycopg.Connection[Any]) -> bool:
     """Whether the pool's schemas are whole, once no worker is creating them: DBOS's system schema at
     the version this DBOS needs (or a newer one, a newer worker's) and the heartbeats' table. Raises
-    SchemasBusy when a worker takes longer than SCHEMAS_WAIT_S to create them."""
+    SchemasBusy when a worker takes longer than SCHEMAS_WAIT_S to create them, and refuses a database
+    not encoded in UTF-8 (`text_encoded`)."""
+    text_encoded(connection)
     deadline = time.monotonic() + SCHEMAS_WAIT_S
     while not _take(connection, "pg_try_advisory_lock_shared"):
         hold("schema-busy")

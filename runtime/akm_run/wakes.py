@@ -88,8 +88,8 @@ class Wakes:
 
 class _Woken(threading.Event):
     """What DBOS's thread of one queue takes for its stop event: it is set when the worker stops,
-    and its `wait(interval)` also ends, early, when the queue is woken with a slot free (`full`
-    says there is none). Only those two are used."""
+    and its `wait(interval)` also ends, early, when the queue is woken with a slot free (a wake-up
+    while every slot is taken waits for one: `_deferred`). Only those two are used."""
 
     def __init__(
         self, stop: threading.Event, wake: threading.Event, *, deferred: Wakes | None = None, queue: Any = None
@@ -194,5 +194,8 @@ class Listener:
                     while not self._stop.is_set():
                         for note in connection.notifies(timeout=LISTEN_CHECK_S):
                             self.wakes.wake(note.payload)
-            except psycopg.Error:
-                self._stop.wait(LISTEN_RETRY_S)  # the queues' polls go on meanwhile
+            except Exception:  # noqa: BLE001 - a lost connection, or anything else that ends the listening
+                # Anyone who can connect can notify, so no payload may end this thread for good (a
+                # payload that did not decode once did, before akm-run refused SQL_ASCII databases).
+                # It listens again; the queues' polls go on meanwhile.
+                self._stop.wait(LISTEN_RETRY_S)

@@ -5,7 +5,11 @@ runs queue, then each unit on a units queue; a run that waited for a poll would 
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
+import uuid
+from pathlib import Path
 
 import psycopg
 
@@ -93,3 +97,28 @@ def test_an_attempt_its_drives_worker_has_no_slot_for_wakes_the_other_workers(po
             since,
         ).fetchall()
     assert sorted(row[0] for row in rows) == ["w1", "w2"]  # both workers ran units of the map
+
+
+def test_a_database_not_encoded_in_utf8_is_refused_by_a_worker_and_a_submitter(
+    postgres_server: PostgresServer, tmp_path: Path
+) -> None:
+    """In a SQL_ASCII database text comes back as bytes, which DBOS cannot read (and a notification's
+    payload need not decode): akm-run refuses such a database by name, before it creates anything."""
+    name = f"ascii_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(postgres_server.url(), autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE \"{name}\" ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0")
+    url = postgres_server.url(name)
+    plan = Runtime(tmp_path).compile("w.akm", MAP)
+    for argv in (["worker"], ["run", str(plan)], ["list"]):
+        result = subprocess.run(
+            [sys.executable, "-m", "akm_run", *argv, "--database", url],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert result.returncode == 2, (argv, result.stderr)
+        assert "its encoding is SQL_ASCII, and akm-run needs UTF8" in result.stderr, result.stderr
+        assert "internal error" not in result.stderr
+    with psycopg.connect(url) as db:
+        assert db.execute("SELECT count(*) FROM pg_namespace WHERE nspname IN ('dbos', 'akm_run')").fetchone() == (0,)

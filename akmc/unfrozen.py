@@ -23,6 +23,10 @@ if TYPE_CHECKING:
 
 INTERPRETERS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "python", "python3", "node", "ruby", "perl", "pwsh"})
 ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+# A command line without quotes, escapes or comments: `shlex.split` (POSIX mode, whole words) only
+# splits it at its whitespace, which these two patterns do without shlex's character-by-character lexer.
+PLAIN = re.compile(r"[^'\"\\#]*")
+BLANKS = re.compile(r"[ \t\r\n]+")
 
 
 def check_shells(model: Model, root: Path, report: Report, reads: ReadSet) -> None:
@@ -30,19 +34,19 @@ def check_shells(model: Model, root: Path, report: Report, reads: ReadSet) -> No
     notifier) that runs a workspace file; every path looked at is recorded in `reads` as probed, so a
     cached result sees it appear."""
     notifier = model.notify.target if model.notify is not None else None
+    looked: dict[str, str | None] = {}  # each word looked at, once: steps often run the same file
     for target in [*(t for sm in model.steps for t in (sm.target, sm.gate_check)), notifier]:
         if target is None or target.kind != "shell" or target.text is None or target.text.kind == "file":
             continue
-        path = _run_file(target.text.value, root, reads)
+        path = _run_file(target.text.value, root, reads, looked)
         if path is not None:
             report.add(messages.shell_runs_workspace_file(path=path), target.text.span)
 
 
-def _run_file(command: str, root: Path, reads: ReadSet) -> str | None:
+def _run_file(command: str, root: Path, reads: ReadSet, looked: dict[str, str | None]) -> str | None:
     """The workspace file `command` runs (root-relative), or None."""
-    try:
-        words = shlex.split(command, comments=True)
-    except ValueError:
+    words = split(command)
+    if words is None:
         return None  # unbalanced quotes: the shell will say so
     while words and (ASSIGNMENT.match(words[0]) or words[0] == "exec"):
         words = words[1:]
@@ -56,7 +60,20 @@ def _run_file(command: str, root: Path, reads: ReadSet) -> str | None:
         candidate = arguments[0]
     elif "/" not in candidate:
         return None  # a command looked up on PATH
-    return _workspace_file(candidate, root, reads)
+    if candidate not in looked:
+        looked[candidate] = _workspace_file(candidate, root, reads)
+    return looked[candidate]
+
+
+def split(command: str) -> list[str] | None:
+    """The words of a command line as `shlex.split(command, comments=True)` gives them; None when
+    its quotes do not balance."""
+    if PLAIN.fullmatch(command):
+        return [w for w in BLANKS.split(command) if w]
+    try:
+        return shlex.split(command, comments=True)
+    except ValueError:
+        return None
 
 
 def _workspace_file(word: str, root: Path, reads: ReadSet) -> str | None:

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-import pytest
+import shlex
 
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from akmc.unfrozen import split
 from helpers import Checker, source
 
 SCRIPTS = {"scripts/publish.sh": "#!/bin/sh\necho publishing\n", "tools/lint.py": "#!/usr/bin/env python3\n"}
@@ -85,3 +90,13 @@ def test_the_frozen_form_and_the_suppression_are_quiet(codes: Checker) -> None:
 def test_the_message_points_to_script(codes: Checker) -> None:
     [found] = codes.diagnostics(_wf("sh scripts/publish.sh"), files=SCRIPTS)
     assert "`scripts/publish.sh`" in found.message and 'script "scripts/publish.sh"' in (found.help or "")
+
+
+@given(st.text(alphabet=st.sampled_from(list(" \t\r\n\x0b\x0c\xa0\u2003ab=/.-_'\"\\#$;|")), max_size=24))
+def test_words_are_split_as_shlex_splits_them(command: str) -> None:
+    """The fast path for plain command lines gives shlex's words exactly."""
+    try:
+        expected: list[str] | None = shlex.split(command, comments=True)
+    except ValueError:
+        expected = None
+    assert split(command) == expected

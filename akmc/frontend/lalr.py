@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from akmc.frontend.tables import Tables
@@ -18,6 +19,8 @@ from akmc.spans import Span
 Token = tuple[str, str, int, int]  # terminal, text, start and end offsets
 Callback = Callable[[Span, list[Any]], Any]
 _NEWLINE = re.compile("\n")
+# `Span(...)` without the Python-level `__new__` a NamedTuple calls: a parse makes a span per reduction.
+_span: Callable[[tuple[int, int, int, int, int, int]], Span] = partial(tuple.__new__, Span)
 
 
 class Reject(Exception):
@@ -36,7 +39,7 @@ class Lines:
         end_line = bisect_left(breaks, end, line)
         column = start - breaks[line - 1] if line else start + 1
         end_column = end - breaks[end_line - 1] if end_line else end + 1
-        return Span(line + 1, column, end_line + 1, end_column, start, end)
+        return _span((line + 1, column, end_line + 1, end_column, start, end))
 
 
 def point(text: str, offset: int, width: int = 1) -> Span:

@@ -136,6 +136,7 @@ class Cache:
         self._loaded: dict[str, Cached | None] = {}
         self._entries: dict[str, dict[str, Any] | None] = {}  # each entry read: trusted and current, or None
         self._displays: dict[str, str] = {}
+        self._last_display: tuple[str | None, str] = (None, "")  # the last diagnostic's file: display, relative
         self._paths: dict[str, Path] = {}  # each file's entry
         self.settings = self._hash("akm.toml")
 
@@ -310,7 +311,10 @@ class Cache:
         )
 
     def _rel_of_display(self, display: str) -> str:
-        return self.relative(Path(display)) or display
+        # A file's diagnostics are encoded one after the other and nearly all name that file.
+        if self._last_display[0] != display:
+            self._last_display = (display, self.relative(Path(display)) or display)
+        return self._last_display[1]
 
     def _display(self, relative: str) -> str:
         found = self._displays.get(relative)

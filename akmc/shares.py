@@ -14,12 +14,13 @@ from akmc.sources import ref_file
 from akmc.workspace import uses_refs
 
 
-def cut(root: Path, files: list[Path], count: int) -> list[list[Path]]:
+def cut(root: Path, files: list[Path], count: int, refs: Callable[[Path], list[str]] = uses_refs) -> list[list[Path]]:
     """Cut `files` (sorted) into about `count` shares in sorted order, keeping each composition tree
     in one share (a session compiles a file's children anyway; splitting a tree would compile them
     twice): trees are taken in the order of their first file, and a share is closed once it holds
     its part of the files. The output can then be written as shares finish, in order; a tree's files
-    that sort later wait, as results, for their turn."""
+    that sort later wait, as results, for their turn. `refs(path)`: the `uses` refs a file names
+    (read from the file unless the caller knows them)."""
     index = {os.path.abspath(p): i for i, p in enumerate(files)}
     parent = list(range(len(files)))
 
@@ -30,7 +31,7 @@ def cut(root: Path, files: list[Path], count: int) -> list[list[Path]]:
         return i
 
     for i, path in enumerate(files):
-        for ref in uses_refs(path):
+        for ref in refs(path):
             j = index.get(os.path.abspath(ref_file(root, ref)))
             if j is not None:
                 parent[find(i)] = find(j)

@@ -217,7 +217,9 @@ class _Checker:
         misses = [p for p in self.files if not self._restore(p, out)]
         if misses:
             count = 1 if len(misses) < PARALLEL_THRESHOLD else max(self.jobs, -(-len(misses) // SHARE_FILES))
-            for share in shares.cut(self.root, misses, count):
+            index = self.index  # the refs `plan` recorded: no file is read again to cut the shares
+            refs = (lambda p: index.refs_at(_key(p))) if index is not None else uses_refs
+            for share in shares.cut(self.root, misses, count, refs):
                 self.shares.append((out.share(self._reach(share)), share))
         if self.index is not None:
             self.index.save()

@@ -14,13 +14,18 @@ file in the warm workspace, as a pre-commit hook runs it). Figures are wall time
 (user + system, all threads and processes) per run, best and median of --repeat runs, and peak
 resident memory. Prints a Markdown table with the ratios; asserts nothing.
 
+With `--against REV`, akmc as of commit REV (its tree exported, first on PYTHONPATH) runs too, as
+`akmc@REV`, alternating with this checkout's, so a before/after pair is measured under the same load.
+
     python bench/compare.py --files 1000 --repeat 3
+    python bench/compare.py --files 1000 --repeat 3 --against HEAD~3
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import resource
 import shutil
 import statistics
@@ -34,6 +39,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from check_cpu import environment, export  # another commit's tree, and how to run its akmc
 from check_scale import generate  # the ~110-line workflows, a fifth composing children
 
 GITHUB_JOB = """
@@ -136,12 +142,14 @@ class Timing:
         self.cpu: list[float] = []
         self.peak: list[int] = []
 
-    def run(self, argv: list[str], cwd: Path, before: Callable[[], None] | None = None) -> None:
+    def run(
+        self, argv: list[str], cwd: Path, before: Callable[[], None] | None = None, env: dict[str, str] | None = None
+    ) -> None:
         if before is not None:
             before()
         before_cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
-        done = subprocess.run(["/usr/bin/time", "-f", "%M", *argv], cwd=cwd, capture_output=True, text=True)
+        done = subprocess.run(["/usr/bin/time", "-f", "%M", *argv], cwd=cwd, capture_output=True, text=True, env=env)
         self.wall.append(time.perf_counter() - start)
         after_cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
         self.cpu.append(after_cpu.ru_utime + after_cpu.ru_stime - before_cpu.ru_utime - before_cpu.ru_stime)
@@ -158,6 +166,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--files", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--against", metavar="REV", help="also run akmc as of this commit, alternating")
     args = parser.parse_args()
     linter = actionlint()
     ruff = shutil.which("ruff", path=sysconfig.get_path("scripts")) or shutil.which("ruff")
@@ -166,6 +175,8 @@ def main() -> int:
         return 2
     env_note = "with shellcheck" if shutil.which("shellcheck") else "without shellcheck (not installed)"
     akmc = [sys.executable, "-m", "akmc", "check", "--quiet"]
+    # An installed akmc has its bytecode compiled: let this checkout's processes keep theirs too.
+    own = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     figures: dict[str, dict[str, Timing]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -185,24 +196,38 @@ def main() -> int:
         def edit() -> None:
             target.write_text(original.replace('"Generated', f'"Generated edit {next(edits)}'))
 
-        runs: list[tuple[str, str, list[str], Path, Callable[[], None] | None]] = [
-            ("akmc", "cold", [*akmc, "workflows"], root / "akmc", lambda: shutil.rmtree(cache, ignore_errors=True)),
-            ("akmc", "warm", [*akmc, "workflows"], root / "akmc", None),
-            ("akmc", "one", [*akmc, str(target.relative_to(root / "akmc"))], root / "akmc", edit),
-            ("actionlint", "cold", [linter[0], "-no-color", *map(str, actions)], root, None),
-            ("actionlint", "warm", [linter[0], "-no-color", *map(str, actions)], root, None),
-            ("actionlint", "one", [linter[0], "-no-color", str(actions[len(actions) // 2 + 1])], root, None),
-            ("ruff", "cold", [ruff, "check", "--isolated", "--no-cache", "-q", "."], root / "python", None),
-            ("ruff", "warm", [ruff, "check", "--isolated", "-q", "."], root / "python", None),
-            ("ruff", "one", [ruff, "check", "--isolated", "-q", str(modules[len(modules) // 2 + 1])], root, None),
+        trees = {"akmc": own}
+        if args.against:
+            other = environment(export(args.against, root / "against"), bytecode=True)
+            subprocess.run([*akmc, "--no-cache", str(workflows[0])], cwd=root / "akmc", env=other, capture_output=True)
+            trees[f"akmc@{args.against}"] = other
+        runs: list[tuple[str, str, list[str], Path, Callable[[], None] | None, dict[str, str] | None]] = []
+
+        def forget() -> None:  # before a cold run
+            shutil.rmtree(cache, ignore_errors=True)
+
+        one = str(target.relative_to(root / "akmc"))
+        for name, tree in trees.items():  # each tree's cold, warm and one-file runs in a row: the cache is theirs
+            runs += [
+                (name, "cold", [*akmc, "workflows"], root / "akmc", forget, tree),
+                (name, "warm", [*akmc, "workflows"], root / "akmc", None, tree),
+                (name, "one", [*akmc, one], root / "akmc", edit, tree),
+            ]
+        runs += [
+            ("actionlint", "cold", [linter[0], "-no-color", *map(str, actions)], root, None, None),
+            ("actionlint", "warm", [linter[0], "-no-color", *map(str, actions)], root, None, None),
+            ("actionlint", "one", [linter[0], "-no-color", str(actions[len(actions) // 2 + 1])], root, None, None),
+            ("ruff", "cold", [ruff, "check", "--isolated", "--no-cache", "-q", "."], root / "python", None, None),
+            ("ruff", "warm", [ruff, "check", "--isolated", "-q", "."], root / "python", None, None),
+            ("ruff", "one", [ruff, "check", "--isolated", "-q", str(modules[len(modules) // 2 + 1])], root, None, None),
         ]
-        for tool, _, _, _, _ in runs:
+        for tool, *_ in runs:
             figures.setdefault(tool, {})
         for _ in range(args.repeat):  # alternate the tools, so a busy machine slows each alike
-            for tool, kind, argv, cwd, before in runs:
+            for tool, kind, argv, cwd, before, env in runs:
                 if kind == "warm" and tool == "ruff":
                     subprocess.run([ruff, "check", "--isolated", "-q", "."], cwd=cwd, capture_output=True)
-                figures[tool].setdefault(kind, Timing()).run(argv, cwd, before)
+                figures[tool].setdefault(kind, Timing()).run(argv, cwd, before, env)
     print(
         f"{args.files} files per corpus; lines per file: "
         + ", ".join(f"{name} {n:.0f}" for name, n in lines.items())
@@ -217,15 +242,16 @@ def main() -> int:
             f"{kinds['one'].cell()} | {max(kinds['cold'].peak) / 1024:.0f} MiB |"
         )
     print()
-    for peer in ("actionlint", "ruff"):
-        ratios = []
-        for kind in ("cold", "warm", "one"):
-            mine, theirs = figures["akmc"][kind], figures[peer][kind]
-            ratios.append(
-                f"{kind} {statistics.median(mine.wall) / statistics.median(theirs.wall):.1f}× wall, "
-                f"{statistics.median(mine.cpu) / max(statistics.median(theirs.cpu), 1e-9):.1f}× CPU"
-            )
-        print(f"akmc / {peer}: " + "; ".join(ratios))
+    for name in trees:
+        for peer in ("actionlint", "ruff"):
+            ratios = []
+            for kind in ("cold", "warm", "one"):
+                mine, theirs = figures[name][kind], figures[peer][kind]
+                ratios.append(
+                    f"{kind} {statistics.median(mine.wall) / statistics.median(theirs.wall):.1f}× wall, "
+                    f"{statistics.median(mine.cpu) / max(statistics.median(theirs.cpu), 1e-9):.1f}× CPU"
+                )
+            print(f"{name} / {peer}: " + "; ".join(ratios))
     return 0
 
 

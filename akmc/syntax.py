@@ -10,6 +10,7 @@ import json
 import re
 import textwrap
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any, NamedTuple, TypeVar
 
 from akm_run import durations
@@ -39,7 +40,14 @@ class Parsed(NamedTuple):
 
 def prepare() -> None:
     """Build the shared parse tables now (a parent process does this once before forking workers)."""
-    tables()
+    _reductions()
+
+
+@lru_cache(maxsize=1)
+def _reductions() -> tuple[lalr.Reduction, ...]:
+    """The grammar's rules, each with the builder's method for it (None: inlined), made once per process."""
+    rules = tables().rules
+    return lalr.reductions(tables(), [None if r.name is None else getattr(_Builder, r.name) for r in rules])
 
 
 def parse_source(text: str, report: Report) -> Parsed:
@@ -47,7 +55,7 @@ def parse_source(text: str, report: Report) -> Parsed:
     builder = _Builder(text, report)
     comments: list[Token] = []
     try:
-        workflow: ast.Workflow = lalr.parse(text, tables(), builder.callbacks(), builder.lines.span, comments)
+        workflow: ast.Workflow = lalr.parse(text, tables(), _reductions(), builder, builder.lines.span, comments)
     except (lalr.Reject, _TooDeep) as problem:
         del report.diagnostics[:]
         from akmc.frontend.errors import explain  # late: Lark, about 50 ms: only a syntax error needs it
@@ -133,10 +141,6 @@ class _Builder:
         self.report = report
         self.lines = lalr.Lines(text)
         self.depth: dict[int, tuple[Any, int]] = {}
-
-    def callbacks(self) -> list[lalr.Callback | None]:
-        """This builder's method for each of the grammar's rules, by rule index (None: inlined)."""
-        return [None if rule.name is None else getattr(self, rule.name) for rule in tables().rules]
 
     def _tspan(self, token: Token) -> ast.Span:
         return self.lines.span(token[2], token[3])

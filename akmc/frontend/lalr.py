@@ -17,7 +17,10 @@ from akmc.frontend.tables import Tables
 from akmc.spans import Span
 
 Token = tuple[str, str, int, int]  # terminal, text, start and end offsets
-Callback = Callable[[Span, list[Any]], Any]
+Callback = Callable[[Any, Span, list[Any]], Any]  # (the builder, the rule's span, its kept children)
+# What the loop needs of one rule to reduce by it: its size, its nonterminal, the children it keeps
+# (`Rule.keep`, `Rule.trailing`) and its callback, None for an inlined rule.
+Reduction = tuple[int, str, tuple[tuple[int, bool, int], ...] | None, int, Callback | None]
 _NEWLINE = re.compile("\n")
 # `Span(...)` without the Python-level `__new__` a NamedTuple calls: a parse makes a span per reduction.
 _span: Callable[[tuple[int, int, int, int, int, int]], Span] = partial(tuple.__new__, Span)
@@ -55,16 +58,22 @@ def end_of_file(text: str) -> Span:
     return point(text, len(text.rstrip()), 0)
 
 
+def reductions(tables: Tables, callbacks: Sequence[Callback | None]) -> tuple[Reduction, ...]:
+    """Each rule of `tables` with its callback (by rule index), as `parse` reduces by it: made once
+    and shared by every parse."""
+    return tuple((r.size, r.origin, r.keep, r.trailing, c) for r, c in zip(tables.rules, callbacks, strict=True))
+
+
 def parse(
     text: str,
     tables: Tables,
-    callbacks: Sequence[Callback | None],
+    reductions: Sequence[Reduction],
+    builder: Any,
     span: Callable[[int, int], Span],
-    comments: list[Token],
+    comments: list[Token],  # every `#` comment is appended to it
 ) -> Any:
-    """The value the `start` rule's callback built; every `#` comment is appended to `comments`."""
+    """The `start` rule's value; a callback gets `builder`, the rule's span and its kept children."""
     actions, scanners = tables.actions, tables.scanners
-    reductions = [(r.size, r.origin, r.keep, r.trailing, c) for r, c in zip(tables.rules, callbacks, strict=True)]
     states = [tables.start]
     values: list[Any] = []
     bounds: list[tuple[int, int]] = []  # each value's source range; (-1, -1) for an empty inlined rule
@@ -110,7 +119,7 @@ def parse(
                 children, first, last = [], -1, -1
             if keep is not None:
                 children = _kept(children, keep, trailing)
-            values.append(children if callback is None else callback(span(first, last), children))
+            values.append(children if callback is None else callback(builder, span(first, last), children))
             bounds.append((first, last))
             states.append(actions[states[-1]][origin])
             if kind == "$END" and states[-1] == tables.end:

@@ -111,7 +111,7 @@ class Session:
     def check(self, path: Path, display: str | None = None) -> FileResult:
         """Compile one file and, first, every child it composes. Raises SourceError when it is unreadable."""
         try:
-            key = real_path(path)
+            key = self._resolved(path)
         except OSError as error:
             raise SourceError(f"cannot read {display or display_path(path)}: {error.strerror or error}") from error
         root = self.root or find_root(path.parent)
@@ -132,7 +132,7 @@ class Session:
     # -- reading and ordering ----------------------------------------------------------------------
 
     def _parse(self, path: Path, root: Path, display: str) -> FileResult:
-        key = real_path(path)  # callers pass paths that resolve (check() and locate() made sure)
+        key = self._resolved(path)  # callers pass paths that resolve (check() and locate() made sure)
         known = self._files.get(key)
         if known is not None:
             return known

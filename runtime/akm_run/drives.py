@@ -26,7 +26,7 @@ from pathlib import Path
 import psycopg
 from dbos import DBOS, EnqueueOptions, WorkflowHandle
 
-from akm_run import exitcodes, isolation, pool, pool_schemas, preflight, retention, units, wording
+from akm_run import exitcodes, isolation, pool, pool_schemas, preflight, retention, units, wakes, wording
 from akm_run.children import hold
 from akm_run.core import DriveResult, End
 from akm_run.dispatch import Request, Settings
@@ -44,11 +44,12 @@ from akm_run.trust import admission, allowed_signers
 
 DRIVE = "akm-run-drive"  # the workflow functions' names: part of what APP_VERSION pins
 UNIT = "akm-run-unit"
-# How often a drive looks whether a dispatched attempt ended: a tenth of the attempt's age so far,
-# within these bounds, so a drive notices the end of a short unit at once and a long one costs a
-# few reads a second, not fifty (each read is a query on the shared database).
-RESULT_POLL_MIN_S = 0.02
-RESULT_POLL_MAX_S = 0.5
+# How often a drive looks whether a dispatched attempt ended when nothing woke it: a tenth of the
+# attempt's age so far, within these bounds. The end of an attempt wakes its drive (akm_run.wakes), so
+# these reads are only the bound for what nothing announces; each is a query on the shared database.
+RESULT_POLL_MIN_S = 0.2
+RESULT_POLL_MAX_S = 1.0
+RECONNECT_PAUSE_S = 0.02  # the first pause of a drive whose database went away (doubled up to 5 s)
 # How often a worker lists the queues for units queues other workers declared: DBOS itself looks
 # for new queues once a second, so listing more often would only add queries.
 ADOPT_QUEUES_S = 1.0
@@ -198,6 +199,7 @@ def serve(
     # The host exists before DBOS launches: launch recovers this worker's drives, and its queues hand
     # it work, at once.
     _HOST = _Host(url, workdir.absolute(), state, worker, dbos, store, Attempts.for_worker(dbos), notify_cmd)
+    worker.wakes.unheard = dbos.announce_end
     worker.start()
     hold("worker-launched")  # race testing: DBOS hands out work before `serve` goes on
     quiet_cancellations()
@@ -260,7 +262,7 @@ def drive_here(host: _Host, args: DriveArgs) -> Outcome:
     """Drive the run here. A database that goes away meanwhile (a restart, a failover) does not end
     the drive, which nobody might submit again (a detached run): it starts again from the top once
     the database is back, as a recovered drive does, for up to RECONNECT_S."""
-    deadline, pause = time.monotonic() + RECONNECT_S, RESULT_POLL_MIN_S
+    deadline, pause = time.monotonic() + RECONNECT_S, RECONNECT_PAUSE_S
     while True:
         try:
             outcome = _drive_here(host, args)
@@ -297,8 +299,7 @@ def _drive_here(host: _Host, args: DriveArgs) -> Outcome:
             admit=admission(store, args.run_id, allowed_signers(None)),
         )
         dispatcher = PoolDispatcher(host, str(workdir), agent_cmd)
-        engine = Engine(store, options, process=dispatcher, pooled=True)
-        dispatcher.abort = engine.abort
+        engine = Engine(store, options, dispatcher.abort, process=dispatcher, pooled=True)
         try:
             with host.attempts.watched(str(DBOS.workflow_id), engine.abort):  # `run` interrupted on any host
                 return Outcome(result=engine.drive(args.run_id))
@@ -361,7 +362,7 @@ class PoolDispatcher:
 
     def __init__(self, host: _Host, workdir: str, agent_cmd: str | None) -> None:
         self.host, self.workdir, self.agent_cmd = host, workdir, agent_cmd
-        self.abort = threading.Event()
+        self.abort = wakes.Abort()  # the drive's: it wakes a wait for an attempt, as the attempt's end does
 
     def dispatch(self, request: Request) -> End:
         client = self.host.client
@@ -374,24 +375,32 @@ class PoolDispatcher:
             app_version=pool.APP_VERSION,
             queue_partition_key=f"{request.run_id}/{request.place.step_id}",
         )
-        handle: WorkflowHandle[End] = client.enqueue(
-            options, UnitJob(dataclasses.replace(request, scratch=None), self.workdir, self.agent_cmd)
-        )
-        with self.host.worker.waiting_for(queue, client.announce):
-            if (status := handle.get_status()).status in ENDED_BADLY:
-                # Re-attached to an attempt whose workflow ended without a result before a drive could
-                # record it. Resuming it would only replay the error DBOS keeps for its step: the
-                # attempt was interrupted, and the unit runs again as a new attempt (a new workflow).
-                return End("interrupted")
-            started = time.monotonic()
-            while status.status in LIVE:
-                if self.abort.wait(result_poll_s(time.monotonic() - started)):
-                    return stop_attempt(client, self.host.store, request, workflow_id, status.status)
-                status = handle.get_status()
-            if status.status in ENDED_BADLY:
-                raise UnitWorkflowEnded(request, status.status, status.error)
-            ended: End = handle.get_result()
-            return ended
+        woken = threading.Event()  # the attempt's workflow ended, or the drive was aborted
+        with self.host.worker.wakes.awaiting(workflow_id, woken), self.abort.linked(woken):
+            handle: WorkflowHandle[End] = client.enqueue(
+                options, UnitJob(dataclasses.replace(request, scratch=None), self.workdir, self.agent_cmd)
+            )
+            with self.host.worker.waiting_for(queue, client.announce):
+                return self._result(handle, request, workflow_id, woken)
+
+    def _result(self, handle: WorkflowHandle[End], request: Request, workflow_id: str, woken: threading.Event) -> End:
+        """The attempt's End, once its workflow ended (woken at its end, else read every `result_poll_s`)."""
+        if (status := handle.get_status()).status in ENDED_BADLY:
+            # Re-attached to an attempt whose workflow ended without a result before a drive could
+            # record it. Resuming it would only replay the error DBOS keeps for its step: the
+            # attempt was interrupted, and the unit runs again as a new attempt (a new workflow).
+            return End("interrupted")
+        started = time.monotonic()
+        while status.status in LIVE:
+            woken.wait(result_poll_s(time.monotonic() - started))
+            woken.clear()
+            status = handle.get_status()  # also what an abort stops: whether the attempt was dequeued yet
+            if self.abort.is_set() and status.status in LIVE:  # one that ended meanwhile is kept
+                return stop_attempt(self.host.client, self.host.store, request, workflow_id, status.status)
+        if status.status in ENDED_BADLY:
+            raise UnitWorkflowEnded(request, status.status, status.error)
+        ended: End = handle.get_result()
+        return ended
 
 
 def result_poll_s(age_s: float) -> float:

@@ -149,6 +149,10 @@ class Client(DBOSClient):
         """Tell the workers that `queue` has work now (akm_run.wakes)."""
         wakes.announce(self.engine, queue)
 
+    def announce_end(self, workflow_id: str) -> None:
+        """Tell the workers that an attempt's workflow ended, for a drive that waits for it elsewhere."""
+        wakes.announce(self.engine, workflow_id, wakes.ENDS_CHANNEL)
+
     def destroy(self) -> None:
         super().destroy()
         self.engine.dispose()  # DBOS leaves an engine it was given to its owner
@@ -275,7 +279,7 @@ class Worker:
         DBOS(config=dbos_config(self.url, self.executor_id, **self.dbos_overrides))
         DBOS.listen_queues(self.database_queues)  # the pool's own queues are polled from memory: `_poll`
         _get_or_create_dbos_registry().get_internal_queue()._polling_interval_sec = INTERNAL_QUEUE_POLL_S
-        wakes.install(self.wakes, _ours)
+        wakes.install(self.wakes, _ours, lambda name: name.startswith(UNITS_QUEUES))
         DBOS.launch()
         _stop_background_jobs()
         self._listener.start()

@@ -9,13 +9,20 @@ after it took over a silent worker's workflows, and once listening again after i
 lost (what was enqueued meanwhile). A woken thread polls as it would at the end of its interval,
 unless every slot of the worker is taken: then it polls as soon as one frees here. The interval
 stays the upper bound, for whatever nothing announces (a map's slot that frees on another worker, a
-notification lost with a connection). So a short `--poll` is no longer what makes a pool quick."""
+notification lost with a connection). So a short `--poll` is no longer what makes a pool quick.
+
+A drive waiting for an attempt is woken the same way when the attempt's workflow ends: in the worker
+that ran it, as DBOS releases the workflow after committing its end, and in the other workers by a
+notification on a second channel (sent only when no drive of that worker waits for it). Its polls of
+the attempt's status are left as the bound for what nothing announces (a workflow cancelled before
+it ran, a notification lost with a connection)."""
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg
@@ -24,6 +31,7 @@ from dbos import _dbos as dbos_dbos
 from dbos import _queue as dbos_queue
 
 CHANNEL = "akm_run_queues"  # a notification's payload: the name of the queue that has work
+ENDS_CHANNEL = "akm_run_ends"  # a notification's payload: the id of an attempt's workflow that ended
 LISTEN_CHECK_S = 0.5  # how often the listener looks whether its worker stops
 LISTEN_RETRY_S = 1.0  # how long the listener waits before it connects again
 _DBOS_QUEUE_THREAD = dbos_queue.queue_worker_thread  # one queue's thread
@@ -41,6 +49,35 @@ class Wakes:
         self._events: dict[str, threading.Event] = {}
         self._deferred: set[str] = set()
         self._manager = threading.Event()
+        self._awaited: dict[str, threading.Event] = {}  # by workflow id: what a drive here waits for
+        self.unheard: Callable[[str], None] | None = None  # tells the other workers of an end (`ended`)
+
+    @contextmanager
+    def awaiting(self, workflow_id: str, woken: threading.Event) -> Iterator[threading.Event]:
+        """Around a drive's wait for an attempt's workflow: `woken` is set once it ended (see `ended`).
+        Entered before the attempt is enqueued, so that an end that comes first is not missed."""
+        with self._lock:
+            self._awaited[workflow_id] = woken
+        try:
+            yield woken
+        finally:
+            with self._lock:
+                if self._awaited.get(workflow_id) is woken:
+                    del self._awaited[workflow_id]
+
+    def ended(self, workflow_id: str, *, here: bool) -> None:
+        """An attempt's workflow ended (`here`: in this worker, its end committed). Its drive, if it
+        waits in this worker, is woken; an end here that no drive here waits for is told to the other
+        workers (`unheard`), whose drive may wait for it."""
+        with self._lock:
+            woken = self._awaited.get(workflow_id)
+        if woken is not None:
+            woken.set()
+        elif here and self.unheard is not None:
+            try:
+                self.unheard(workflow_id)
+            except Exception:  # noqa: BLE001 - inside DBOS's release of the workflow: its drive polls anyway
+                pass
 
     def event(self, queue: str) -> threading.Event:
         """The queue's event, set when first made: a queue's new thread polls at once, not after one
@@ -80,8 +117,10 @@ class Wakes:
         self._manager.set()
 
     def wake_all(self) -> None:
+        """Every queue's thread, and every drive waiting for an attempt (what was announced while
+        this worker was not listening)."""
         with self._lock:
-            events = [self._manager, *self._events.values()]
+            events = [self._manager, *self._events.values(), *self._awaited.values()]
         for event in events:
             event.set()
 
@@ -129,12 +168,12 @@ class _Woken(threading.Event):
         return True
 
 
-def install(wakes: Wakes, ours: Callable[[str], bool]) -> None:
+def install(wakes: Wakes, ours: Callable[[str], bool], attempts: Callable[[str], bool]) -> None:
     """Have DBOS's manager of the queue threads, and its threads of the queues `ours` accepts, wait on
     `wakes`, and tell `wakes` when a workflow of this process leaves DBOS's count of its running ones
     (after DBOS() and before its launch: DBOS starts each thread by its module-level name; its other
-    queues keep their plain wait). A worker stopping must `wake_all` once it set DBOS's stop events,
-    or its threads sleep out their interval."""
+    queues keep their plain wait), and of the end of a workflow of a queue `attempts` accepts. A worker
+    stopping must `wake_all` once it set DBOS's stop events, or its threads sleep out their interval."""
 
     def manager(stop_event: threading.Event, dbos: Any) -> None:
         _DBOS_MANAGER(_Woken(stop_event, wakes._manager), dbos)
@@ -152,22 +191,54 @@ def install(wakes: Wakes, ours: Callable[[str], bool]) -> None:
         remove(key, bucket)
         if bucket is not None and ours(bucket[0]):  # (queue, partition): a slot of it is free now
             wakes.freed(bucket[0])
+            if attempts(bucket[0]):
+                wakes.ended(key, here=True)
 
     active._remove = removed  # type: ignore[method-assign]
     setattr(dbos_dbos, "queue_thread", manager)  # noqa: B010 - not exported: mypy would refuse the plain assignment
     dbos_queue.queue_worker_thread = queue_thread
 
 
-def announce(engine: sqlalchemy.Engine, queue: str) -> None:
-    """Tell every listening worker that `queue` has work, after it was committed. A database that went
-    away meanwhile loses only the announcement: the workers find the work at their next poll."""
+def announce(engine: sqlalchemy.Engine, queue: str, channel: str = CHANNEL) -> None:
+    """Tell every listening worker that `queue` has work (or, on ENDS_CHANNEL, that the workflow it
+    names ended), after it was committed. A database that went away meanwhile loses only the
+    announcement: the workers find the work, and the drives the end, at their next poll."""
     try:
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
             connection.execute(
-                sqlalchemy.text("SELECT pg_notify(:channel, :queue)"), {"channel": CHANNEL, "queue": queue}
+                sqlalchemy.text("SELECT pg_notify(:channel, :payload)"), {"channel": channel, "payload": queue}
             )
     except sqlalchemy.exc.OperationalError:
         pass
+
+
+class Abort(threading.Event):
+    """A drive's abort that also sets each event `linked` to it while linked: a drive waiting for an
+    attempt wakes at an abort as it does at the attempt's end, on one event."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._linked: set[threading.Event] = set()
+        self._guard = threading.Lock()
+
+    def set(self) -> None:
+        super().set()
+        with self._guard:
+            linked = list(self._linked)
+        for event in linked:
+            event.set()
+
+    @contextmanager
+    def linked(self, event: threading.Event) -> Iterator[threading.Event]:
+        with self._guard:
+            self._linked.add(event)
+        if self.is_set():
+            event.set()
+        try:
+            yield event
+        finally:
+            with self._guard:
+                self._linked.discard(event)
 
 
 class Listener:
@@ -190,10 +261,14 @@ class Listener:
             try:
                 with psycopg.connect(self.url, autocommit=True, application_name="akm-run-wakes") as connection:
                     connection.execute(f"LISTEN {CHANNEL}")
-                    self.wakes.wake_all()  # whatever was enqueued while this worker was not listening
+                    connection.execute(f"LISTEN {ENDS_CHANNEL}")
+                    self.wakes.wake_all()  # whatever was enqueued, or ended, while this worker was not listening
                     while not self._stop.is_set():
                         for note in connection.notifies(timeout=LISTEN_CHECK_S):
-                            self.wakes.wake(note.payload)
+                            if note.channel == ENDS_CHANNEL:
+                                self.wakes.ended(note.payload, here=False)
+                            else:
+                                self.wakes.wake(note.payload)
             except Exception:  # noqa: BLE001 - a lost connection, or anything else that ends the listening
                 # Anyone who can connect can notify, so no payload may end this thread for good (a
                 # payload that did not decode once did, before akm-run refused SQL_ASCII databases).

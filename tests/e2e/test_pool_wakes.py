@@ -71,7 +71,8 @@ def test_hostile_notifications_on_the_channel_change_nothing(postgres_server: Po
     worker = pooled.start_worker(name="slow", options=SLOW_POLL)
     with psycopg.connect(pooled.database, autocommit=True) as anyone:
         for payload in ("", "no-such-queue", "akm-units-c99999", "x" * 7999, "akm-runs\x01", "'; DROP TABLE x; --"):
-            anyone.execute("SELECT pg_notify(%s, %s)", (wakes.CHANNEL, payload))
+            for channel in (wakes.CHANNEL, wakes.ENDS_CHANNEL):
+                anyone.execute("SELECT pg_notify(%s, %s)", (channel, payload))
         for _ in range(500):
             anyone.execute("SELECT pg_notify(%s, 'akm-runs')", (wakes.CHANNEL,))
     _runs_at_once(pooled, "after")
@@ -122,3 +123,28 @@ def test_a_database_not_encoded_in_utf8_is_refused_by_a_worker_and_a_submitter(
         assert "internal error" not in result.stderr
     with psycopg.connect(url) as db:
         assert db.execute("SELECT count(*) FROM pg_namespace WHERE nspname IN ('dbos', 'akm_run')").fetchone() == (0,)
+
+
+def test_an_attempt_that_ends_on_another_worker_is_announced_to_the_drives_worker(pooled: Runtime) -> None:
+    """The end of an attempt wakes its drive in the worker that ran it; a worker that ran an attempt
+    whose drive is elsewhere announces its end, and only then (docs/scale-out.md)."""
+    assert pooled.database is not None
+    for name in ("w1", "w2"):
+        pooled.start_worker(name=name, options=(*SLOW_POLL, "--concurrency", "1"))
+    wide = pooled.compile("ends.akm", MAP.replace('shell "true"', 'shell "sleep 0.5"').replace('"m"', '"ends"'))
+    assert pooled.akm("run", wide, timeout=WITHIN_S).returncode == 0  # its units queue declared
+    time.sleep(1.5)  # past each worker's next look for new queues (once a second): both serve it
+    with psycopg.connect(pooled.database, autocommit=True) as listening:
+        listening.execute(f"LISTEN {wakes.ENDS_CHANNEL}")
+        result = pooled.akm("run", wide, timeout=WITHIN_S)
+        assert result.returncode == 0, result.stderr
+        run_id = result.stdout.split('"runId": "')[1].split('"')[0]
+        announced = {note.payload for note in listening.notifies(timeout=2)}
+        rows = listening.execute(
+            "SELECT u.workflow_uuid, u.executor_id = d.executor_id FROM dbos.workflow_status u "
+            "JOIN dbos.workflow_status d ON d.workflow_uuid = %s WHERE u.queue_partition_key LIKE %s",
+            (run_id, f"{run_id}/%"),
+        ).fetchall()
+    elsewhere = {workflow for workflow, with_its_drive in rows if not with_its_drive}
+    assert elsewhere  # the drive's worker had no slot for every attempt: the other worker ran some
+    assert announced == elsewhere

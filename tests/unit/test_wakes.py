@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 from dbos import _dbos as dbos_dbos
 
-from akm_run.wakes import Wakes, _Woken
+from akm_run.wakes import Abort, Wakes, _Woken
 
 LONG_S = 60.0  # a wait that returned before this was woken (or stopped); nothing here waits it out
 
@@ -102,3 +102,63 @@ def test_a_full_queue_still_polls_when_its_interval_is_up(monkeypatch: pytest.Mo
     queue = SimpleNamespace(name="akm-units-c1", _worker_concurrency=1)
     woken = _Woken(stop, wakes.event(queue.name), deferred=wakes, queue=queue)
     assert woken.wait(0.05) is False  # woken at once (a new queue), deferred, then the interval ended
+
+
+def test_an_attempts_end_wakes_the_drive_that_waits_for_it_and_no_other() -> None:
+    wakes, told = Wakes(), list[str]()
+    wakes.unheard = told.append
+    mine, other = threading.Event(), threading.Event()
+    with wakes.awaiting("d-1/1", mine), wakes.awaiting("d-2/1", other):
+        wakes.ended("d-1/1", here=True)
+        assert mine.is_set() and not other.is_set()
+    assert told == []  # a drive here heard it: nobody else is told
+
+
+def test_an_end_that_comes_before_the_wait_is_not_lost() -> None:
+    wakes, woken = Wakes(), threading.Event()
+    with wakes.awaiting("d-1/1", woken):  # entered before the attempt is enqueued
+        wakes.ended("d-1/1", here=True)
+        assert woken.wait(LONG_S)
+
+
+def test_an_end_here_that_no_drive_here_waits_for_is_told_to_the_other_workers_once() -> None:
+    wakes, told = Wakes(), list[str]()
+    wakes.unheard = told.append
+    wakes.ended("d-1/1", here=True)
+    wakes.ended("d-9/1", here=False)  # heard from another worker: not told again
+    with wakes.awaiting("d-2/1", threading.Event()):
+        pass
+    wakes.ended("d-2/1", here=True)  # its drive stopped waiting: the entry went with it
+    assert told == ["d-1/1", "d-2/1"]
+    assert wakes._awaited == {}
+
+
+def test_a_failing_announcement_of_an_end_is_swallowed() -> None:
+    """It runs inside DBOS's release of the workflow: the drive elsewhere reads the status anyway."""
+    wakes = Wakes()
+
+    def broken(_: str) -> None:
+        raise RuntimeError("the database is away")
+
+    wakes.unheard = broken
+    wakes.ended("d-1/1", here=True)
+
+
+def test_wake_all_wakes_the_drives_waiting_for_attempts_too() -> None:
+    """After the listener connected again: an end announced meanwhile was not heard."""
+    wakes, woken = Wakes(), threading.Event()
+    with wakes.awaiting("d-1/1", woken):
+        wakes.wake_all()
+        assert woken.is_set()
+
+
+def test_an_abort_sets_every_event_linked_to_it_while_linked() -> None:
+    abort, first, second, late = Abort(), threading.Event(), threading.Event(), threading.Event()
+    with abort.linked(first):
+        pass
+    with abort.linked(second):
+        abort.set()
+        assert second.is_set() and not first.is_set()
+    with abort.linked(late):  # linked after the abort: set at once
+        assert late.is_set()
+    assert abort.is_set()

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Benchmark `akm-run`: per-unit cost of a map of N trivial units (`shell "true"`) and of a spine of
-N steps, against a plain loop of `subprocess.run(["true"])` and against `xargs -P`. Journaling is
-the product's own (SQLite, WAL). Prints figures; asserts nothing.
+"""Benchmark `akm-run`: per-unit cost of a map of N trivial units (`shell "true"`), of a spine of N
+steps and of a map of N/2 child runs of one such unit each, against a plain loop of
+`subprocess.run(["true"])` and against `xargs -P`. Journaling is the product's own (SQLite, WAL).
+Prints wall time per unit, or with --cpu the CPU time of every process; asserts nothing.
 
 The akm-run figures are marginal: (time for 2N units - time for N units) / N, so interpreter
 start-up and plan verification, paid once per run, are not spread over the units.
@@ -94,6 +95,22 @@ def main() -> None:
                 f'      concurrency = {width}\n      shell "true"\n    }}\n  }}\n}}\n',
             )
 
+        def children_plan(count: int) -> Path:
+            # each item a child run of one `shell "true"` step: its cost beyond the map of shell units
+            # above is what a child run adds (its publication, drive and settlement)
+            (root / "workflows").mkdir(exist_ok=True)
+            (root / "workflows" / "leaf.akm").write_text(
+                'workflow "leaf" {\n  params { n: int }\n  step one {\n    shell "true"\n  }\n}\n'
+            )
+            make = f"python3 -c 'import json; print(json.dumps(list(range({count}))))'"
+            return _plan(
+                root,
+                f"children-{count}",
+                f'workflow "children" {{\n  step items {{\n    shell "{make}"\n  }}\n'
+                f"  step fan {{\n    map steps.items.output {{\n      concurrency = 1\n"
+                f'      uses "workflows/leaf" {{ n = item }}\n    }}\n  }}\n}}\n',
+            )
+
         def spine_plan(count: int) -> Path:
             steps = "".join(f'  step s{i} {{\n    shell "true"\n  }}\n' for i in range(count))
             return _plan(root, f"spine-{count}", f'workflow "spine" {{\n{steps}}}\n')
@@ -163,6 +180,9 @@ def main() -> None:
                 map_plan(n, args.parallel), map_plan(2 * n, args.parallel), n
             ),
             "akm-run spine": marginal(spine_plan(spine), spine_plan(2 * spine), spine),
+            "akm-run map of child runs (one shell unit each)": marginal(
+                children_plan(n // 2), children_plan(n), n // 2
+            ),
         }
         print(f"{'what':45} {'best ms/unit':>13} {'median ms/unit':>15}")
         for what, (best, median) in figures.items():

@@ -19,7 +19,7 @@ from akm_run.core import SIGNALLED, DriveResult
 from akm_run.database_url import SharedStore, redacted, unusable
 from akm_run.drive_errors import drive_failure
 from akm_run.durations import parse_option as parse_duration
-from akm_run.engine import Engine, Options, stored_plan
+from akm_run.engine import Engine, Options
 from akm_run.exclusive import RunInTheWay, in_the_way
 from akm_run.hints import Hints
 from akm_run.identity import new_run_id
@@ -32,6 +32,7 @@ from akm_run.rows import RunRow, StepRow
 from akm_run.signing import SignatureRefused, SigningUnavailable
 from akm_run.sqlitestore import SQLiteStore, writable
 from akm_run.store import Store
+from akm_run.storedplans import stored_plan
 from akm_run.stores import existing as _existing
 from akm_run.stores import hints_for as hints_for
 from akm_run.stores import names_a_file as _names_a_file

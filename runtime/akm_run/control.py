@@ -13,12 +13,12 @@ from akm_run import core, exitcodes, operator, preflighting, wording
 from akm_run import planformat as pf
 from akm_run.commands import _continued, _locked, hints_for
 from akm_run.console import as_given, emit, fail, utf8
-from akm_run.engine import stored_plan
 from akm_run.hints import Hints
 from akm_run.outcomes import MAX_OUTPUT_BYTES
 from akm_run.rows import RunRow, StepRow, StepStatus
 from akm_run.signing import read_limited
 from akm_run.store import Store
+from akm_run.storedplans import stored_plan
 from akm_run.stores import existing as _existing
 from akm_run.stores import shared_store as _shared
 from akm_run.strictjson import NotStrict, loads

@@ -32,7 +32,7 @@ from akm_run.core import DriveResult, End
 from akm_run.dispatch import Request, Settings
 from akm_run.drive_errors import drive_failure, given_up
 from akm_run.drive_lock import DriveStore
-from akm_run.engine import DEFAULT_MAX_CONCURRENCY, Engine, Options, stored_plan
+from akm_run.engine import DEFAULT_MAX_CONCURRENCY, Engine, Options
 from akm_run.hints import Hints
 from akm_run.locks import LockHeld
 from akm_run.pgstore import PostgresStore
@@ -40,6 +40,7 @@ from akm_run.plan import PlanError
 from akm_run.progress import Progress
 from akm_run.rows import AttemptRow, RunRow
 from akm_run.stopping import Attempts, quiet_cancellations, stop_attempt
+from akm_run.storedplans import stored_plan
 from akm_run.trust import admission, allowed_signers
 
 DRIVE = "akm-run-drive"  # the workflow functions' names: part of what APP_VERSION pins

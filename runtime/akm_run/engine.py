@@ -11,8 +11,6 @@ transitions of akm_run.journal, and akm_run.attempts journals and dispatches the
 from __future__ import annotations
 
 import dataclasses
-import json
-import shutil
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -20,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from akm_run import children, core, decisions, features, isolation, notify, numbers, progress, units
+from akm_run import children, core, decisions, isolation, notify, numbers, progress, units
 from akm_run import planformat as pf
 from akm_run.activity import Beat, Board
 from akm_run.attempts import Attempts, StepStart
@@ -40,10 +38,10 @@ from akm_run.decisions import (
 from akm_run.dispatch import ChildDispatcher, Dispatcher, ProcessDispatcher, Routing, Settings
 from akm_run.hints import Hints
 from akm_run.journal import Journal
-from akm_run.plan import PlanError, loads_strict, plan_hash, verify_plan
 from akm_run.progress import Progress
 from akm_run.rows import RunRow
 from akm_run.store import Store
+from akm_run.storedplans import VerifiedPlans
 
 DEFAULT_MAX_CONCURRENCY = 16
 PAUSE_POLL_S = 0.5  # how often a drive looks for a `pause --now`; a plain pause is read before each start
@@ -80,6 +78,8 @@ class Engine:
     process: Dispatcher | None = None
     # Attempts run on other hosts as workflows DBOS recovers: re-attach to those a dead driver left.
     pooled: bool = False
+    plans: VerifiedPlans = field(default_factory=VerifiedPlans)  # the stored plan texts verified so far
+    scratch: units.Scratch = field(default_factory=units.Scratch)  # the units' files of its drives
 
     def __post_init__(self) -> None:
         options = self.options
@@ -104,7 +104,7 @@ class Engine:
             run = self.store.run(run_id)
             if run is None:
                 raise KeyError(run_id)
-            plan = stored_plan(run)
+            plan = self.plans.plan(run)
             if self.options.admit is not None:
                 self.options.admit(run)
             if run.status != "active":
@@ -127,17 +127,6 @@ class Engine:
         for unit_id, step_id, attempt in interrupted:
             self.store.interrupt_attempt(run_id, unit_id, step_id, attempt.attempt)
             isolation.reclaim(self.store, self.options.state_dir, run_id, unit_id, step_id, attempt.attempt)
-
-
-def stored_plan(run: RunRow) -> pf.Plan:
-    """The run's plan, re-verified: a tampered row is refused (PlanError)."""
-    plan = loads_strict(run.plan_json.encode())
-    verify_plan(plan)
-    features.require_supported(plan)
-    if plan_hash(plan) != run.plan_hash:
-        raise PlanError("plan", f"stored plan hash {plan_hash(plan)} does not match the run's {run.plan_hash}")
-    verified: pf.Plan = json.loads(run.plan_json)
-    return verified
 
 
 def settled(run: RunRow, store: Journal, hints: Hints) -> DriveResult:
@@ -166,7 +155,7 @@ class _Drive:
     def run(self) -> DriveResult:
         rows = {row.step_id: row for row in self.store.steps(self.run_id)}
         timer = self._deadline()
-        scratch = units.scratch_directory(self.options.state_dir, self.run_id)
+        scratch = self.engine.scratch.enter(self.options.state_dir, self.run_id)
         engine = self.engine
         attempts = Attempts(
             self.store,
@@ -194,7 +183,7 @@ class _Drive:
             watch.set()
             if timer is not None:
                 timer.cancel()
-            shutil.rmtree(scratch, ignore_errors=True)
+            self.engine.scratch.leave()
             self._stand_down()
 
     def _stand_down(self) -> None:

@@ -13,11 +13,11 @@ from typing import Any
 
 from akm_run import exitcodes, preflight, wording
 from akm_run.console import emit, escaped, fail, state_dir
-from akm_run.engine import stored_plan
 from akm_run.planformat import PlanError
 from akm_run.preflight import Finding, Host
 from akm_run.rows import RunRow, StepRow, StepStatus
 from akm_run.store import Store
+from akm_run.storedplans import stored_plan
 from akm_run.stores import shared_store
 from akm_run.wording import Failure
 

@@ -16,13 +16,14 @@ from akm_run.core import SIGNALLED, aborted
 from akm_run.drive_errors import drive_failure, given_up
 from akm_run.drive_lock import took_lock
 from akm_run.drives import DRIVE, ENDED_BADLY, FOLLOW_POLL_S, LIVE, DriveArgs, Outcome, client
-from akm_run.engine import settled, stored_plan
+from akm_run.engine import settled
 from akm_run.hints import Hints
 from akm_run.pgstore import PostgresStore
 from akm_run.plan import PlanError
 from akm_run.pool_schemas import SchemasBusy
 from akm_run.progress import FromJournal, Progress
 from akm_run.rows import RunRow
+from akm_run.storedplans import stored_plan
 
 
 class NoPool(Exception):

@@ -120,6 +120,31 @@ def scratch_directory(state_dir: Path, run_id: str) -> Path:
     return directory
 
 
+class Scratch:
+    """The private directory of one engine's drives for their units' files: made by the outermost
+    drive (`scratch_directory`, named for its run) and shared by the child runs it drives
+    inline, whose units' files are named apart by dispatch id; removed when that drive ends."""
+
+    def __init__(self) -> None:
+        self._path: Path | None = None
+        self._drives = 0
+        self._lock = threading.Lock()  # the child runs of a map are driven on several threads
+
+    def enter(self, state_dir: Path, run_id: str) -> Path:
+        with self._lock:
+            if self._path is None:
+                self._path = scratch_directory(state_dir, run_id)
+            self._drives += 1
+            return self._path
+
+    def leave(self) -> None:
+        with self._lock:
+            self._drives -= 1
+            if self._drives == 0 and self._path is not None:
+                shutil.rmtree(self._path, ignore_errors=True)
+                self._path = None
+
+
 def _remove(path: Path) -> None:
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path, ignore_errors=True)

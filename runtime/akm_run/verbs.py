@@ -10,8 +10,8 @@ from pathlib import Path
 from akm_run import exitcodes, kept, preflighting, pruning, wording
 from akm_run.commands import _admit
 from akm_run.console import fail, state_dir
-from akm_run.engine import stored_plan
 from akm_run.params import ParamsError, collect
+from akm_run.storedplans import stored_plan
 from akm_run.stores import existing as _existing
 from akm_run.stores import hints_for, open_store
 from akm_run.stores import names_a_file as _names_a_file

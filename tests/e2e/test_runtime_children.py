@@ -431,3 +431,33 @@ def test_an_item_path_that_does_not_resolve_fails_the_unit_as_unresolved(runtime
     assert code != 0
     assert "input_unresolved" in json.dumps(document)
     assert [row for row in _child_rows(runtime) if row[2] is not None] == []
+
+
+@pytest.mark.sqlite_only  # on the pool each attempt's files are the worker's, in a directory of their own
+def test_child_runs_driven_inline_keep_their_units_files_in_the_root_drives_directory(runtime: Runtime) -> None:
+    """One private directory per drive, shared by the child runs it drives (docs/runtime.md, "The
+    state directory"), removed when the drive ends."""
+    where = 'dirname \\"$AKM_CONTEXT\\" >> dirs'
+    runtime.write({"workflows/leaf.akm": doubling_leaf(where)})
+    src = source("""
+        workflow "p" {
+          params {
+            items: list[int] = [1, 2, 3]
+          }
+          step own {
+            shell "dirname \\"$AKM_CONTEXT\\" >> dirs"
+          }
+          step fan {
+            map params.items {
+              concurrency = 2
+              uses "workflows/leaf" { n = item }
+            }
+          }
+        }
+    """)
+    code, document = runtime.run_json(runtime.compile("workflows/p.akm", src))
+    assert code == 0, document
+    dirs = (runtime.root / "dirs").read_text().split()
+    assert len(dirs) == 4 and len(set(dirs)) == 1
+    assert Path(dirs[0]).name.startswith(f"{document['runId']}.")
+    assert not Path(dirs[0]).exists()

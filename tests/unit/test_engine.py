@@ -15,12 +15,13 @@ import pytest
 from akm_run import operations
 from akm_run.core import DriveResult, End
 from akm_run.dispatch import Request
-from akm_run.engine import Engine, Options, stored_plan
+from akm_run.engine import Engine, Options
 from akm_run.hints import Hints
 from akm_run.identity import new_run_id
 from akm_run.plan import plan_hash, verify_plan
 from akm_run.progress import Progress
 from akm_run.sqlitestore import SQLiteStore
+from akm_run.storedplans import stored_plan
 
 Behaviour = Callable[[Request], End]
 

@@ -135,17 +135,22 @@ class _Host:
             self.shared_store.close()
             self.shared_store = PostgresStore(self.url)
 
-    def verified(self, run_id: str) -> None:
+    def verified(self, run_id: str) -> str:
         """Re-verify a run's stored plan before one of its attempts runs here (a recovered attempt
-        too): raises PlanError for a tampered one. Each stored text is verified once per worker."""
-        digest = self.store.plan_digest(run_id)
+        too): raises PlanError for a tampered one, or a run that no longer exists. Each stored text is
+        verified once per worker. Returns the run's status, read with its plan's digest."""
+        found = self.store.plan_digest(run_id)
+        if found is None:
+            raise PlanError("run", f"run {run_id} does not exist")
+        digest, status = found
         if digest in self.plans:
-            return
+            return status
         row = self.store.run(run_id)
-        if digest is None or row is None:
+        if row is None:
             raise PlanError("run", f"run {run_id} does not exist")
         stored_plan(row)
         self.plans.add(digest)
+        return row.status
 
     def adopt_queues(self) -> None:
         """Listen on the units queues other workers declared (a map of a width new to this worker)."""
@@ -448,26 +453,25 @@ def attempt(job: UnitJob) -> End:
     active (abandoned meanwhile), does not run."""
     host, request = _here(), job.request
     try:
-        host.verified(request.run_id)
+        status = host.verified(request.run_id)
     except psycopg.OperationalError:  # a connection the server dropped while the worker was idle
         host.reconnect()
-        host.verified(request.run_id)
+        status = host.verified(request.run_id)
     recorded = next(
         (a for a in host.store.attempts(request.run_id, request.place.journal) if a.attempt == request.attempt), None
     )
     if recorded is not None and recorded.status == "completed":
         return End("completed", output=recorded.output, stderr_tail=recorded.stderr_tail)
-    if (stopped := _not_to_run(host.store, request, recorded)) is not None:
+    if (stopped := _not_to_run(host.store, request, recorded, status)) is not None:
         return stopped
     settings = Settings(_workdir(job.workdir, host), job.agent_cmd, None, Hints())  # worktrees: isolation.py
     return host.attempts.execute(host.store, settings, request)
 
 
-def _not_to_run(store: PostgresStore, request: Request, recorded: AttemptRow | None) -> End | None:
-    """Why an attempt that did not complete must not run now (None: it runs, taken by this step)."""
-    run = store.run(request.run_id)
-    if run is None or run.status != "active":
-        status = "gone" if run is None else run.status
+def _not_to_run(store: PostgresStore, request: Request, recorded: AttemptRow | None, status: str) -> End | None:
+    """Why an attempt that did not complete must not run now (None: it runs, taken by this step);
+    `status` is its run's."""
+    if status != "active":
         return End("aborted", reason="aborted", message=f"run {request.run_id} is {status}: the unit did not run")
     if recorded is not None and recorded.status != "running":
         return End("interrupted", message=f"the journal ended attempt {request.attempt} as {recorded.status}")

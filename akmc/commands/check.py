@@ -412,12 +412,12 @@ def _work(job: tuple[Path, bool, list[Path]]) -> tuple[bool, list[Cached]]:
     them with the session. The cyclic collector would only scan them over and over as they pile up
     (about 15% of a cold check's CPU), so it is paused until the session is gone; a cycle made in the
     meantime (Lark explaining a syntax error) is collected after."""
-    paused = gc.isenabled()
+    enabled = gc.isenabled()
     gc.disable()
     try:
         return _work_session(job)  # its session is freed on return, before the collector resumes
     finally:
-        if paused:
+        if enabled:
             gc.enable()
 
 

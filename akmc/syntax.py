@@ -148,14 +148,18 @@ class _Builder:
     # nesting guard: values and types are recursive, so bound them
     def _nest(self, node: _N, children: list[Any], span: ast.Span) -> _N:
         # The table holds the node itself so that its id cannot be reused while it is in use.
-        depth = 1 + max((self.depth[id(c)][1] for c in children if id(c) in self.depth), default=0)
-        if depth > MAX_NESTING:
+        depths, deepest = self.depth, 0
+        for child in children:
+            found = depths.get(id(child))
+            if found is not None and found[1] > deepest:
+                deepest = found[1]
+        if deepest >= MAX_NESTING:
             raise _TooDeep(span)
-        self.depth[id(node)] = (node, depth)
+        depths[id(node)] = (node, deepest + 1)
         return node
 
     def _ident(self, token: Token) -> ast.Ident:
-        return ast.Ident(token[1], self._tspan(token))
+        return ast.Ident(token[1], self.lines.span(token[2], token[3]))
 
     def _strlit(self, token: Token) -> ast.StrLit:
         return ast.StrLit(_str(self.text, token, self.report), self._tspan(token))

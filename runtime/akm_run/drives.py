@@ -457,27 +457,33 @@ def attempt(job: UnitJob) -> End:
     except psycopg.OperationalError:  # a connection the server dropped while the worker was idle
         host.reconnect()
         status = host.verified(request.run_id)
-    recorded = next(
-        (a for a in host.store.attempts(request.run_id, request.place.journal) if a.attempt == request.attempt), None
-    )
-    if recorded is not None and recorded.status == "completed":
-        return End("completed", output=recorded.output, stderr_tail=recorded.stderr_tail)
-    if (stopped := _not_to_run(host.store, request, recorded, status)) is not None:
-        return stopped
+    # The usual case first, in one statement: the drive journaled the attempt running and nobody took it.
+    claimed = status == "active" and host.store.claim_attempt(*_attempt_of(request), socket.gethostname())
+    if not claimed:
+        recorded = next(
+            (a for a in host.store.attempts(request.run_id, request.place.journal) if a.attempt == request.attempt),
+            None,
+        )
+        if recorded is not None and recorded.status == "completed":
+            return End("completed", output=recorded.output, stderr_tail=recorded.stderr_tail)
+        if (stopped := _not_to_run(host.store, request, recorded, status)) is not None:
+            return stopped
     settings = Settings(_workdir(job.workdir, host), job.agent_cmd, None, Hints())  # worktrees: isolation.py
     return host.attempts.execute(host.store, settings, request)
 
 
+def _attempt_of(request: Request) -> tuple[str, str, int]:
+    return request.run_id, request.place.journal, request.attempt
+
+
 def _not_to_run(store: PostgresStore, request: Request, recorded: AttemptRow | None, status: str) -> End | None:
-    """Why an attempt that did not complete must not run now (None: it runs, taken by this step);
-    `status` is its run's."""
+    """Why an attempt that did not complete, and that this step could not claim at once, must not run
+    now (None: it runs); `status` is its run's."""
     if status != "active":
         return End("aborted", reason="aborted", message=f"run {request.run_id} is {status}: the unit did not run")
     if recorded is not None and recorded.status != "running":
         return End("interrupted", message=f"the journal ended attempt {request.attempt} as {recorded.status}")
-    if recorded is not None and not store.claim_attempt(
-        request.run_id, request.place.journal, request.attempt, socket.gethostname()
-    ):
+    if recorded is not None:  # running, and taken before: by a worker that died
         units.stop_leftover(recorded.pid, recorded.host)
         if request.isolated:  # its worktree, if the dead worker was on this host, settles as a finished one's
             ids = (request.run_id, request.place.journal, request.place.step_id, request.attempt)

@@ -219,7 +219,7 @@ class Abort(threading.Event):
     def __init__(self) -> None:
         super().__init__()
         self._linked: set[threading.Event] = set()
-        self._guard = threading.Lock()
+        self._guard = threading.RLock()  # re-entrant: a signal handler may set the abort of its own thread
 
     def set(self) -> None:
         super().set()

@@ -13,6 +13,12 @@ With `--edited R`, both trees also check one edited file of a warm 1,000-file wo
 pre-commit hook's case; bench/check_scale.py's corpus) R times each, alternating: wall and CPU time
 of the whole process, start-up included.
 
+With `--whole N`, callgrind also counts a whole cold `akmc check -q -j 1 workflows` (the command,
+its result cache written, its output) of bench/check_scale.py's workspaces of N and 2N files, per
+tree: (count for 2N − count for N) / N instructions per file, what `bench/compare.py`'s cold figure
+measures in time, without the load's noise (and without the kernel's share: callgrind counts user
+space only).
+
     python bench/check_cpu.py --against main --files 200 --repeat 5 --callgrind 20 --edited 10
 """
 
@@ -104,6 +110,25 @@ def instructions(tree: Path, corpus: Path, count: int) -> int:
     return int(found.group(1))
 
 
+def whole(tree: Path, root: Path) -> int:
+    """Instructions callgrind counts for a cold `akmc check -q -j 1 workflows` in `root` (its cache
+    removed first; the tree's bytecode compiled by a first run, as an installed akmc has it)."""
+    argv = [sys.executable, "-m", "akmc", "check", "-q", "-j", "1", "workflows"]
+    env = environment(tree, True)
+    subprocess.run([*argv, "--no-cache"], cwd=root, env=env, capture_output=True)
+    shutil.rmtree(root / ".akmc-cache", ignore_errors=True)
+    done = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    counted = re.search(r"Collected : (\d+)", done.stderr)
+    assert counted, done.stderr[-2000:]
+    return int(counted.group(1))
+
+
 def edited(
     trees: dict[str, Path], root: Path, repeat: int, callgrind: bool = False
 ) -> tuple[dict[str, list[tuple[float, float]]], dict[str, int]]:
@@ -157,6 +182,13 @@ def main() -> int:
         metavar="R",
         help="also time R checks of one edited file in a 1,000-file workspace",
     )
+    parser.add_argument(
+        "--whole",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also count the instructions of a whole cold `akmc check` of N and 2N files",
+    )
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -177,6 +209,15 @@ def main() -> int:
                 once = instructions(tree, corpus, args.callgrind)
                 twice = instructions(tree, corpus, 2 * args.callgrind)
                 counts[name] = (twice - once) / args.callgrind
+        whole_counts: dict[str, float] = {}
+        if args.whole and shutil.which("valgrind"):
+            for size in (args.whole, 2 * args.whole):
+                (Path(tmp) / f"whole{size}").mkdir()
+                generate_workspace(Path(tmp) / f"whole{size}", size)
+            for name, tree in trees.items():
+                once = whole(tree, Path(tmp) / f"whole{args.whole}")
+                twice = whole(tree, Path(tmp) / f"whole{2 * args.whole}")
+                whole_counts[name] = (twice - once) / args.whole
         edits: dict[str, list[tuple[float, float]]] = {}
         edit_counts: dict[str, int] = {}
         if args.edited:
@@ -205,6 +246,11 @@ def main() -> int:
     print(f"check CPU per file, median: {this / other:.2f} of {args.against}'s")
     if len(counts) == 2:
         print(f"instructions per file: {counts['this tree'] / counts[args.against]:.2f} of {args.against}'s")
+    for name, per_file in whole_counts.items():
+        print(f"  {name:>12}  whole cold check: {per_file / 1e6:.2f} M instructions per file (callgrind)")
+    if len(whole_counts) == 2:
+        ratio = whole_counts["this tree"] / whole_counts[args.against]
+        print(f"whole cold check, instructions per file: {ratio:.3f} of {args.against}'s")
     return 0
 
 

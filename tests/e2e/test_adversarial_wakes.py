@@ -124,3 +124,23 @@ def test_an_attempt_whose_worker_was_killed_away_from_its_drive_runs_again_once(
     tried = sorted(tuple(a.status for a in attempts) for _, attempts in pooled.store().run_attempts(run_id))
     assert tried == [("completed",), ("interrupted", "completed")], tried
     assert unit_processes(run_id) == []
+
+
+def test_listeners_killed_while_attempts_run_on_both_workers_lose_no_end(pooled: Runtime) -> None:
+    """Every worker's listening connection is terminated while each runs a unit of the run: the ends
+    told while nobody listens are found by the drive's own polls, or on listening again."""
+    assert pooled.database is not None
+    for name in ("a", "b"):
+        pooled.start_worker(name=name, options=("--concurrency", "1"))
+    plan = pooled.compile("held.akm", HELD)
+    follower = pooled.start("run", plan, "--format", "json")
+    eventually(lambda: sum(_ran(pooled, "start").values()) == 2, "a unit running on each worker")
+    kill = "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'akm-run-wakes'"
+    with psycopg.connect(pooled.database, autocommit=True) as admin:
+        assert len(admin.execute(kill).fetchall()) == 2
+        (pooled.root / "go").touch()
+        admin.execute(kill)  # and again, should one have listened again by now
+    out, err = follower.communicate(timeout=60)
+    assert follower.returncode == 0, err
+    assert json.loads(out)["status"] == "completed"
+    assert _ran(pooled, "end") == _ran(pooled, "start")

@@ -66,7 +66,8 @@ def test_forged_ends_of_attempts_in_flight_end_nothing(pooled: Runtime) -> None:
     assert not [worker for worker in workers if "Traceback" in worker.output()]
 
 
-def _attempt_workflows(pooled: Runtime, run_id: str) -> list[str]:
+def _attempt_workflows(pooled: Runtime) -> list[str]:
+    """The statuses of the attempts' workflows (each test's database holds one run)."""
     assert pooled.database is not None
     with psycopg.connect(pooled.database) as connection:
         rows = connection.execute(
@@ -89,7 +90,7 @@ def test_sigint_to_run_while_attempts_are_queued_stops_them_all(pooled: Runtime)
     assert follower.returncode == 130, (out, err)
     eventually(lambda: unit_processes(run_id) == [], "the running unit stopped")
     settled = eventually(
-        lambda: (found := _attempt_workflows(pooled, run_id)) and not {"ENQUEUED", "PENDING"} & set(found) and found,
+        lambda: (found := _attempt_workflows(pooled)) and not {"ENQUEUED", "PENDING"} & set(found) and found,
         "every attempt's workflow ended",
     )
     assert len(settled) == 3, settled
@@ -144,3 +145,30 @@ def test_listeners_killed_while_attempts_run_on_both_workers_lose_no_end(pooled:
     assert follower.returncode == 0, err
     assert json.loads(out)["status"] == "completed"
     assert _ran(pooled, "end") == _ran(pooled, "start")
+
+
+def test_a_run_abandoned_while_an_attempt_is_queued_never_runs_it(pooled: Runtime) -> None:
+    """Its drive's worker dies with one unit running on each worker and one queued; the run is
+    abandoned. The queued attempt never starts: whether abandon cancels its workflow first or the
+    worker dequeues it first (its step then reads the run's status with its plan's digest)."""
+    for name in ("a", "b"):
+        pooled.start_worker(name=name, options=("--concurrency", "1", "--takeover-after", "1h"))
+    plan = pooled.compile("held.akm", HELD.replace("[1, 2]", "[1, 2, 3]").replace("concurrency = 2", "concurrency = 3"))
+    detached = pooled.akm("run", plan, "--detach")
+    assert detached.returncode == 0, detached.stderr
+    run_id = detached.stdout.strip()
+    eventually(lambda: sum(_ran(pooled, "start").values()) == 2, "a unit running on each worker")
+    eventually(lambda: len(_in_flight(pooled, run_id)) == 3, "the third attempt queued")
+    assert pooled.database is not None
+    with psycopg.connect(pooled.database) as connection:
+        query = "SELECT executor_id FROM dbos.workflow_status WHERE workflow_uuid = %s"
+        [(driver,)] = connection.execute(query, (run_id,)).fetchall()
+    pooled.worker(driver).kill()
+    result = eventually(lambda: (r := pooled.akm("abandon", run_id)).returncode != 75 and r, "the run's lock")
+    assert result.returncode == 0, result.stderr
+    eventually(lambda: unit_processes(run_id) == [], "the other worker's unit stopped")
+    eventually(
+        lambda: (found := _attempt_workflows(pooled)) and not {"ENQUEUED", "PENDING"} & set(found) and found,
+        "every attempt's workflow ended",
+    )
+    assert _ran(pooled, "start").total() == 2 and _ran(pooled, "end") == Counter()

@@ -13,6 +13,7 @@ import json
 import os
 import shlex
 import shutil
+import stat
 import subprocess
 import tempfile
 import threading
@@ -109,6 +110,8 @@ def scratch_directory(state_dir: Path, run_id: str) -> Path:
     Directories that drivers of this run left behind when they died (same host) are removed first:
     their context files may hold params a unit was given."""
     base = state_dir.absolute() / "scratch"  # a unit's cwd is the workdir: its paths must not be relative
+    if base.is_symlink() or (base.exists() and not base.is_dir()):
+        _remove(base)  # what a unit put in its place (a link is removed, never followed)
     base.mkdir(mode=0o700, parents=True, exist_ok=True)
     for stale in base.glob(f"{run_id}.*"):
         pid = stale.name.rsplit(".", 1)[-1]
@@ -145,6 +148,29 @@ class Scratch:
                 self._path = None
 
 
+def there(directory: Path) -> Path:
+    """The drive's scratch directory, made again (private, 0700) if a unit removed it or put a file or
+    a link in its place: a unit runs as the same user, and one unit's mischief must not fail the
+    attempts after it (the child runs a drive drives share its directory). Never followed through a
+    link. The directories above it are the state directory's: one a unit removed or replaced is not
+    made again here, and the attempt's first write fails the drive (exit 70, resumable: the next
+    drive makes them again, `scratch_directory`)."""
+    for _ in range(3):  # a sibling attempt may be making it again at the same moment
+        try:
+            if stat.S_ISDIR(os.lstat(directory).st_mode):
+                return directory
+            _remove(directory)
+        except FileNotFoundError:
+            pass
+        try:
+            directory.mkdir(mode=0o700)
+        except FileExistsError:
+            continue
+        except OSError:
+            break
+    return directory  # still not a directory: the attempt's first write says why
+
+
 def _remove(path: Path) -> None:
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path, ignore_errors=True)
@@ -172,7 +198,8 @@ def execute(
     if scratch is None:
         with tempfile.TemporaryDirectory(prefix="akm-unit-") as directory:
             return execute(unit, abort, on_spawn, environ, Path(directory), board)
-    prefix = scratch.absolute() / f"{unit.context['dispatchId']}.{unit.context['attempt']}.{threading.get_ident()}"
+    scratch = there(scratch.absolute())
+    prefix = scratch / f"{unit.context['dispatchId']}.{unit.context['attempt']}.{threading.get_ident()}"
     created: list[Path] = []
     watch: Watch | None = None
     reader: UsageReader | None = None

@@ -332,14 +332,15 @@ def test_params_that_are_not_strict_json_are_bad_params(runtime: Runtime) -> Non
 
 
 def test_an_internal_error_during_a_drive_exits_70_and_leaves_the_run_resumable(runtime: Runtime) -> None:
-    # The first unit replaces the runtime's private scratch directory with a file, once: on SQLite the
-    # drive's (the next unit's context cannot be written), on the pool its own attempt's (the worker
-    # cannot clean it up, and the attempt's workflow ends in an error). Either way the drive stops
-    # with an internal error, which no unit should be able to cause, and `run RUN` finishes the run.
+    # The first unit replaces a directory of the runtime's with a file, once: on SQLite the state
+    # directory's `scratch` (the next unit's context cannot be written; a drive's own directory in it
+    # the runtime makes again), on the pool its own attempt's (the worker cannot clean it up, and the
+    # attempt's workflow ends in an error). Either way the drive stops with an internal error, which no
+    # unit should be able to cause, and `run RUN` finishes the run.
     src = source("""
         workflow "t" {
           step break {
-            shell "test -e broke && exit 0; touch broke; d=$(dirname $AKM_CONTEXT); rm -rf $d; touch $d"
+            shell "test -e broke && exit 0; touch broke; d=$(dirname $AKM_CONTEXT); p=$(dirname $d); [ $(basename $p) = scratch ] && d=$p; rm -rf $d; touch $d"
           }
           step next {
             shell "echo next"

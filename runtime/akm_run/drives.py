@@ -11,6 +11,7 @@ attempt's dispatch id: enqueuing it again, from a recovered drive, returns the s
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 import os
 import shutil
@@ -109,7 +110,7 @@ class _Host:
     attempts: Attempts = field(default_factory=Attempts)  # the attempts running here (akm_run.stopping)
     notify_cmd: str | None = None  # the notifier of the root runs it drives that have none (--notify-cmd)
     declared: set[str] = field(default_factory=set)
-    plans: set[tuple[str, str]] = field(default_factory=set)  # (plan hash, md5 of the stored text) verified
+    plans: set[tuple[str, str]] = field(default_factory=set)  # (plan hash, SHA-256 of the stored text) verified
     lock: threading.RLock = field(default_factory=threading.RLock)
 
     def units_queue(self, width: int) -> str:
@@ -149,7 +150,9 @@ class _Host:
         if row is None:
             raise PlanError("run", f"run {run_id} does not exist")
         stored_plan(row)
-        self.plans.add(digest)
+        # The digest of the text verified, not the one read before it: a row rewritten in between is
+        # a text this worker has not verified.
+        self.plans.add((row.plan_hash, hashlib.sha256(row.plan_json.encode()).hexdigest()))
         return row.status
 
     def adopt_queues(self) -> None:

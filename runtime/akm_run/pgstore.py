@@ -117,11 +117,12 @@ class PostgresStore(Store):
         return [Event(q, r, k, s, u, json.loads(d or "{}"), a) for q, r, k, s, u, d, a in found]
 
     def plan_digest(self, run_id: str) -> tuple[tuple[str, str], str] | None:
-        """(plan hash, md5 of the stored plan text) of a run, whether its plan changed, cheaply, and
-        its status, without its plan's text."""
+        """(plan hash, SHA-256 of the stored plan text in UTF-8, hex) of a run, whether its plan
+        changed, cheaply, and its status, without its plan's text."""
         with self._lock:
             row = self._pg.execute(
-                "SELECT plan_hash, md5(plan_json), status FROM runs WHERE id = %s", (run_id,)
+                "SELECT plan_hash, encode(sha256(convert_to(plan_json, 'UTF8')), 'hex'), status FROM runs WHERE id = %s",
+                (run_id,),
             ).fetchone()
         return None if row is None else ((str(row[0]), str(row[1])), str(row[2]))
 

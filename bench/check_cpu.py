@@ -91,23 +91,24 @@ def measure(tree: Path, corpus: Path, count: int) -> dict[str, float]:
     return figures
 
 
-def instructions(tree: Path, corpus: Path, count: int) -> int:
-    """Instructions callgrind counts for a child process that checks `count` files."""
-    argv = [
-        "valgrind",
-        "--tool=callgrind",
-        "--callgrind-out-file=/dev/null",
-        sys.executable,
-        str(HERE / "check_cpu.py"),
-        "--child",
-        str(corpus),
-        "--files",
-        str(count),
-    ]
-    done = subprocess.run(argv, env=environment(tree), capture_output=True, text=True, check=True, cwd=tree)
+def callgrind_count(argv: list[str], cwd: Path, env: dict[str, str]) -> int:
+    """Instructions valgrind's callgrind counts for the command `argv` (user space, all its threads)."""
+    done = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     found = re.search(r"Collected : (\d+)", done.stderr)
     assert found, done.stderr[-2000:]
     return int(found.group(1))
+
+
+def instructions(tree: Path, corpus: Path, count: int) -> int:
+    """Instructions callgrind counts for a child process that checks `count` files."""
+    argv = [sys.executable, str(HERE / "check_cpu.py"), "--child", str(corpus), "--files", str(count)]
+    return callgrind_count(argv, tree, environment(tree))
 
 
 def whole(tree: Path, root: Path) -> int:
@@ -117,16 +118,7 @@ def whole(tree: Path, root: Path) -> int:
     env = environment(tree, True)
     subprocess.run([*argv, "--no-cache"], cwd=root, env=env, capture_output=True)
     shutil.rmtree(root / ".akmc-cache", ignore_errors=True)
-    done = subprocess.run(
-        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv],
-        cwd=root,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    counted = re.search(r"Collected : (\d+)", done.stderr)
-    assert counted, done.stderr[-2000:]
-    return int(counted.group(1))
+    return callgrind_count(argv, root, env)
 
 
 def edited(
@@ -155,16 +147,7 @@ def edited(
     counts: dict[str, int] = {}
     for name, tree in trees.items() if callgrind else ():
         target.write_text(original.replace('"Generated', f'"Generated counted {name}'))
-        done = subprocess.run(
-            ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv, str(target.relative_to(root))],
-            cwd=root,
-            env=environment(tree, True),
-            capture_output=True,
-            text=True,
-        )
-        counted = re.search(r"Collected : (\d+)", done.stderr)
-        assert counted, done.stderr[-2000:]
-        counts[name] = int(counted.group(1))
+        counts[name] = callgrind_count([*argv, str(target.relative_to(root))], root, environment(tree, True))
     target.write_text(original)
     return found, counts
 

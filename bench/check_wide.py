@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import resource
 import shutil
 import statistics
@@ -32,7 +31,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from check_corpus import workflow  # noqa: E402 - the same ~108-line workflow generator
-from check_cpu import environment, export  # noqa: E402 - the other tree, and running a tree's akmc
+from check_cpu import callgrind_count, environment, export  # noqa: E402 - the other tree, running a tree's akmc
 
 EDITED = "workflows/wide/child050.akm"
 
@@ -81,20 +80,6 @@ def cpu(tree: Path, root: Path, argv: list[str]) -> float:
     return after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
 
 
-def instructions(tree: Path, root: Path, argv: list[str]) -> int:
-    done = subprocess.run(
-        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv],
-        cwd=root,
-        env=environment(tree, True),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    found = re.search(r"Collected : (\d+)", done.stderr)
-    assert found, done.stderr[-2000:]
-    return int(found.group(1))
-
-
 def edit(root: Path, mark: str) -> None:
     target = root / EDITED
     target.write_text(child_source(50).replace('"Generated', f'"Generated edit {mark}'))
@@ -137,7 +122,7 @@ def main() -> int:
             for name, tree in trees.items():
                 for kind, root in spaces.items():
                     edit(root, f"counted {name}")
-                    counts[(name, kind)] = instructions(tree, root, [*ARGV, EDITED])
+                    counts[(name, kind)] = callgrind_count([*ARGV, EDITED], root, environment(tree, True))
     print(f"load average at end: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
     print(f"one edited child of a parent with {args.children} children; {args.repeat} alternating runs each")
     for name in trees:

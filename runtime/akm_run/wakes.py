@@ -214,12 +214,13 @@ def announce(engine: sqlalchemy.Engine, queue: str, channel: str = CHANNEL) -> N
 
 class Abort(threading.Event):
     """A drive's abort that also sets each event `linked` to it while linked: a drive waiting for an
-    attempt wakes at an abort as it does at the attempt's end, on one event."""
+    attempt wakes at an abort as it does at the attempt's end, on one event. Set from threads (the
+    cancellation watch, the run's timer), never from a signal handler: no Event is safe there."""
 
     def __init__(self) -> None:
         super().__init__()
         self._linked: set[threading.Event] = set()
-        self._guard = threading.RLock()  # re-entrant: a signal handler may set the abort of its own thread
+        self._guard = threading.Lock()
 
     def set(self) -> None:
         super().set()
